@@ -1,0 +1,34 @@
+package idempotency
+
+import "github.com/google/uuid"
+
+// namespace is the UUIDv5 namespace of KeyUUID:
+// 3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21. It is part of the stored format and
+// never changes: changing it would make every stored mark unreachable.
+var namespace = uuid.MustParse("3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21")
+
+// KeyNamespace returns the fixed UUIDv5 namespace KeyUUID hashes non-UUID
+// keys under, 3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21.
+func KeyNamespace() uuid.UUID { return namespace }
+
+// KeyUUID maps a key to the UUID a store persists. A key that is a UUID in
+// its canonical 36-character form (any case) maps to itself, so Watermill
+// message UUIDs are stored as they are; any other string maps to the UUIDv5
+// of the key under KeyNamespace.
+func KeyUUID(key string) uuid.UUID {
+	if len(key) == 36 {
+		if id, err := uuid.Parse(key); err == nil {
+			return id
+		}
+	}
+	return uuid.NewSHA1(namespace, []byte(key))
+}
+
+// ScopedKey returns the key a consumer with the given scope stores for a
+// message key: scope + "/" + key, or the bare key when scope is empty.
+func ScopedKey(scope, key string) string {
+	if scope == "" {
+		return key
+	}
+	return scope + "/" + key
+}

@@ -1,0 +1,112 @@
+// Package pgtest gives tests a PostgreSQL pool and a schema of their own.
+//
+// The database URL comes from DATABASE_URL, by default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable. When PostgreSQL
+// cannot be reached, a test fails with instructions if CI=true, and is
+// skipped with the same instructions otherwise.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultURL is the database URL used when DATABASE_URL is not set.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// URL returns DATABASE_URL, or DefaultURL when it is unset.
+func URL() string {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// Config returns a parsed pool configuration for URL, for tests that need to
+// change it (for example to dial through a proxy) before connecting.
+func Config(t testing.TB) *pgxpool.Config {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL())
+	if err != nil {
+		t.Fatalf("pgtest: DATABASE_URL %q does not parse: %v", URL(), err)
+	}
+	return cfg
+}
+
+// Pool connects to the test database and closes the pool when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return PoolWith(t, Config(t))
+}
+
+// PoolWith connects with cfg and closes the pool when the test ends. It
+// fails or skips the test, as the package documentation says, when the
+// database cannot be reached.
+func PoolWith(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		unreachable(t, err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func unreachable(t testing.TB, err error) {
+	t.Helper()
+	const how = "start PostgreSQL 13+ (on Debian: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start; " +
+		"or docker compose up -d postgres) or point DATABASE_URL at one"
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("pgtest: PostgreSQL at %s is unreachable: %v; %s", URL(), err, how)
+	}
+	t.Skipf("pgtest: PostgreSQL at %s is unreachable: %v; %s (with CI=true this fails)", URL(), err, how)
+}
+
+// Schema creates a schema with a random name and drops it, with everything
+// in it, when the test ends. The name is returned unquoted; it needs no
+// quoting.
+func Schema(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := Name("koto_test")
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create schema %s: %v", name, err)
+	}
+	t.Cleanup(func() { DropSchema(t, pool, name) })
+	return name
+}
+
+// DropSchema drops a schema and everything in it, if it exists.
+func DropSchema(t testing.TB, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("pgtest: drop schema %s: %v", name, err)
+	}
+}
+
+// Name returns prefix followed by '_' and 12 random hex digits: a fresh,
+// lower-case identifier for a schema or table.
+func Name(prefix string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return prefix + "_" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,135 @@
+// Package tcpproxy is a TCP forwarder for tests that need to cut a
+// connection to a real server and restore it, to show how code behaves in an
+// outage.
+package tcpproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+)
+
+// Proxy forwards connections from a listener on 127.0.0.1 to a target
+// address. Cut closes every open connection and refuses new ones until
+// Restore.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	cut    bool
+	closed bool
+	conns  map[net.Conn]struct{}
+}
+
+// Start listens on a free port of 127.0.0.1 and forwards to target.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut closes all open connections and refuses new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.closeConnsLocked()
+}
+
+// Restore accepts and forwards connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// Close stops the proxy, closes every connection and waits for its
+// goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.closeConnsLocked()
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) closeConnsLocked() {
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		p.wg.Add(1)
+		go p.serve(c)
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	if !p.track(client) {
+		_ = client.Close()
+		return
+	}
+	server, err := net.Dial("tcp", p.target)
+	if err != nil || !p.track(server) {
+		_ = client.Close()
+		if server != nil {
+			_ = server.Close()
+		}
+		return
+	}
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close()
+		_ = src.Close()
+		done <- struct{}{}
+	}
+	go pipe(server, client)
+	go pipe(client, server)
+	<-done
+	<-done
+	p.untrack(client, server)
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut || p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.conns, c)
+	}
+}
