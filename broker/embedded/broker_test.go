@@ -1,0 +1,95 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+)
+
+func TestStartListensOnLoopbackOnly(t *testing.T) {
+	b := startBroker(t)
+	addrs := b.Addrs()
+	if len(addrs) != 1 {
+		t.Fatalf("Addrs() = %v, want one address", addrs)
+	}
+	host, port, err := net.SplitHostPort(addrs[0])
+	if err != nil {
+		t.Fatalf("Addrs()[0] = %q: %v", addrs[0], err)
+	}
+	if host != "127.0.0.1" || port == "0" {
+		t.Fatalf("Addrs()[0] = %q, want 127.0.0.1 and a real port", addrs[0])
+	}
+}
+
+func TestStartRejectsBadOptions(t *testing.T) {
+	tests := map[string]embedded.Option{
+		"zero partitions": embedded.WithPartitions(0),
+		"negative port":   embedded.WithPort(-1),
+		"port too large":  embedded.WithPort(70000),
+		"invalid topic":   embedded.WithTopics("ok", "bad topic!"),
+	}
+	for name, opt := range tests {
+		t.Run(name, func(t *testing.T) {
+			b, err := embedded.Start(context.Background(), opt)
+			if err == nil {
+				_ = b.Close()
+				t.Fatal("Start succeeded, want an error")
+			}
+			if !errors.Is(err, embedded.ErrInvalidOption) {
+				t.Fatalf("Start error %v does not wrap ErrInvalidOption", err)
+			}
+		})
+	}
+}
+
+func TestStartHonoursCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b, err := embedded.Start(ctx)
+	if !errors.Is(err, context.Canceled) {
+		if b != nil {
+			_ = b.Close()
+		}
+		t.Fatalf("Start with a cancelled context: err = %v, want context.Canceled", err)
+	}
+}
+
+func TestCloseIsIdempotent(t *testing.T) {
+	b, err := embedded.Start(context.Background())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	for i := range 3 {
+		if err := b.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
+	}
+}
+
+func TestTopicsGetConfiguredPartitions(t *testing.T) {
+	b := startBroker(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
+	produceValues(t, b.Addrs(), "auto-created", "x")
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	adm := kadm.NewClient(newKgoClient(t, b.Addrs()))
+	details, err := adm.ListTopics(ctx, "orders.order-placed", "payments.paid", "auto-created")
+	if err != nil {
+		t.Fatalf("ListTopics: %v", err)
+	}
+	for _, name := range []string{"orders.order-placed", "payments.paid", "auto-created"} {
+		d, ok := details[name]
+		if !ok || d.Err != nil {
+			t.Errorf("topic %s: missing or error %v", name, d.Err)
+			continue
+		}
+		if got := len(d.Partitions); got != 4 {
+			t.Errorf("topic %s has %d partitions, want 4", name, got)
+		}
+	}
+}

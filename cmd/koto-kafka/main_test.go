@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer lets the test read what run writes from another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-port", "0", "-data-dir", t.TempDir(), "-partitions", "2", "-topics", "a,b"}, &stdout, &stderr)
+	}()
+
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(stdout.String(), "listening on 127.0.0.1:") {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned early: %v (stderr: %s)", err, stderr.String())
+		case <-deadline:
+			t.Fatalf("no address printed; stdout %q", stdout.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-partitions", "0"},
+		{"-port", "-5"},
+		{"-topics", "bad topic!"},
+		{"-no-such-flag"},
+	} {
+		var out syncBuffer
+		if err := run(context.Background(), args, &out, &out); err == nil {
+			t.Errorf("run(%q) succeeded, want an error", args)
+		}
+	}
+}
