@@ -1,0 +1,55 @@
+// Package kafkatest gives tests a Kafka broker and fresh names on it.
+//
+// Tests talk to a real Kafka-protocol broker: the cluster named by the
+// KAFKA_BROKERS environment variable (comma-separated host:port list) when it
+// is set, otherwise an embedded broker started for the test alone. Topic and
+// group names are random, so tests never see each other's records on a
+// shared cluster.
+package kafkatest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+)
+
+// EnvBrokers is the environment variable that points tests at an existing
+// cluster, e.g. "127.0.0.1:9092" or "k1:9092,k2:9092".
+const EnvBrokers = "KAFKA_BROKERS"
+
+// startTimeout bounds starting an embedded broker.
+const startTimeout = 30 * time.Second
+
+// Brokers returns the bootstrap addresses for t: those in KAFKA_BROKERS if
+// set, otherwise those of an embedded broker (3 partitions per auto-created
+// topic) that is closed when t finishes.
+func Brokers(t testing.TB) []string {
+	t.Helper()
+	if addrs := FromEnv(); len(addrs) > 0 {
+		return addrs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	b, err := embedded.Start(ctx)
+	if err != nil {
+		t.Fatalf("kafkatest: start embedded broker: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b.Addrs()
+}
+
+// FromEnv returns the addresses listed in KAFKA_BROKERS, or nil when it is
+// unset or empty.
+func FromEnv() []string {
+	var addrs []string
+	for _, a := range strings.Split(os.Getenv(EnvBrokers), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}

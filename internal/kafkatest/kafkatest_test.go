@@ -1,0 +1,59 @@
+package kafkatest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestBrokersStartsAReachableBroker(t *testing.T) {
+	t.Setenv(kafkatest.EnvBrokers, "")
+	addrs := kafkatest.Brokers(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatalf("kgo.NewClient: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatalf("ping %v: %v", addrs, err)
+	}
+}
+
+func TestBrokersPrefersEnvironment(t *testing.T) {
+	t.Setenv(kafkatest.EnvBrokers, " k1:9092, ,k2:9093 ")
+	got := kafkatest.Brokers(t)
+	if strings.Join(got, ",") != "k1:9092,k2:9093" {
+		t.Fatalf("Brokers() = %q, want [k1:9092 k2:9093]", got)
+	}
+}
+
+func TestNamesAreValidAndUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, prefix := range []string{"orders", t.Name() + "/sub test", "", strings.Repeat("x", 300), "ümlaut"} {
+		for _, name := range []string{kafkatest.Topic(t, prefix), kafkatest.Group(t, prefix)} {
+			if err := topics.Validate(name); err != nil {
+				t.Errorf("name for prefix %q: %v", prefix, err)
+			}
+			if seen[name] {
+				t.Errorf("name %q returned twice", name)
+			}
+			seen[name] = true
+		}
+	}
+	if got := kafkatest.Topic(t, "orders"); !strings.HasPrefix(got, "orders-") {
+		t.Errorf("Topic(t, \"orders\") = %q, want the prefix kept", got)
+	}
+}
