@@ -1,0 +1,137 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+)
+
+// Defaults applied to the zero values of [Config].
+const (
+	// DefaultClientID is the client ID Kafka sees when Config.ClientID is
+	// empty.
+	DefaultClientID = "watermill-koto"
+	// DefaultNackResendSleep is how long a nacked message waits before it
+	// is delivered again. It is short on purpose: the partition is blocked
+	// meanwhile. Retry middleware with backoff is the place for longer waits.
+	DefaultNackResendSleep = 100 * time.Millisecond
+	// DefaultReconnectRetrySleep is the pause between attempts to reconnect
+	// a subscription whose consumer stopped.
+	DefaultReconnectRetrySleep = time.Second
+)
+
+// DefaultKafkaVersion is the Kafka protocol version sarama is configured
+// for when Config.KafkaVersion is zero. sarama asks each broker which API
+// versions it supports and uses the highest both sides know, so this is a
+// ceiling, not a requirement.
+var DefaultKafkaVersion = sarama.V3_6_0_0
+
+// Config configures [NewPublisher] and [NewSubscriber]. The zero value of
+// every field but Brokers (and ConsumerGroup for a subscriber) means its
+// default.
+type Config struct {
+	// Brokers are the bootstrap addresses, host:port. Required.
+	Brokers []string
+
+	// ClientID names this client in the brokers' logs, metrics and quotas.
+	// Default: DefaultClientID.
+	ClientID string
+
+	// ConsumerGroup is the Kafka consumer group of a subscriber; required by
+	// NewSubscriber, unused by NewPublisher. topics.ConsumerGroup builds the
+	// conventional name.
+	ConsumerGroup string
+
+	// InitialOffset is where a consumer group without a committed offset
+	// starts: sarama.OffsetOldest (the default, also used for 0) or
+	// sarama.OffsetNewest.
+	InitialOffset int64
+
+	// KafkaVersion is the protocol version sarama is configured for.
+	// Default: DefaultKafkaVersion.
+	KafkaVersion sarama.KafkaVersion
+
+	// NackResendSleep is how long a nacked message waits before it is
+	// delivered again. Default: DefaultNackResendSleep; negative: no wait.
+	NackResendSleep time.Duration
+
+	// ReconnectRetrySleep is the pause between attempts to restart a stopped
+	// consumer. Default: DefaultReconnectRetrySleep; negative: no wait.
+	ReconnectRetrySleep time.Duration
+
+	// Marshaler turns Watermill messages into Kafka records and back.
+	// Default: NewPartitionKeyMarshaler().
+	Marshaler kafka.MarshalerUnmarshaler
+
+	// Sarama, if set, is called with the sarama configuration after this
+	// package has applied its defaults, to change anything else (TLS, SASL,
+	// compression, timeouts). It is called once per constructor call with a
+	// fresh configuration. The result must pass sarama's own validation;
+	// note that it can also undo the safe defaults described in the package
+	// documentation.
+	Sarama func(*sarama.Config)
+}
+
+func (c *Config) setDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.InitialOffset == 0 {
+		c.InitialOffset = sarama.OffsetOldest
+	}
+	if c.KafkaVersion == (sarama.KafkaVersion{}) {
+		c.KafkaVersion = DefaultKafkaVersion
+	}
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = DefaultNackResendSleep
+	}
+	if c.ReconnectRetrySleep == 0 {
+		c.ReconnectRetrySleep = DefaultReconnectRetrySleep
+	}
+	if c.Marshaler == nil {
+		c.Marshaler = NewPartitionKeyMarshaler()
+	}
+}
+
+// Validate reports the first field that cannot be used, zero values
+// counting as their defaults. It checks what publishers and subscribers
+// share; NewSubscriber also requires ConsumerGroup. The constructors call
+// it; call it yourself to check a configuration early.
+func (c Config) Validate() error {
+	if err := validateBrokers("Config.Brokers", c.Brokers); err != nil {
+		return err
+	}
+	switch c.InitialOffset {
+	case 0, sarama.OffsetOldest, sarama.OffsetNewest:
+	default:
+		return fmt.Errorf("%w: Config.InitialOffset is %d; use sarama.OffsetOldest (%d, also meant by 0) or sarama.OffsetNewest (%d)",
+			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
+	}
+	return nil
+}
+
+func (c Config) validateSubscriber() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.ConsumerGroup == "" {
+		return fmt.Errorf("%w: Config.ConsumerGroup is empty; set it to the group this subscriber consumes in, e.g. topics.ConsumerGroup(service, eventType)", ErrNoConsumerGroup)
+	}
+	return nil
+}
+
+// validateBrokers checks that field lists at least one host:port address.
+func validateBrokers(field string, brokers []string) error {
+	if len(brokers) == 0 {
+		return fmt.Errorf("%w: %s is empty; list at least one host:port, e.g. []string{\"127.0.0.1:9092\"}", ErrNoBrokers, field)
+	}
+	for i, addr := range brokers {
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			return fmt.Errorf("%w: %s[%d] is %q; want host:port, e.g. \"127.0.0.1:9092\"", ErrInvalidConfig, field, i, addr)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package broker wires Watermill to Kafka (watermill-kafka on IBM/sarama)
+// with defaults that do not lose or skip messages, and provisions topics.
+//
+// # Defaults
+//
+// One [Config] feeds both [NewPublisher] and [NewSubscriber]:
+//
+//   - A new consumer group starts at the oldest offset, so it also receives
+//     what was published before it first joined (sarama would start at the
+//     newest and skip those silently).
+//   - The producer waits for all in-sync replicas (acks=all) and is
+//     idempotent: its retries cannot duplicate or reorder a partition.
+//   - Messages whose metadata has [PartitionKeyMetadataKey] get that value as
+//     their Kafka record key, so one aggregate's events land on one partition
+//     and stay in order. Messages without it have no key and spread over the
+//     partitions.
+//   - sarama speaks [DefaultKafkaVersion] of the protocol and negotiates down
+//     to what each broker supports.
+//
+// # When offsets are committed
+//
+// watermill-kafka hands a subscriber one message per partition at a time and
+// waits for its Ack or Nack before the next. Only an Ack marks the record's
+// offset (sarama's MarkMessage); a Nack sends the same message again after
+// [Config.NackResendSleep] and marks nothing. sarama commits marked offsets in
+// the background every second, when partitions are rebalanced, and when the
+// subscriber closes. The committed offset therefore never passes a message
+// that was not acked. What was acked in the last second before a crash, or
+// acked while the subscriber was closing, is delivered again: delivery is
+// at-least-once, and the idempotency middleware absorbs the repeats.
+//
+// # Topics
+//
+// [ProvisionTopics] creates missing topics and leaves existing ones alone;
+// it is safe to call at every start of every instance.
+package broker

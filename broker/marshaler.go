@@ -1,0 +1,63 @@
+package broker
+
+import (
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// PartitionKeyMetadataKey is the message metadata key whose value becomes
+// the Kafka record key. Records with the same key go to the same partition
+// and so are consumed in the order they were published. Set it to the
+// aggregate ID for events of one aggregate.
+const PartitionKeyMetadataKey = "partition_key"
+
+// NewPartitionKeyMarshaler returns the default marshaler: watermill-kafka's
+// partitioning marshaler keyed by [PartitionKeyMetadataKey].
+//
+// Marshal copies the UUID into the _watermill_message_uuid header and every
+// metadata entry (the partition key included) into a header. A message
+// without a partition key gets no record key at all, not an empty one, so
+// sarama spreads such messages over the partitions instead of hashing them
+// all to one.
+//
+// Unmarshal restores the UUID and metadata from the headers. A record from a
+// non-Watermill producer that has a key but no partition_key header gets the
+// key as its partition_key metadata, so republishing it keeps its partition
+// affinity. The raw key is also in the message context:
+// kafka.MessageKeyFromCtx.
+func NewPartitionKeyMarshaler() kafka.MarshalerUnmarshaler {
+	return partitionKeyMarshaler{
+		inner: kafka.NewWithPartitioningMarshaler(partitionKey),
+	}
+}
+
+func partitionKey(_ string, msg *message.Message) (string, error) {
+	return msg.Metadata.Get(PartitionKeyMetadataKey), nil
+}
+
+type partitionKeyMarshaler struct {
+	inner kafka.MarshalerUnmarshaler
+}
+
+func (m partitionKeyMarshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMessage, error) {
+	rec, err := m.inner.Marshal(topic, msg)
+	if err != nil {
+		return nil, err
+	}
+	if msg.Metadata.Get(PartitionKeyMetadataKey) == "" {
+		rec.Key = nil
+	}
+	return rec, nil
+}
+
+func (m partitionKeyMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, error) {
+	msg, err := m.inner.Unmarshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec.Key) > 0 && msg.Metadata.Get(PartitionKeyMetadataKey) == "" {
+		msg.Metadata.Set(PartitionKeyMetadataKey, string(rec.Key))
+	}
+	return msg, nil
+}

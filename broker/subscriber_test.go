@@ -1,0 +1,89 @@
+package broker_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/IBM/sarama"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestNewGroupReceivesEarlierMessages: a group that joins after messages
+// were published still gets them (sarama alone would start at the newest
+// offset and skip them).
+func TestNewGroupReceivesEarlierMessages(t *testing.T) {
+	ctx := testContext(t)
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, "early")
+	want := []string{"a", "b", "c", "d", "e"}
+	publish(t, newPublisher(t, broker.Config{Brokers: brokers}), topic, "", want...)
+
+	sub := newSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "late")})
+	got := payloads(ackN(ctx, t, subscribe(ctx, t, sub, topic), len(want)))
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("late group received %v, want %v", got, want)
+	}
+}
+
+// TestOnlyAckedOffsetsAreCommitted holds the second message of a
+// one-partition topic unacked (after one nack and redelivery), checks that
+// the committed offset stops before it, and that a new subscriber in the
+// group starts with it.
+func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
+	ctx := testContext(t)
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, "acks")
+	group := kafkatest.Group(t, "acks")
+	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 1}, topic); err != nil {
+		t.Fatalf("ProvisionTopics: %v", err)
+	}
+	publish(t, newPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, NackResendSleep: -1}
+
+	sub, err := broker.NewSubscriber(cfg, nil)
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	msgs := subscribe(ctx, t, sub, topic)
+	next(ctx, t, msgs).Ack()
+	next(ctx, t, msgs).Nack()
+	if m := next(ctx, t, msgs); string(m.Payload) != "second" {
+		t.Fatalf("after a nack got %q, want the nacked message again", m.Payload)
+	} // left unacked
+	waitCommitted(ctx, t, newAdmin(t, brokers), group, topic, 1)
+	if err := sub.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := committed(ctx, t, newAdmin(t, brokers), group, topic); got != 1 {
+		t.Fatalf("committed offset after close is %d, want 1 (only the first message was acked)", got)
+	}
+
+	again := newSubscriber(t, cfg)
+	if m := next(ctx, t, subscribe(ctx, t, again, topic)); string(m.Payload) != "second" {
+		t.Fatalf("the group resumed with %q, want the unacked \"second\"", m.Payload)
+	}
+}
+
+// TestProtocolVersionsWorkOnEmbeddedBroker round-trips a message with the
+// default protocol version and with sarama's newest.
+func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	for name, v := range map[string]sarama.KafkaVersion{
+		"default " + broker.DefaultKafkaVersion.String(): {},
+		"newest " + sarama.MaxVersion.String():           sarama.MaxVersion,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			topic := kafkatest.Topic(t, "version")
+			cfg := broker.Config{Brokers: brokers, KafkaVersion: v, ConsumerGroup: kafkatest.Group(t, "version")}
+			publish(t, newPublisher(t, cfg), topic, "key", "ping")
+			if m := next(ctx, t, subscribe(ctx, t, newSubscriber(t, cfg), topic)); string(m.Payload) != "ping" {
+				t.Fatalf("received %q, want \"ping\"", m.Payload)
+			}
+		})
+	}
+}
