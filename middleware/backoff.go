@@ -1,0 +1,68 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Backoff is an exponential backoff: the n-th wait (from 0) is
+// InitialInterval × Multiplier^n, capped at MaxInterval. There is no jitter.
+type Backoff struct {
+	// InitialInterval is the first wait. Default 100 ms.
+	InitialInterval time.Duration
+	// MaxInterval caps every wait. Default 10 s.
+	MaxInterval time.Duration
+	// Multiplier grows the wait after each retry. Default 2; at least 1.
+	Multiplier float64
+}
+
+func (b *Backoff) setDefaults() {
+	if b.InitialInterval == 0 {
+		b.InitialInterval = 100 * time.Millisecond
+	}
+	if b.MaxInterval == 0 {
+		b.MaxInterval = 10 * time.Second
+	}
+	if b.Multiplier == 0 {
+		b.Multiplier = 2
+	}
+}
+
+// validate checks b after setDefaults; prefix names the field b is in.
+func (b Backoff) validate(prefix string) error {
+	switch {
+	case b.InitialInterval < 0:
+		return fmt.Errorf("%s.InitialInterval is negative (%v)", prefix, b.InitialInterval)
+	case b.MaxInterval < b.InitialInterval:
+		return fmt.Errorf("%s.MaxInterval (%v) is less than InitialInterval (%v)", prefix, b.MaxInterval, b.InitialInterval)
+	case b.Multiplier < 1:
+		return fmt.Errorf("%s.Multiplier (%v) is less than 1", prefix, b.Multiplier)
+	}
+	return nil
+}
+
+// delay returns the n-th wait, counting from 0.
+func (b Backoff) delay(n int) time.Duration {
+	d := float64(b.InitialInterval)
+	for range n {
+		d *= b.Multiplier
+		if d >= float64(b.MaxInterval) {
+			return b.MaxInterval
+		}
+	}
+	return time.Duration(d)
+}
+
+// sleep waits for d or until ctx is done, and reports whether it waited the
+// whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

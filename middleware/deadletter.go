@@ -1,0 +1,201 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// DeadLetterConfig configures [DeadLetter]. The zero value is the default.
+type DeadLetterConfig struct {
+	// Topic is the dead-letter topic. Default: topics.DeadLetter of the
+	// consumer group, e.g. "payments.order-placed-consumer.dlq".
+	Topic string
+	// ConsumerGroup returns the consumer group a message was consumed by,
+	// which names the default topic and fills [DeadLetterConsumerGroupKey].
+	// Default [HandlerName]: by this project's convention the handler name
+	// is the consumer group.
+	ConsumerGroup func(msg *message.Message) string
+	// MaxAttempts is how many times the handler may fail with a Retryable
+	// error in one delivery; the last failure is dead-lettered. Outages do
+	// not count. Default 5; 1 dead-letters the first failure.
+	MaxAttempts int
+	// MaxElapsedTime bounds the retries of Retryable errors: no retry is
+	// scheduled later than this after the first such failure. Default 1 min.
+	MaxElapsedTime time.Duration
+	// Backoff spaces the retries, Retryable and Outage alike.
+	Backoff Backoff
+	// Classify decides what to do with a handler error. Default [Classify].
+	Classify func(err error) ErrorClass
+}
+
+func (c *DeadLetterConfig) setDefaults() {
+	if c.ConsumerGroup == nil {
+		c.ConsumerGroup = HandlerName
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.MaxElapsedTime == 0 {
+		c.MaxElapsedTime = time.Minute
+	}
+	if c.Classify == nil {
+		c.Classify = Classify
+	}
+	c.Backoff.setDefaults()
+}
+
+// Validate reports the first invalid field of c, after defaults.
+func (c DeadLetterConfig) Validate() error {
+	if c.Topic != "" {
+		if err := topics.Validate(c.Topic); err != nil {
+			return fmt.Errorf("DeadLetterConfig.Topic: %w", err)
+		}
+	}
+	switch {
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("DeadLetterConfig.MaxAttempts is negative (%d)", c.MaxAttempts)
+	case c.MaxElapsedTime < 0:
+		return fmt.Errorf("DeadLetterConfig.MaxElapsedTime is negative (%v)", c.MaxElapsedTime)
+	}
+	return c.Backoff.validate("DeadLetterConfig.Backoff")
+}
+
+// HandlerName returns the name of the router handler that consumes msg
+// (message.HandlerNameFromCtx). It is the default consumer group of
+// [DeadLetterConfig] and the default scope of [IdempotencyConfig].
+func HandlerName(msg *message.Message) string {
+	return message.HandlerNameFromCtx(msg.Context())
+}
+
+// DeadLetter retries a failing handler with exponential backoff and, when
+// the error is poison or the retries are exhausted, publishes the message to
+// the dead-letter topic with pub and acks it, so the partition moves on.
+//
+// What happens to an error depends on its [ErrorClass] (cfg.Classify):
+// Poison ([Permanent] errors, panics, payloads that do not decode) is
+// dead-lettered at once; Retryable errors are retried up to
+// cfg.MaxAttempts and cfg.MaxElapsedTime, then dead-lettered; an Outage
+// ([Transient] errors, unreachable databases, store errors) is retried
+// with backoff for as long as the message's context lives and never
+// dead-lettered. When the context ends (the router or subscriber closes)
+// the last error is returned and the router nacks the message.
+//
+// The dead letter is a copy of the message, with its UUID, payload and
+// metadata, plus the metadata listed at [DeadLetterReasonKey]. If
+// publishing it fails, the error is returned: the message is nacked and
+// redelivered, never lost. Messages the handler returned are dropped with a
+// dead-lettered message.
+//
+// DeadLetter recovers panics of the handler ([PanicError]), so Watermill's
+// Recoverer is not needed inside it. It reports retries and its outcome to
+// [Logging]. See [Defaults] for where it goes in the chain.
+func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
+	if pub == nil {
+		return nil, errors.New("middleware: DeadLetter: publisher is nil")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("middleware: DeadLetter: %w", err)
+	}
+	d := &deadLetter{pub: pub, cfg: cfg}
+	return d.middleware, nil
+}
+
+type deadLetter struct {
+	pub message.Publisher
+	cfg DeadLetterConfig
+}
+
+// delivery is the retry state of one delivery of one message.
+type delivery struct {
+	attempts     int // handler calls
+	retries      int // backoff waits so far
+	failures     int // Retryable failures
+	firstFailure time.Time
+}
+
+func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		ctx := msg.Context()
+		rep := reportFrom(ctx)
+		var s delivery
+		for {
+			msg.SetContext(ctx) // a failed attempt may have replaced it
+			s.attempts++
+			rep.setAttempts(s.attempts)
+			produced, err := callRecovering(h, msg)
+			if err == nil {
+				return produced, nil
+			}
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			class := d.cfg.Classify(err)
+			delay := d.cfg.Backoff.delay(s.retries)
+			if d.giveUp(&s, class, delay) {
+				return d.send(msg, err, class, s.attempts)
+			}
+			rep.retry(retryNote{err: err, class: class, attempt: s.attempts, delay: delay})
+			s.retries++
+			if !sleep(ctx, delay) {
+				return nil, err
+			}
+		}
+	}
+}
+
+// giveUp counts a failure of class and reports whether to dead-letter now
+// rather than retry after delay.
+func (d *deadLetter) giveUp(s *delivery, class ErrorClass, delay time.Duration) bool {
+	switch class {
+	case Poison:
+		return true
+	case Outage:
+		return false
+	}
+	s.failures++
+	if s.failures == 1 {
+		s.firstFailure = time.Now()
+	}
+	return s.failures >= d.cfg.MaxAttempts ||
+		time.Since(s.firstFailure)+delay > d.cfg.MaxElapsedTime
+}
+
+// callRecovering calls h and turns a panic into a *PanicError.
+func callRecovering(h message.HandlerFunc, msg *message.Message) (produced []*message.Message, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			produced, err = nil, &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return h(msg)
+}
+
+// send publishes the dead letter of msg and acks msg, or returns the error
+// so that msg is nacked.
+func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, attempts int) ([]*message.Message, error) {
+	group := d.cfg.ConsumerGroup(msg)
+	topic := d.cfg.Topic
+	if topic == "" {
+		topic = topics.DeadLetter(group)
+	}
+	if err := topics.Validate(topic); err != nil {
+		return nil, errors.Join(cause, fmt.Errorf("middleware: no dead-letter topic for consumer group %q: %w", group, err))
+	}
+	dl := deadLetterMessage(msg, cause, class, attempts, group)
+	if err := d.pub.Publish(topic, dl); err != nil {
+		return nil, errors.Join(cause, fmt.Errorf("middleware: publish dead letter to %s: %w", topic, err))
+	}
+	reportFrom(msg.Context()).set(OutcomeDeadLettered,
+		slog.String(ErrorAttr, cause.Error()),
+		slog.String(ErrorClassAttr, class.String()),
+		slog.String(DeadLetterTopicAttr, topic))
+	return nil, nil
+}

@@ -1,0 +1,42 @@
+// Package middleware gives a Watermill router Koto's consumer semantics:
+// correlation IDs that follow the work ([Correlation]), duplicates skipped
+// with a store that may survive restarts ([Idempotency]), poison messages
+// sent to a dead-letter topic instead of blocking the partition while
+// outages are waited out ([DeadLetter]), and one structured log line per
+// message ([Logging]).
+//
+// # Order
+//
+// Use [Defaults]: it builds the chain in the one order that works,
+// outermost first:
+//
+//	Correlation → Logging → DeadLetter → Idempotency → handler
+//
+// [Defaults] explains why. DeadLetter does the work of Watermill's Retry and
+// PoisonQueue together, so their relative order cannot be got wrong; do not
+// add those two, nor Watermill's Deduplicator (it records a message before
+// the handler runs, so a failed message's redelivery is dropped: a lost
+// message).
+//
+// # Errors
+//
+// DeadLetter sorts handler errors with [Classify] into three classes.
+// Poison ([Permanent] errors, panics, payloads that do not decode as JSON)
+// is dead-lettered at once. Outages ([Transient] errors, store errors,
+// unreachable networks and databases, dependency timeouts) are retried
+// with backoff until they succeed and never dead-lettered. Anything else is
+// retried a bounded number of times, then dead-lettered.
+//
+// # Outcomes
+//
+// Every delivery ends in one [Outcome], the "outcome" field of the log
+// line: ok, duplicate, dead-lettered or nacked; each scheduled retry logs a
+// line with outcome retry. Logging puts a small record in the message
+// context that the inner middlewares fill; it is guarded by a mutex.
+//
+// # Conventions
+//
+// The router handler's name is the consumer group (topics.ConsumerGroup).
+// So the default dead-letter topic is topics.DeadLetter(handler name) and
+// the default idempotency scope is the handler name.
+package middleware

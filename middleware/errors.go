@@ -1,0 +1,70 @@
+package middleware
+
+import (
+	"fmt"
+)
+
+// PermanentError marks a handler error that no retry can fix: the message
+// is dead-lettered at once. Create one with [Permanent]; test for one with
+// errors.As.
+type PermanentError struct {
+	Err error
+}
+
+// Permanent marks err as permanent: [DeadLetter] sends the message to the
+// dead-letter topic without retrying it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// Error returns the text of the wrapped error.
+func (e *PermanentError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// TransientError marks an error of the infrastructure, not of the message:
+// a database or broker that cannot be reached, a dependency that timed out.
+// Such an outage is retried with backoff until it succeeds and is never
+// dead-lettered. Create one with [Transient]; test for one with errors.As.
+type TransientError struct {
+	Err error
+}
+
+// Transient marks err as an outage: [DeadLetter] retries the message with
+// backoff for as long as it takes, and never dead-letters it.
+// Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TransientError{Err: err}
+}
+
+// Error returns the text of the wrapped error.
+func (e *TransientError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// PanicError is the error [DeadLetter] returns for a handler that panicked.
+// [Classify] treats it as poison.
+type PanicError struct {
+	// Value is what the handler passed to panic.
+	Value any
+	// Stack is the stack trace of the panicking goroutine.
+	Stack string
+}
+
+// Error describes the panic value; the stack is in the Stack field.
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error, so errors.Is and
+// errors.As see it.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,105 @@
+package middleware
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Outcome is what became of one delivery of a message, as the [Logging]
+// middleware reports it in the "outcome" field.
+type Outcome string
+
+const (
+	// OutcomeOK: the handler succeeded; the message is acked.
+	OutcomeOK Outcome = "ok"
+	// OutcomeDuplicate: [Idempotency] found the message already processed
+	// and acked it without calling the handler.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeRetry: an attempt failed and will be retried after a backoff.
+	// It is logged once per retry, before the wait.
+	OutcomeRetry Outcome = "retry"
+	// OutcomeDeadLettered: [DeadLetter] published the message to the
+	// dead-letter topic; it is acked.
+	OutcomeDeadLettered Outcome = "dead-lettered"
+	// OutcomeNacked: the chain returned an error; the router nacks the
+	// message and the subscriber redelivers it.
+	OutcomeNacked Outcome = "nacked"
+)
+
+// report is how the inner middlewares tell [Logging] what happened. Logging
+// puts one in the message context; the others fill it. A nil *report (no
+// Logging in the chain) ignores everything.
+type report struct {
+	mu       sync.Mutex
+	outcome  Outcome
+	attempts int
+	attrs    []slog.Attr
+	onRetry  func(retryNote)
+}
+
+// retryNote describes a failed attempt that is about to be retried.
+type retryNote struct {
+	err     error
+	class   ErrorClass
+	attempt int
+	delay   time.Duration
+}
+
+type reportKey struct{}
+
+func withReport(ctx context.Context, r *report) context.Context {
+	return context.WithValue(ctx, reportKey{}, r)
+}
+
+func reportFrom(ctx context.Context) *report {
+	r, _ := ctx.Value(reportKey{}).(*report)
+	return r
+}
+
+// set records the outcome and extra log attributes.
+func (r *report) set(o Outcome, attrs ...slog.Attr) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcome = o
+	r.attrs = append(r.attrs, attrs...)
+}
+
+// note adds log attributes without changing the outcome.
+func (r *report) note(attrs ...slog.Attr) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attrs = append(r.attrs, attrs...)
+}
+
+// setAttempts records how many times the handler was called.
+func (r *report) setAttempts(n int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attempts = n
+}
+
+// retry reports a failed attempt that will be retried.
+func (r *report) retry(n retryNote) {
+	if r == nil || r.onRetry == nil {
+		return
+	}
+	r.onRetry(n)
+}
+
+// snapshot returns the recorded outcome, attempts and attributes.
+func (r *report) snapshot() (Outcome, int, []slog.Attr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcome, r.attempts, append([]slog.Attr(nil), r.attrs...)
+}
