@@ -23,11 +23,12 @@ const (
 	DefaultReconnectRetrySleep = time.Second
 )
 
-// DefaultKafkaVersion is the Kafka protocol version sarama is configured
-// for when Config.KafkaVersion is zero. sarama asks each broker which API
-// versions it supports and uses the highest both sides know, so this is a
-// ceiling, not a requirement.
-var DefaultKafkaVersion = sarama.V3_6_0_0
+// defaultKafkaVersion is the Kafka protocol version sarama is configured
+// for when Config.KafkaVersion is zero: sarama.V3_6_0_0. sarama asks each
+// broker which API versions it supports and uses the highest both sides
+// know, so this is a ceiling, not a requirement. It is a function so that
+// nobody can change the default for the whole process.
+func defaultKafkaVersion() sarama.KafkaVersion { return sarama.V3_6_0_0 }
 
 // Config configures [NewPublisher] and [NewSubscriber]. The zero value of
 // every field but Brokers (and ConsumerGroup for a subscriber) means its
@@ -51,7 +52,9 @@ type Config struct {
 	InitialOffset int64
 
 	// KafkaVersion is the protocol version sarama is configured for.
-	// Default: DefaultKafkaVersion.
+	// Default: sarama.V3_6_0_0. sarama negotiates each request down to what
+	// the broker supports, so a newer setting still talks to older brokers;
+	// the embedded broker handles every version up to sarama.MaxVersion.
 	KafkaVersion sarama.KafkaVersion
 
 	// NackResendSleep is how long a nacked message waits before it is
@@ -83,7 +86,7 @@ func (c *Config) setDefaults() {
 		c.InitialOffset = sarama.OffsetOldest
 	}
 	if c.KafkaVersion == (sarama.KafkaVersion{}) {
-		c.KafkaVersion = DefaultKafkaVersion
+		c.KafkaVersion = defaultKafkaVersion()
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = DefaultNackResendSleep

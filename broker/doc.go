@@ -14,8 +14,8 @@
 //     their Kafka record key, so one aggregate's events land on one partition
 //     and stay in order. Messages without it have no key and spread over the
 //     partitions.
-//   - sarama speaks [DefaultKafkaVersion] of the protocol and negotiates down
-//     to what each broker supports.
+//   - sarama is set to Kafka protocol version 3.6 and negotiates each request
+//     down to what the broker supports.
 //
 // # When offsets are committed
 //

@@ -72,8 +72,9 @@ func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
 func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	for name, v := range map[string]sarama.KafkaVersion{
-		"default " + broker.DefaultKafkaVersion.String(): {},
-		"newest " + sarama.MaxVersion.String():           sarama.MaxVersion,
+		"default":                              {},
+		"newest " + sarama.MaxVersion.String(): sarama.MaxVersion,
+		"watermill-kafka default " + sarama.V2_1_0_0.String(): sarama.V2_1_0_0,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,114 @@
+package broker_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// BenchmarkRouterNoopHandler measures consumption through a Watermill
+// router with a no-op handler on a 4-partition topic, the design's
+// reference pipeline. The records are written beforehand with franz-go so
+// that only consumption is timed.
+func BenchmarkRouterNoopHandler(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
+	defer cancel()
+	brokers := kafkatest.Brokers(b)
+	topic := kafkatest.Topic(b, "bench")
+	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 4}, topic); err != nil {
+		b.Fatalf("ProvisionTopics: %v", err)
+	}
+	fill(ctx, b, brokers, topic, b.N)
+
+	var handled atomic.Int64
+	done := make(chan struct{})
+	router, sub := benchRouter(b, brokers, topic, func(*message.Message) error {
+		if handled.Add(1) == int64(b.N) {
+			close(done)
+		}
+		return nil
+	})
+	defer sub.Close()
+	b.ResetTimer()
+	go func() { _ = router.Run(ctx) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		b.Fatalf("handled %d of %d messages: %v", handled.Load(), b.N, ctx.Err())
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+	_ = router.Close()
+}
+
+func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *kafka.Subscriber) {
+	b.Helper()
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		b.Fatalf("NewRouter: %v", err)
+	}
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(b, "bench")}, nil)
+	if err != nil {
+		b.Fatalf("NewSubscriber: %v", err)
+	}
+	router.AddConsumerHandler("noop", topic, sub, h)
+	return router, sub
+}
+
+// fill writes n small records with a Watermill UUID header, spread over the
+// partitions.
+func fill(ctx context.Context, b *testing.B, brokers []string, topic string, n int) {
+	b.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		b.Fatalf("kgo.NewClient: %v", err)
+	}
+	defer cl.Close()
+	const batch = 10_000
+	for start := 0; start < n; start += batch {
+		recs := make([]*kgo.Record, 0, min(batch, n-start))
+		for i := start; i < n && i < start+batch; i++ {
+			recs = append(recs, &kgo.Record{
+				Value:   []byte("payload-" + strconv.Itoa(i)),
+				Headers: []kgo.RecordHeader{{Key: kafka.UUIDHeaderKey, Value: []byte(watermill.NewUUID())}},
+			})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatalf("fill %s: %v", topic, err)
+		}
+	}
+}
+
+// BenchmarkPublishParallel measures the publisher with the package defaults
+// (idempotent, acks=all), publishing from several goroutines as a service
+// handling concurrent requests does.
+func BenchmarkPublishParallel(b *testing.B) {
+	brokers := kafkatest.Brokers(b)
+	topic := kafkatest.Topic(b, "bench-pub")
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	if err != nil {
+		b.Fatalf("NewPublisher: %v", err)
+	}
+	defer pub.Close()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := pub.Publish(topic, message.NewMessage(watermill.NewUUID(), []byte("payload"))); err != nil {
+				b.Errorf("Publish: %v", err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+}

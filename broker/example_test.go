@@ -1,0 +1,119 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+)
+
+// Events of one order carry the order ID as partition key, so they share a
+// partition and a subscriber sees them in publish order.
+func ExampleNewPublisher() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kafkaBroker.Close()
+
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	for _, event := range []string{"placed", "paid", "shipped"} {
+		msg := message.NewMessage(watermill.NewUUID(), []byte(event))
+		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "order-42")
+		if err := pub.Publish("orders.events", msg); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafkaBroker.Addrs(), ConsumerGroup: "shipping"}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	msgs, err := sub.Subscribe(ctx, "orders.events")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		msg := <-msgs
+		fmt.Println(msg.Metadata.Get(broker.PartitionKeyMetadataKey), string(msg.Payload))
+		msg.Ack()
+	}
+	// Output:
+	// order-42 placed
+	// order-42 paid
+	// order-42 shipped
+}
+
+// A consumer group that subscribes after a message was published still
+// receives it: new groups start at the oldest offset.
+func ExampleNewSubscriber() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kafkaBroker.Close()
+
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish("payments.paid", message.NewMessage(watermill.NewUUID(), []byte("payment 7"))); err != nil {
+		log.Fatal(err)
+	}
+
+	sub, err := broker.NewSubscriber(broker.Config{
+		Brokers:       kafkaBroker.Addrs(),
+		ConsumerGroup: "ledger.paid-consumer",
+	}, watermill.NopLogger{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	msgs, err := sub.Subscribe(ctx, "payments.paid")
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg := <-msgs
+	fmt.Println(string(msg.Payload))
+	msg.Ack()
+	// Output: payment 7
+}
+
+func ExampleProvisionTopics() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kafkaBroker.Close()
+
+	cfg := broker.ProvisionConfig{Brokers: kafkaBroker.Addrs(), Partitions: 6}
+	// Safe at every start of every instance: existing topics are left alone.
+	err = broker.ProvisionTopics(ctx, cfg, "orders.order-placed", "orders.order-placed")
+	fmt.Println(err)
+
+	// Invalid names fail before anything is sent to Kafka.
+	err = broker.ProvisionTopics(ctx, cfg, "orders/order-placed")
+	fmt.Println(errors.Is(err, broker.ErrInvalidTopic))
+	// Output:
+	// <nil>
+	// true
+}
