@@ -1,0 +1,166 @@
+package middleware_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// order is the payload of the poison tests.
+type order struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+}
+
+// handleOrder decodes an order and fails as its kind says.
+func handleOrder(processed *counter, seq *[]string) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		var o order
+		if err := json.Unmarshal(msg.Payload, &o); err != nil {
+			return fmt.Errorf("decode order: %w", err)
+		}
+		switch o.Kind {
+		case "permanent":
+			return middleware.Permanent(errors.New("order rejected"))
+		case "panic":
+			panic("boom")
+		case "flaky":
+			return errors.New("still failing")
+		}
+		if processed.add(o.ID) == 1 {
+			*seq = append(*seq, o.ID) // one partition: one message at a time
+		}
+		return nil
+	}
+}
+
+func orderMessage(payload string) *message.Message {
+	m := message.NewMessage(watermill.NewUUID(), []byte(payload))
+	m.Metadata.Set(broker.PartitionKeyMetadataKey, "one-partition")
+	m.Metadata.Set("tenant", "acme")
+	return m
+}
+
+// TestPoisonGoesToDeadLetterAndThePartitionMovesOn: a payload that does not
+// decode, a permanent error, a panic and an error that outlives its retries
+// each land on the dead-letter topic with every metadata key filled in,
+// while the messages after them on the same partition are processed.
+func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
+	env := newKafkaEnv(t)
+	topic := env.topic(t, "orders")
+	group := kafkatest.Group(t, "payments")
+	dlq := topics.DeadLetter(group) // the default dead-letter topic
+	env.provision(t, dlq)
+
+	msgs := []*message.Message{
+		orderMessage(`{"id":"ok1"}`),
+		orderMessage(`{"id":`), // does not decode
+		orderMessage(`{"id":"ok2"}`),
+		orderMessage(`{"id":"p","kind":"permanent"}`),
+		orderMessage(`{"id":"ok3"}`),
+		orderMessage(`{"id":"x","kind":"panic"}`),
+		orderMessage(`{"id":"ok4"}`),
+		orderMessage(`{"id":"f","kind":"flaky"}`),
+		orderMessage(`{"id":"ok5"}`),
+	}
+	msgs[1].Metadata.Set(correlation.MetadataKey, "corr-poison")
+	poison := map[string]struct {
+		index              int
+		errType, class, at string
+	}{
+		msgs[1].UUID: {1, "*json.SyntaxError", "poison", "1"},
+		msgs[3].UUID: {3, "*errors.errorString", "poison", "1"},
+		msgs[5].UUID: {5, "*middleware.PanicError", "poison", "1"},
+		msgs[7].UUID: {7, "*errors.errorString", "retryable", "3"},
+	}
+	env.publish(t, topic, msgs...)
+
+	mws, err := middleware.Defaults(middleware.Config{
+		Publisher: env.pub,
+		Store:     memoryStore(t),
+		DeadLetter: middleware.DeadLetterConfig{
+			MaxAttempts: 3,
+			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	processed := newCounter()
+	var seq []string
+	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
+	waitFor(t, "ok5 to be processed", func() bool { return processed.get("ok5") == 1 })
+	stop()
+
+	if got := fmt.Sprint(seq); got != "[ok1 ok2 ok3 ok4 ok5]" {
+		t.Errorf("processed %s, want [ok1 ok2 ok3 ok4 ok5] in order", got)
+	}
+	for _, dl := range env.collect(t, dlq, len(poison)) {
+		want, ok := poison[dl.UUID]
+		if !ok {
+			t.Errorf("unexpected dead letter %s %q", dl.UUID, dl.Payload)
+			continue
+		}
+		delete(poison, dl.UUID)
+		checkDeadLetter(t, dl, msgs[want.index], map[string]string{
+			middleware.DeadLetterErrorTypeKey:     want.errType,
+			middleware.DeadLetterErrorClassKey:    want.class,
+			middleware.DeadLetterAttemptsKey:      want.at,
+			middleware.DeadLetterTopicKey:         topic,
+			middleware.DeadLetterConsumerGroupKey: group,
+			middleware.DeadLetterHandlerKey:       group,
+			middleware.DeadLetterOffsetKey:        strconv.Itoa(want.index),
+		})
+	}
+	for id := range poison {
+		t.Errorf("message %s was not dead-lettered", id)
+	}
+}
+
+// checkDeadLetter checks that dl is orig with every dead-letter key filled
+// in and the given values.
+func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]string) {
+	t.Helper()
+	if string(dl.Payload) != string(orig.Payload) {
+		t.Errorf("dead letter %s payload %q, want %q", dl.UUID, dl.Payload, orig.Payload)
+	}
+	for k, v := range orig.Metadata {
+		if dl.Metadata.Get(k) != v {
+			t.Errorf("dead letter %s lost metadata %s=%q (has %q)", dl.UUID, k, v, dl.Metadata.Get(k))
+		}
+	}
+	for _, k := range middleware.DeadLetterMetadataKeys() {
+		if dl.Metadata.Get(k) == "" {
+			t.Errorf("dead letter %s has no %s", dl.UUID, k)
+		}
+	}
+	for k, v := range want {
+		if got := dl.Metadata.Get(k); got != v {
+			t.Errorf("dead letter %s: %s = %q, want %q", dl.UUID, k, got, v)
+		}
+	}
+	if _, err := strconv.Atoi(dl.Metadata.Get(middleware.DeadLetterPartitionKey)); err != nil {
+		t.Errorf("dead letter %s: partition %q: %v", dl.UUID, dl.Metadata.Get(middleware.DeadLetterPartitionKey), err)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, dl.Metadata.Get(middleware.DeadLetterFailedAtKey)); err != nil {
+		t.Errorf("dead letter %s: failed_at: %v", dl.UUID, err)
+	}
+	if correlation.FromMessage(dl) == "" {
+		t.Errorf("dead letter %s has no correlation ID", dl.UUID)
+	}
+	if id := correlation.FromMessage(orig); id != "" && correlation.FromMessage(dl) != id {
+		t.Errorf("dead letter %s: correlation ID %q, want %q", dl.UUID, correlation.FromMessage(dl), id)
+	}
+}
