@@ -44,6 +44,11 @@ func WithPort(port int) Option {
 // consumer-group offsets. A broker started later on the same dir (on the same
 // or another port) serves them again. The directory is created if needed.
 // Without this option the state lives in memory and is gone after Close.
+//
+// Only one broker may use a directory at a time (nothing locks it), and the
+// state is complete only after Close: records reach the files as they are
+// written, without fsync, and the topic and session state is saved on Close,
+// so a killed process can lose recent writes.
 func WithDataDir(dir string) Option {
 	return func(c *config) { c.dataDir = dir }
 }
