@@ -45,10 +45,9 @@ func WithPort(port int) Option {
 // or another port) serves them again. The directory is created if needed.
 // Without this option the state lives in memory and is gone after Close.
 //
-// Only one broker may use a directory at a time (nothing locks it), and the
-// state is complete only after Close: records reach the files as they are
-// written, without fsync, and the topic and session state is saved on Close,
-// so a killed process can lose recent writes.
+// Only one broker may use a directory at a time; nothing locks it. Close
+// saves the complete state. Records are written without fsync, as Kafka does
+// by default, so a machine crash can lose the latest writes.
 func WithDataDir(dir string) Option {
 	return func(c *config) { c.dataDir = dir }
 }
