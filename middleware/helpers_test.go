@@ -85,13 +85,16 @@ func (e *kafkaEnv) publish(t *testing.T, topic string, msgs ...*message.Message)
 	}
 }
 
-// handlerSpec is one consumer handler of a test router. Its name is also
-// its consumer group, as the project's convention has it.
+// handlerSpec is one handler of a test router. Its name is also its
+// consumer group, as the project's convention has it. With produce set, the
+// messages it returns are published to publishTopic.
 type handlerSpec struct {
-	name        string
-	topic       string
-	middlewares []message.HandlerMiddleware
-	handle      message.NoPublishHandlerFunc
+	name         string
+	topic        string
+	middlewares  []message.HandlerMiddleware
+	handle       message.NoPublishHandlerFunc
+	produce      message.HandlerFunc
+	publishTopic string
 }
 
 // runRouter starts a router with the given handlers and returns a function
@@ -103,12 +106,7 @@ func (e *kafkaEnv) runRouter(t *testing.T, specs ...handlerSpec) (stop func()) {
 		t.Fatal(err)
 	}
 	for _, s := range specs {
-		sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: s.name}, nil)
-		if err != nil {
-			t.Fatalf("NewSubscriber: %v", err)
-		}
-		h := router.AddConsumerHandler(s.name, s.topic, sub, s.handle)
-		h.AddMiddleware(s.middlewares...)
+		e.addHandler(t, router, s)
 	}
 	done := make(chan error, 1)
 	go func() { done <- router.Run(context.Background()) }()
@@ -130,6 +128,28 @@ func (e *kafkaEnv) runRouter(t *testing.T, specs ...handlerSpec) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// addHandler adds s to router. Nacked messages come back after 10 ms
+// instead of the default 100 ms, to keep the tests short.
+func (e *kafkaEnv) addHandler(t *testing.T, router *message.Router, s handlerSpec) {
+	t.Helper()
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: s.name, NackResendSleep: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	var h *message.Handler
+	if s.produce == nil {
+		h = router.AddConsumerHandler(s.name, s.topic, sub, s.handle)
+	} else {
+		// The router closes a handler's publisher when it stops.
+		pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
+		if err != nil {
+			t.Fatalf("NewPublisher: %v", err)
+		}
+		h = router.AddHandler(s.name, s.topic, sub, s.publishTopic, pub, s.produce)
+	}
+	h.AddMiddleware(s.middlewares...)
 }
 
 // collect consumes n messages of topic in a fresh consumer group and acks
