@@ -131,7 +131,7 @@ func TestLoggingLine(t *testing.T) {
 		t.Fatalf("%d retry lines, want 2: %v", len(retries), retries)
 	}
 	for i, w := range []struct {
-		msg         *message.Message
+		msg        *message.Message
 		err, class string
 	}{{failOnce, "first attempt fails", "retryable"}, {outage, "database unreachable", "outage"}} {
 		r := retries[i]
