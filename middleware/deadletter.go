@@ -182,12 +182,9 @@ func callRecovering(h message.HandlerFunc, msg *message.Message) (produced []*me
 // so that msg is nacked.
 func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, attempts int) ([]*message.Message, error) {
 	group := d.cfg.ConsumerGroup(msg)
-	topic := d.cfg.Topic
-	if topic == "" {
-		topic = topics.DeadLetter(group)
-	}
-	if err := topics.Validate(topic); err != nil {
-		return nil, errors.Join(cause, fmt.Errorf("middleware: no dead-letter topic for consumer group %q: %w", group, err))
+	topic, err := d.topic(group)
+	if err != nil {
+		return nil, errors.Join(cause, err)
 	}
 	dl := deadLetterMessage(msg, cause, class, attempts, group)
 	if err := d.pub.Publish(topic, dl); err != nil {
@@ -198,4 +195,19 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 		slog.String(ErrorClassAttr, class.String()),
 		slog.String(DeadLetterTopicAttr, topic))
 	return nil, nil
+}
+
+// topic returns the dead-letter topic for a consumer group.
+func (d *deadLetter) topic(group string) (string, error) {
+	if d.cfg.Topic != "" {
+		return d.cfg.Topic, nil
+	}
+	if group == "" {
+		return "", errors.New("middleware: no dead-letter topic: no consumer group (no handler name in the message context); set DeadLetterConfig.Topic or ConsumerGroup")
+	}
+	topic := topics.DeadLetter(group)
+	if err := topics.Validate(topic); err != nil {
+		return "", fmt.Errorf("middleware: dead-letter topic of consumer group %q: %w", group, err)
+	}
+	return topic, nil
 }

@@ -1,0 +1,102 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+func TestPermanentAndTransient(t *testing.T) {
+	if middleware.Permanent(nil) != nil || middleware.Transient(nil) != nil {
+		t.Fatal("marking nil must give nil")
+	}
+	cause := errors.New("cause")
+	p := fmt.Errorf("wrapped: %w", middleware.Permanent(cause))
+	var pe *middleware.PermanentError
+	if !errors.As(p, &pe) || pe.Err != cause || !errors.Is(p, cause) {
+		t.Errorf("Permanent: errors.As/Is fail on %v", p)
+	}
+	if p.Error() != "wrapped: cause" {
+		t.Errorf("Permanent changes the text: %q", p.Error())
+	}
+	tr := fmt.Errorf("wrapped: %w", middleware.Transient(cause))
+	var te *middleware.TransientError
+	if !errors.As(tr, &te) || te.Err != cause || !errors.Is(tr, cause) {
+		t.Errorf("Transient: errors.As/Is fail on %v", tr)
+	}
+	if errors.As(tr, &pe) || errors.As(p, &te) {
+		t.Error("a permanent error is transient or the other way round")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	var syntaxErr *json.SyntaxError
+	decodeErr := json.Unmarshal([]byte("{"), &struct{}{})
+	if !errors.As(decodeErr, &syntaxErr) {
+		t.Fatalf("json.Unmarshal error is %T", decodeErr)
+	}
+	typeErr := json.Unmarshal([]byte(`{"n":"x"}`), &struct{ N int }{})
+	dialErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	recovered := panicThroughRecoverer()
+	plain := errors.New("plain")
+	cases := []struct {
+		name string
+		err  error
+		want middleware.ErrorClass
+	}{
+		{"plain error", plain, middleware.Retryable},
+		{"wrapped plain error", fmt.Errorf("x: %w", plain), middleware.Retryable},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, middleware.Retryable},
+		{"context canceled", context.Canceled, middleware.Retryable},
+		{"permanent", middleware.Permanent(plain), middleware.Poison},
+		{"panic", &middleware.PanicError{Value: "boom"}, middleware.Poison},
+		{"watermill Recoverer panic", recovered, middleware.Poison},
+		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.Poison},
+		{"JSON type", typeErr, middleware.Poison},
+		{"transient", middleware.Transient(plain), middleware.Outage},
+		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), middleware.Outage},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), middleware.Outage},
+		{"net error", fmt.Errorf("dial: %w", dialErr), middleware.Outage},
+		{"pg connect", &pgconn.ConnectError{}, middleware.Outage},
+		{"pg too many connections", &pgconn.PgError{Code: "53300"}, middleware.Outage},
+		{"pg admin shutdown", &pgconn.PgError{Code: "57P01"}, middleware.Outage},
+		{"pg connection failure", &pgconn.PgError{Code: "08006"}, middleware.Outage},
+		{"outermost mark wins: transient", middleware.Transient(middleware.Permanent(plain)), middleware.Outage},
+		{"outermost mark wins: permanent", middleware.Permanent(middleware.Transient(plain)), middleware.Poison},
+		{"mark beats heuristics", middleware.Permanent(dialErr), middleware.Poison},
+		{"outage beats poison", errors.Join(decodeErr, dialErr), middleware.Outage},
+		{"mark inside a join", errors.Join(plain, middleware.Permanent(plain)), middleware.Poison},
+	}
+	for _, c := range cases {
+		if got := middleware.Classify(c.err); got != c.want {
+			t.Errorf("%s: Classify(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+func panicThroughRecoverer() (err error) {
+	_, err = wmmiddleware.Recoverer(func(*message.Message) ([]*message.Message, error) {
+		panic("boom")
+	})(message.NewMessage("1", nil))
+	return err
+}
+
+func TestErrorClassString(t *testing.T) {
+	for class, want := range map[middleware.ErrorClass]string{
+		middleware.Retryable: "retryable", middleware.Poison: "poison", middleware.Outage: "outage",
+	} {
+		if class.String() != want {
+			t.Errorf("%d.String() = %q, want %q", class, class.String(), want)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package middleware_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// TestConfigErrorsNameTheField: a bad configuration fails at construction
+// with an error that names the field.
+func TestConfigErrorsNameTheField(t *testing.T) {
+	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
+	defer pub.Close()
+	store := memoryStore(t)
+	cases := []struct {
+		field string
+		err   func() error
+	}{
+		{"publisher", func() error { _, err := middleware.DeadLetter(nil, middleware.DeadLetterConfig{}); return err }},
+		{"DeadLetterConfig.MaxAttempts", func() error {
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{MaxAttempts: -1})
+			return err
+		}},
+		{"DeadLetterConfig.MaxElapsedTime", func() error {
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{MaxElapsedTime: -1})
+			return err
+		}},
+		{"DeadLetterConfig.Topic", func() error {
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Topic: "no spaces"})
+			return err
+		}},
+		{"DeadLetterConfig.Backoff.Multiplier", func() error {
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: middleware.Backoff{Multiplier: 0.5}})
+			return err
+		}},
+		{"DeadLetterConfig.Backoff.MaxInterval", func() error {
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: 20e9}})
+			return err
+		}},
+		{"store", func() error { _, err := middleware.NewIdempotency(nil, middleware.IdempotencyConfig{}); return err }},
+		{"IdempotencyConfig.StoreTimeout", func() error {
+			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{StoreTimeout: -1})
+			return err
+		}},
+		{"IdempotencyConfig.MarkBackoff.InitialInterval", func() error {
+			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{MarkBackoff: middleware.Backoff{InitialInterval: -1}})
+			return err
+		}},
+		{"Config.Publisher", func() error { _, err := middleware.Defaults(middleware.Config{}); return err }},
+		{"DeadLetterConfig.MaxAttempts", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -2}})
+			return err
+		}},
+		{"IdempotencyConfig.StoreTimeout", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{StoreTimeout: -1}})
+			return err
+		}},
+	}
+	for _, c := range cases {
+		err := c.err()
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("want an error naming %s, got %v", c.field, err)
+		}
+	}
+}
+
+func TestIdempotencyPanicsOnBadConfig(t *testing.T) {
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(error).Error(), "store is nil") {
+			t.Errorf("Idempotency(nil store) recovered %v, want a panic naming the store", v)
+		}
+	}()
+	middleware.Idempotency(nil, middleware.IdempotencyConfig{})
+}

@@ -1,0 +1,175 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+const unitDLQ = "unit.dlq"
+
+// newGoChannel returns Watermill's in-process pubsub, keeping messages for
+// subscribers that come later.
+func newGoChannel(t *testing.T) *gochannel.GoChannel {
+	t.Helper()
+	gc := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, nil)
+	t.Cleanup(func() { _ = gc.Close() })
+	return gc
+}
+
+// deadLetters returns what was published to unitDLQ so far: it publishes a
+// sentinel and reads up to it, so absence needs no waiting.
+func deadLetters(t *testing.T, gc *gochannel.GoChannel) []*message.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ch, err := gc.Subscribe(ctx, unitDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.Publish(unitDLQ, message.NewMessage("sentinel", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var got []*message.Message
+	for {
+		select {
+		case m := <-ch:
+			m.Ack()
+			if m.UUID == "sentinel" {
+				return got
+			}
+			got = append(got, m)
+		case <-ctx.Done():
+			t.Fatal("sentinel never arrived")
+		}
+	}
+}
+
+func deadLetterUnit(t *testing.T, gc *gochannel.GoChannel, cfg middleware.DeadLetterConfig, h message.HandlerFunc) message.HandlerFunc {
+	t.Helper()
+	cfg.Topic = unitDLQ
+	cfg.Backoff = middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	m, err := middleware.DeadLetter(gc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m(h)
+}
+
+// TestOutageIsNeverDeadLettered: an outage is retried until the message's
+// context ends, then nacked; nothing reaches the dead-letter topic.
+func TestOutageIsNeverDeadLettered(t *testing.T) {
+	gc := newGoChannel(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 2}, func(*message.Message) ([]*message.Message, error) {
+		calls++
+		if calls == 20 {
+			cancel() // the router closes
+		}
+		return nil, middleware.Transient(errors.New("database unreachable"))
+	})
+	msg := message.NewMessage("outage", nil)
+	msg.SetContext(ctx)
+	if _, err := h(msg); err == nil {
+		t.Fatal("an outage that never ended was acked")
+	}
+	if calls != 20 {
+		t.Errorf("handler ran %d times, want 20 (retried until the context ended)", calls)
+	}
+	if dl := deadLetters(t, gc); len(dl) != 0 {
+		t.Errorf("%d dead letters for an outage", len(dl))
+	}
+}
+
+// TestOutagesDoNotCountAsAttempts: five outage failures, then a retryable
+// error with MaxAttempts 2: the message is dead-lettered after 7 calls.
+func TestOutagesDoNotCountAsAttempts(t *testing.T) {
+	gc := newGoChannel(t)
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 2}, func(*message.Message) ([]*message.Message, error) {
+		calls++
+		if calls <= 5 {
+			return nil, middleware.Transient(errors.New("database unreachable"))
+		}
+		return nil, errors.New("bug")
+	})
+	if _, err := h(message.NewMessage("mixed", nil)); err != nil {
+		t.Fatalf("dead-lettered message not acked: %v", err)
+	}
+	dl := deadLetters(t, gc)
+	if calls != 7 || len(dl) != 1 || dl[0].Metadata.Get(middleware.DeadLetterAttemptsKey) != "7" {
+		t.Fatalf("calls %d, dead letters %d; want 7 calls and one dead letter with attempts 7", calls, len(dl))
+	}
+	if dl[0].Metadata.Get(middleware.DeadLetterPartitionKey) != "" {
+		t.Error("partition set for a message that did not come from Kafka")
+	}
+}
+
+// TestMaxElapsedTimeEndsRetries: with an elapsed-time budget smaller than
+// the first backoff, the first retryable failure is dead-lettered.
+func TestMaxElapsedTimeEndsRetries(t *testing.T) {
+	gc := newGoChannel(t)
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 100, MaxElapsedTime: time.Nanosecond}, func(*message.Message) ([]*message.Message, error) {
+		calls++
+		return nil, errors.New("bug")
+	})
+	if _, err := h(message.NewMessage("slow", nil)); err != nil || calls != 1 {
+		t.Fatalf("err %v after %d calls; want dead-lettered after 1", err, calls)
+	}
+}
+
+// TestNoConsumerGroupNacks: without a handler name in the context and
+// without a configured topic there is nowhere to dead-letter: nack.
+func TestNoConsumerGroupNacks(t *testing.T) {
+	gc := newGoChannel(t)
+	m, err := middleware.DeadLetter(gc, middleware.DeadLetterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m(func(*message.Message) ([]*message.Message, error) {
+		return nil, middleware.Permanent(errors.New("bad"))
+	})(message.NewMessage("nowhere", nil))
+	if err == nil {
+		t.Fatal("poison without a dead-letter topic was acked")
+	}
+}
+
+// TestRetrySucceeds: a handler that fails twice and then succeeds returns
+// its messages and dead-letters nothing.
+func TestRetrySucceeds(t *testing.T) {
+	gc := newGoChannel(t)
+	calls, leaked := 0, 0
+	out := message.NewMessage("out", nil)
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{}, func(msg *message.Message) ([]*message.Message, error) {
+		calls++
+		if msg.Context().Value(attemptKey{}) != nil {
+			leaked++ // the previous attempt's context
+		}
+		msg.SetContext(context.WithValue(msg.Context(), attemptKey{}, calls)) // a handler may replace it
+		if calls < 3 {
+			return nil, errors.New("flaky")
+		}
+		return []*message.Message{out}, nil
+	})
+	produced, err := h(message.NewMessage("flaky", nil))
+	if err != nil || len(produced) != 1 || produced[0] != out || calls != 3 {
+		t.Fatalf("got %v, %v after %d calls", produced, err, calls)
+	}
+	if leaked != 0 {
+		t.Errorf("%d attempts saw the context of the attempt before", leaked)
+	}
+	if dl := deadLetters(t, gc); len(dl) != 0 {
+		t.Errorf("%d dead letters for a message that succeeded", len(dl))
+	}
+}
+
+type attemptKey struct{}
