@@ -1,0 +1,301 @@
+package cqrs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/components/requestreply"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// Consumer is a typed message handler that a Service registers on a router.
+// Build one with NewEventConsumer, NewCommandConsumer or
+// NewCommandConsumerWithResult.
+type Consumer interface {
+	// TypeName is the name of the message type the consumer handles,
+	// topics.TypeName of it.
+	TypeName() string
+
+	spec() *consumerSpec
+}
+
+// ConsumerOption changes how a Service registers a Consumer.
+type ConsumerOption func(*consumerOptions)
+
+type consumerOptions struct {
+	from       string
+	topic      string
+	group      string
+	idempotent *bool
+}
+
+// From names the service that publishes the events an event consumer
+// handles: the consumer subscribes to topics.Event(service, type name),
+// "orders.order-placed" for From("orders"). An event consumer needs From or
+// Topic. Command consumers listen on their own service's topic and reject
+// From.
+func From(service string) ConsumerOption {
+	return func(o *consumerOptions) { o.from = service }
+}
+
+// Topic subscribes the consumer to an explicit topic instead of the
+// conventional one, the consuming side of a Route.
+func Topic(topic string) ConsumerOption {
+	return func(o *consumerOptions) { o.topic = topic }
+}
+
+// ConsumerGroup replaces the consumer group (and handler name) of a
+// consumer, topics.ConsumerGroup(service, type name) by default. Two
+// consumers of one type in one service need different groups.
+func ConsumerGroup(group string) ConsumerOption {
+	return func(o *consumerOptions) { o.group = group }
+}
+
+// Idempotent turns deduplication by message ID on or off. Event consumers
+// are idempotent by default, command consumers are not.
+func Idempotent(on bool) ConsumerOption {
+	return func(o *consumerOptions) { o.idempotent = &on }
+}
+
+type consumerKind int
+
+const (
+	eventKind consumerKind = iota
+	commandKind
+)
+
+func (k consumerKind) String() string {
+	if k == commandKind {
+		return "command"
+	}
+	return "event"
+}
+
+// consumerSpec is what every Consumer is.
+type consumerSpec struct {
+	kind     consumerKind
+	typeName string
+	goType   string
+	opts     consumerOptions
+	// handle handles one message; env is the registration's.
+	handle func(msg *message.Message, env *handlerEnv) error
+}
+
+func (s *consumerSpec) TypeName() string    { return s.typeName }
+func (s *consumerSpec) spec() *consumerSpec { return s }
+
+// handlerEnv is what a registered consumer needs from its Service.
+type handlerEnv struct {
+	handlerName string
+	pub         message.Publisher // replies
+	logger      *slog.Logger
+}
+
+func newSpec[T any](kind consumerKind, opts []ConsumerOption) *consumerSpec {
+	s := &consumerSpec{kind: kind, typeName: topics.TypeName(new(T)), goType: fmt.Sprintf("%T", new(T))[1:]}
+	for _, opt := range opts {
+		opt(&s.opts)
+	}
+	return s
+}
+
+// NewEventConsumer returns a Consumer of events of type T, Koto's
+// IntegrationEventConsumerBase<T>. handle gets each event decoded from JSON,
+// with the correlation ID of its message in ctx (correlation.FromContext)
+// and the message itself in cqrs.OriginalMessageFromCtx of Watermill.
+//
+// Registered on a Service, the consumer is idempotent by default (a message
+// ID handled once is acked without calling handle again), retries a failing
+// handle with backoff and then dead-letters the message, dead-letters at
+// once a payload that does not decode or an error wrapped with
+// middleware.Permanent, and logs each message. Give the producing service
+// with From, or the topic with Topic.
+func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts ...ConsumerOption) Consumer {
+	s := newSpec[T](eventKind, opts)
+	s.handle = func(msg *message.Message, env *handlerEnv) error {
+		if !typeMatches(msg, s.typeName, env) {
+			return nil
+		}
+		ev := new(T)
+		if err := json.Unmarshal(msg.Payload, ev); err != nil {
+			return middleware.Permanent(fmt.Errorf("cqrs: decoding %s: %w", s.typeName, err))
+		}
+		return handle(wcqrs.CtxWithOriginalMessage(msg.Context(), msg), ev)
+	}
+	return s
+}
+
+// NewCommandConsumer returns a Consumer of commands of type C that produce
+// no result, Koto's IntegrationCommandConsumerBase<C>. It is
+// NewCommandConsumerWithResult with an empty result: a requester waits
+// with Request[struct{}].
+func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, opts ...ConsumerOption) Consumer {
+	return NewCommandConsumerWithResult(func(ctx context.Context, cmd *C) (struct{}, error) {
+		return struct{}{}, handle(ctx, cmd)
+	}, opts...)
+}
+
+// NewCommandConsumerWithResult returns a Consumer of commands of type C
+// whose handler returns a result of type R to the requester.
+//
+// Registered on a Service, the consumer listens on topics.Event(service,
+// type name) unless Topic says otherwise, and logs each command with its
+// type, message ID, correlation ID, duration and outcome.
+//
+// A command sent with Request gets a reply: the result as JSON, or the
+// handler's error (message and kind, see HandlerError). The command is then
+// acked either way: the requester has the outcome and decides what to do.
+// A panic is replied as a KindInternal error and the command dead-lettered;
+// a payload that does not decode is replied as KindBadRequest and
+// dead-lettered. A command sent with Send is fire-and-forget: a handler
+// error is retried with backoff and then dead-lettered, like an event's.
+func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd *C) (R, error), opts ...ConsumerOption) Consumer {
+	s := newSpec[C](commandKind, opts)
+	s.handle = func(msg *message.Message, env *handlerEnv) error {
+		if !typeMatches(msg, s.typeName, env) {
+			return nil
+		}
+		start := time.Now()
+		ctx := wcqrs.CtxWithOriginalMessage(msg.Context(), msg)
+		replyTo, op := msg.Metadata.Get(ReplyToMetadataKey), msg.Metadata.Get(OperationIDMetadataKey)
+		waiting := replyTo != "" && op != ""
+		var (
+			result     R
+			err        error
+			panicV     any
+			stack      []byte
+			badRequest bool
+		)
+		cmd := new(C)
+		if decodeErr := json.Unmarshal(msg.Payload, cmd); decodeErr != nil {
+			badRequest = true
+			err = &HandlerError{Kind: KindBadRequest, Message: fmt.Sprintf("decoding %s: %v", s.typeName, decodeErr)}
+		} else {
+			result, err, panicV, stack = callHandler(ctx, handle, cmd, waiting)
+		}
+		outcome := outcomeOf(err, panicV, badRequest)
+		logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), outcome, err)
+		if !waiting {
+			if outcome == "bad-request" {
+				return middleware.Permanent(err)
+			}
+			return err
+		}
+		if replyErr := sendReply(ctx, env.pub, replyTo, op, msg, result, err); replyErr != nil {
+			return replyErr
+		}
+		switch outcome {
+		case "panic":
+			return &middleware.PanicError{Value: panicV, Stack: string(stack)}
+		case "bad-request":
+			return middleware.Permanent(err)
+		}
+		return nil
+	}
+	return s
+}
+
+// callHandler calls handle. When the sender waits for a reply, a panic is
+// recovered so that it can be replied; otherwise it is left to the
+// dead-letter middleware.
+func callHandler[C, R any](ctx context.Context, handle func(context.Context, *C) (R, error), cmd *C, recoverPanic bool) (result R, err error, panicV any, stack []byte) {
+	if recoverPanic {
+		defer func() {
+			if v := recover(); v != nil {
+				panicV, stack = v, debug.Stack()
+				err = &HandlerError{Kind: KindInternal, Message: fmt.Sprintf("handler panicked: %v", v)}
+			}
+		}()
+	}
+	result, err = handle(ctx, cmd)
+	return result, err, nil, nil
+}
+
+// outcomeOf names what became of a command, for its log line.
+func outcomeOf(err error, panicV any, badRequest bool) string {
+	switch {
+	case panicV != nil:
+		return "panic"
+	case badRequest:
+		return "bad-request"
+	case err == nil:
+		return "ok"
+	default:
+		return "error"
+	}
+}
+
+// sendReply publishes the reply to a request.
+func sendReply[R any](ctx context.Context, pub message.Publisher, replyTo, op string, cmd *message.Message, result R, handleErr error) error {
+	if err := topics.Validate(replyTo); err != nil {
+		return middleware.Permanent(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", op, err))
+	}
+	var params requestreply.BackendOnCommandProcessedParams[R]
+	params.CommandMessage, params.HandlerResult = cmd, result
+	var he *HandlerError
+	if handleErr != nil {
+		he = replyError(handleErr)
+		params.HandleErr = he
+	}
+	reply, err := requestreply.BackendPubsubJSONMarshaler[R]{}.MarshalReply(params)
+	if err != nil {
+		return middleware.Permanent(fmt.Errorf("cqrs: encoding the reply to %s: %w", op, err))
+	}
+	reply.UUID = newMessageID()
+	reply.Metadata.Set(OperationIDMetadataKey, op)
+	if he != nil {
+		reply.Metadata.Set(ErrorKindMetadataKey, he.Kind)
+	}
+	if id := correlation.FromContext(ctx); id != "" {
+		reply.Metadata.Set(correlation.MetadataKey, id)
+	} else if id := correlation.FromMessage(cmd); id != "" {
+		reply.Metadata.Set(correlation.MetadataKey, id)
+	}
+	if err := pub.Publish(replyTo, reply); err != nil {
+		return fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, replyTo, err)
+	}
+	return nil
+}
+
+// typeMatches reports whether msg carries the consumer's type: its type
+// name metadata is the consumer's or absent (a producer that does not set
+// it). Other types on a shared topic are skipped.
+func typeMatches(msg *message.Message, typeName string, env *handlerEnv) bool {
+	name := msg.Metadata.Get(TypeNameMetadataKey)
+	if name == "" || name == typeName {
+		return true
+	}
+	env.logger.DebugContext(msg.Context(), "skipping a message of another type",
+		middleware.HandlerAttr, env.handlerName, middleware.MessageUUIDAttr, msg.UUID,
+		"type", name, "want_type", typeName)
+	return false
+}
+
+// logCommand logs one handled command.
+func logCommand(ctx context.Context, logger *slog.Logger, typeName string, msg *message.Message, op string, d time.Duration, outcome string, err error) {
+	attrs := []slog.Attr{
+		slog.String("type", typeName),
+		slog.String(middleware.MessageUUIDAttr, msg.UUID),
+		slog.String(middleware.CorrelationAttr, correlation.FromContext(ctx)),
+		slog.Duration(middleware.DurationAttr, d),
+		slog.String(middleware.OutcomeAttr, outcome),
+	}
+	if op != "" {
+		attrs = append(attrs, slog.String("operation_id", op))
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+		attrs = append(attrs, slog.String(middleware.ErrorAttr, err.Error()))
+	}
+	logger.LogAttrs(ctx, level, "command handled", attrs...)
+}

@@ -1,0 +1,441 @@
+package cqrs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/components/requestreply"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// DefaultTimeout is how long a Request waits for its reply when neither
+// CommandDispatcherConfig.Timeout nor the context sets a deadline, as Koto's
+// RequestReplyTimeout.
+const DefaultTimeout = 10 * time.Second
+
+// ReplyTopic returns the conventional reply topic of a service,
+// "{service}.replies".
+func ReplyTopic(service string) string {
+	return service + ".replies"
+}
+
+// CommandDispatcherConfig configures a CommandDispatcher.
+type CommandDispatcherConfig struct {
+	// Service is the name of the sending service. Required.
+	Service string
+
+	// Routes send each command type to the topic of the service that
+	// handles it. A command without a route cannot be sent (ErrNoRoute).
+	// The handling service's convention is topics.Event(handler service,
+	// topics.TypeName(command)), which is where a CommandConsumer listens
+	// by default.
+	Routes []Route
+
+	// Timeout is how long Request waits for a reply when its context has
+	// no deadline. A context deadline, earlier or later, takes precedence.
+	// Default: DefaultTimeout.
+	Timeout time.Duration
+
+	// ReplyTopic is the topic replies come back on. Default:
+	// ReplyTopic(Service). All instances of a service may share it: each
+	// reads it whole, without a consumer group, and keeps only the replies
+	// to its own requests.
+	ReplyTopic string
+
+	// Broker is where the reply subscription connects. Brokers is
+	// required; ConsumerGroup and InitialOffset are ignored, since replies
+	// are read without a group from the newest offset.
+	Broker broker.Config
+
+	// Logger receives the dispatcher's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *CommandDispatcherConfig) setDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ReplyTopic == "" && c.Service != "" {
+		c.ReplyTopic = ReplyTopic(c.Service)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports what is wrong with the configuration once the defaults
+// are applied. Errors wrap ErrInvalidConfig, or ErrInvalidRoute for a bad
+// route or reply topic.
+func (c CommandDispatcherConfig) Validate() error {
+	if err := validateService(c.Service, c.Routes); err != nil {
+		return err
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	}
+	if err := topics.Validate(c.ReplyTopic); err != nil {
+		return fmt.Errorf("%w: ReplyTopic: %w", ErrInvalidRoute, err)
+	}
+	if len(c.Broker.Brokers) == 0 {
+		return fmt.Errorf("%w: Broker.Brokers is empty; the reply subscription needs the Kafka addresses", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// CommandDispatcher sends commands, Koto's IntegrationCommandDispatcher:
+// fire-and-forget with Send, or waiting for the handler's reply with Request.
+// Request needs Start, which opens the one reply subscription the
+// dispatcher keeps until Close. It is safe for concurrent use.
+type CommandDispatcher struct {
+	cfg    CommandDispatcherConfig
+	bus    *wcqrs.CommandBus
+	routes map[string]string
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	state   dispatcherState
+	pending map[string]chan *message.Message
+	sub     message.Subscriber
+	stop    context.CancelFunc
+	done    chan struct{}  // closed when the reply loop has returned
+	bg      sync.WaitGroup // abandoned subscription attempts
+	closing chan struct{}  // closed by Close
+}
+
+type dispatcherState int
+
+const (
+	dispatcherNew dispatcherState = iota
+	dispatcherStarted
+	dispatcherClosed
+)
+
+// NewCommandDispatcher returns a dispatcher that sends commands through pub,
+// typically a broker.NewPublisher. It does not connect for replies until
+// Start.
+func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*CommandDispatcher, error) {
+	if pub == nil {
+		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	routes, _ := routeTable(cfg.Routes)
+	d := &CommandDispatcher{
+		cfg:     cfg,
+		routes:  routes,
+		logger:  cfg.Logger.With("service", cfg.Service, "reply_topic", cfg.ReplyTopic),
+		pending: make(map[string]chan *message.Message),
+		closing: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
+		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
+			topic, ok := d.routes[params.CommandName]
+			if !ok {
+				return "", fmt.Errorf("%w %s; add cqrs.RouteOf[%T](topic) to CommandDispatcherConfig.Routes",
+					ErrNoRoute, params.CommandName, params.Command)
+			}
+			return topic, nil
+		},
+		OnSend: func(params wcqrs.CommandBusOnSendParams) error {
+			stampCorrelation(params.Message)
+			return nil
+		},
+		Marshaler: marshaler{},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	d.bus = bus
+	return d, nil
+}
+
+// ReplyTopic returns the topic this dispatcher reads replies from.
+func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
+
+// Start opens the reply subscription: it subscribes to the reply topic from
+// its newest offset, without a consumer group, and returns once the
+// subscription reads it. Replies to requests sent after Start returns
+// cannot be missed. The reply topic must exist or be auto-created by the
+// cluster (see broker.ProvisionTopics).
+//
+// The subscription runs until Close. ctx bounds only the start.
+func (d *CommandDispatcher) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch d.state {
+	case dispatcherStarted:
+		return errors.New("cqrs: command dispatcher already started")
+	case dispatcherClosed:
+		return ErrClosed
+	}
+	sub, err := newReplySubscriber(d.cfg.Broker, watermill.NewSlogLogger(d.logger))
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	type result struct {
+		msgs <-chan *message.Message
+		err  error
+	}
+	subscribed := make(chan result, 1)
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		msgs, err := sub.Subscribe(runCtx, d.cfg.ReplyTopic)
+		subscribed <- result{msgs, err}
+	}()
+	var res result
+	select {
+	case res = <-subscribed:
+	case <-ctx.Done():
+		// Connecting may take until the client's own timeouts; let it
+		// finish in the background and clean up there. Close waits for it.
+		stop()
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			<-subscribed
+			_ = sub.Close()
+		}()
+		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, ctx.Err())
+	}
+	if res.err != nil {
+		stop()
+		_ = sub.Close()
+		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, res.err)
+	}
+	d.sub, d.stop, d.state = sub, stop, dispatcherStarted
+	go d.readReplies(res.msgs)
+	return nil
+}
+
+// Close stops the reply subscription and fails the requests still waiting
+// with ErrClosed. It does not close the publisher. Calling it twice is fine.
+func (d *CommandDispatcher) Close() error {
+	d.mu.Lock()
+	prev := d.state
+	d.state = dispatcherClosed
+	d.mu.Unlock()
+	if prev == dispatcherClosed {
+		return nil
+	}
+	close(d.closing)
+	var err error
+	if prev == dispatcherStarted {
+		d.stop()
+		err = d.sub.Close()
+		<-d.done
+	}
+	d.bg.Wait()
+	return err
+}
+
+// readReplies is the one goroutine that reads the reply topic. It runs
+// until the subscription ends.
+func (d *CommandDispatcher) readReplies(msgs <-chan *message.Message) {
+	defer close(d.done)
+	for msg := range msgs {
+		msg.Ack()
+		d.deliver(msg)
+	}
+}
+
+// deliver hands a reply to the request that waits for it, or drops it: a
+// reply to another instance, a reply that came after its request gave up,
+// or a second reply to one request.
+func (d *CommandDispatcher) deliver(msg *message.Message) {
+	op := msg.Metadata.Get(OperationIDMetadataKey)
+	d.mu.Lock()
+	ch, ok := d.pending[op]
+	d.mu.Unlock()
+	if !ok {
+		d.logger.Debug("dropping a reply no request of this instance waits for", "operation_id", op)
+		return
+	}
+	select {
+	case ch <- msg:
+	default:
+		d.logger.Debug("dropping a duplicate reply", "operation_id", op)
+	}
+}
+
+// Send publishes cmd to its routed topic and returns once it is published;
+// it waits for no handler. The message carries the command as JSON, its
+// type name, a UUIDv7 (or the MessageIDer ID), the partition key of a
+// PartitionKeyer, and the correlation ID of ctx, or a new one.
+func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
+	if cmd == nil {
+		return errors.New("cqrs: Send of a nil command")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, _ = correlation.Ensure(ctx)
+	if err := d.bus.Send(ctx, cmd); err != nil {
+		return fmt.Errorf("cqrs: sending %s: %w", topics.TypeName(cmd), err)
+	}
+	return nil
+}
+
+// Request sends cmd as a request and waits for its handler's reply, which it
+// decodes into a new R. Use struct{} for R when the handler returns no
+// result.
+//
+// The wait ends at the deadline of ctx when ctx has one, otherwise after the
+// dispatcher's Timeout; the error then matches ErrTimeout (and
+// context.DeadlineExceeded). When the handler returns an error, the error
+// wraps a *HandlerError with the handler's message and kind. A cancelled ctx
+// returns context.Canceled; a closed dispatcher ErrClosed.
+func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
+	var result R
+	name := topics.TypeName(cmd)
+	reply, err := d.request(ctx, name, cmd)
+	if err != nil {
+		return result, err
+	}
+	if reply.Metadata.Get(requestreply.HasErrorMetadataKey) == "1" {
+		herr := &HandlerError{
+			Kind:    reply.Metadata.Get(ErrorKindMetadataKey),
+			Message: reply.Metadata.Get(requestreply.ErrorMetadataKey),
+		}
+		if herr.Kind == "" {
+			herr.Kind = KindInternal
+		}
+		return result, fmt.Errorf("cqrs: %s failed: %w", name, herr)
+	}
+	if len(reply.Payload) > 0 {
+		if err := json.Unmarshal(reply.Payload, &result); err != nil {
+			return result, fmt.Errorf("cqrs: decoding the reply to %s as %T: %w", name, result, err)
+		}
+	}
+	return result, nil
+}
+
+// request sends cmd with a new operation ID and waits for the reply message.
+func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (*message.Message, error) {
+	if cmd == nil {
+		return nil, errors.New("cqrs: Request of a nil command")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.cfg.Timeout)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	wait := time.Until(deadline)
+	if err := ctx.Err(); err != nil {
+		return nil, waitError(name, "", wait, err)
+	}
+	ctx, _ = correlation.Ensure(ctx)
+
+	op := newMessageID()
+	ch := make(chan *message.Message, 1)
+	d.mu.Lock()
+	switch d.state {
+	case dispatcherNew:
+		d.mu.Unlock()
+		return nil, ErrNotStarted
+	case dispatcherClosed:
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	d.pending[op] = ch
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.pending, op)
+		d.mu.Unlock()
+	}()
+
+	err := d.bus.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
+		msg.Metadata.Set(OperationIDMetadataKey, op)
+		msg.Metadata.Set(ReplyToMetadataKey, d.cfg.ReplyTopic)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cqrs: sending %s: %w", name, err)
+	}
+	select {
+	case reply := <-ch:
+		return reply, nil
+	case <-ctx.Done():
+		return nil, waitError(name, op, wait, ctx.Err())
+	case <-d.closing:
+		return nil, fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, ErrClosed)
+	}
+}
+
+// waitError is the error of a request whose context ended.
+func waitError(name, op string, wait time.Duration, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s (operation %q) got no reply within %s: %w",
+			ErrTimeout, name, op, wait.Round(time.Millisecond), err)
+	}
+	return fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, err)
+}
+
+// newReplySubscriber returns a subscriber that reads every partition of a
+// topic from its newest offset, without a consumer group, with the
+// connection settings of cfg.
+func newReplySubscriber(cfg broker.Config, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+	sc := sarama.NewConfig()
+	sc.ClientID = cfg.ClientID
+	if sc.ClientID == "" {
+		sc.ClientID = broker.DefaultClientID
+	}
+	sc.Version = cfg.KafkaVersion
+	if sc.Version == (sarama.KafkaVersion{}) {
+		sc.Version = sarama.V3_6_0_0 // broker's default, which it does not export
+	}
+	sc.Consumer.Return.Errors = true
+	if cfg.Sarama != nil {
+		cfg.Sarama(sc)
+	}
+	// Whatever the hook says: only replies sent after Start matter.
+	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: reply subscriber: %w", ErrInvalidConfig, err)
+	}
+	unmarshaler := cfg.Marshaler
+	if unmarshaler == nil {
+		unmarshaler = broker.NewPartitionKeyMarshaler()
+	}
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
+		Brokers:               cfg.Brokers,
+		Unmarshaler:           unmarshaler,
+		OverwriteSaramaConfig: sc,
+		ReconnectRetrySleep:   reconnectSleep(cfg.ReconnectRetrySleep),
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("cqrs: reply subscriber: %w", err)
+	}
+	return sub, nil
+}
+
+// reconnectSleep maps broker.Config.ReconnectRetrySleep onto
+// watermill-kafka's: zero is its default, any negative value is NoSleep.
+func reconnectSleep(d time.Duration) time.Duration {
+	if d < 0 {
+		return kafka.NoSleep
+	}
+	return d
+}

@@ -1,0 +1,48 @@
+// Package cqrs is the messaging API that handlers use: publish an
+// integration event, send a command fire-and-forget or wait for its reply,
+// and write a consumer as one typed function.
+//
+// It ports Koto's IntegrationEventPublisher, IntegrationCommandDispatcher,
+// IntegrationEventConsumerBase and IntegrationCommandConsumerBase to Go, on
+// top of Watermill's components/cqrs (EventBus, CommandBus and the
+// CommandEventMarshaler interface) and components/requestreply (its wire
+// metadata and Backend interface).
+//
+// # Publishing
+//
+// An EventPublisher publishes an event to topics.Event(service,
+// topics.TypeName(event)), "orders.order-placed" for an OrderPlacedEvent of
+// the orders service, unless a Route sends the type elsewhere. The payload is
+// JSON, the type name travels in the metadata key TypeNameMetadataKey, the
+// message UUID is a new UUIDv7 (or the event's own ID, see MessageIDer), the
+// correlation ID comes from the context, and the Kafka partition key from the
+// event (see PartitionKeyer).
+//
+// # Commands and request/reply
+//
+// A CommandDispatcher sends commands to their routed topics. Send is
+// fire-and-forget; Request waits for the handler's result or error.
+//
+// Replies travel on one reply topic per requesting service,
+// ReplyTopic(service) ("orders.replies"). Every dispatcher instance reads
+// that topic from its newest offset without a consumer group, through a
+// single subscription opened by Start, and hands each reply to the waiting
+// Request with the same operation ID; replies to other instances and late
+// replies are dropped. No Kafka subscription is made per request, so a
+// request costs one produce and one fetch each way. Because nothing reads the
+// topic as a group, no instance can take another's replies.
+//
+// A request times out after CommandDispatcherConfig.Timeout (10 s by default)
+// or at the context's deadline when it has one; the error then matches
+// ErrTimeout. An error returned by the handler reaches the caller as a
+// *HandlerError with the handler's message and kind.
+//
+// # Consumers
+//
+// NewEventConsumer, NewCommandConsumer and NewCommandConsumerWithResult turn
+// one typed function into a Consumer. A Service registers consumers on a
+// Watermill router: each subscribes to its topic with the consumer group
+// topics.ConsumerGroup(service, type name), which is also its handler name,
+// behind the project's default middleware (correlation, logging, dead
+// letters and, for event consumers, idempotency).
+package cqrs

@@ -1,0 +1,86 @@
+package cqrs
+
+import (
+	"errors"
+)
+
+var (
+	// ErrTimeout is matched by the error of a Request that got no reply in
+	// time: after CommandDispatcherConfig.Timeout, or at the deadline of the
+	// request's context. The error also matches context.DeadlineExceeded.
+	ErrTimeout = errors.New("cqrs: no reply before the timeout")
+
+	// ErrNoRoute is returned for a command whose type has no route in
+	// CommandDispatcherConfig.Routes.
+	ErrNoRoute = errors.New("cqrs: no route for message type")
+
+	// ErrInvalidConfig is wrapped by every configuration error of the
+	// constructors and of Service.Register.
+	ErrInvalidConfig = errors.New("cqrs: invalid configuration")
+
+	// ErrInvalidRoute is wrapped by the error for a route or consumer topic
+	// that is not a valid Kafka topic name. It also wraps
+	// topics.ErrInvalid.
+	ErrInvalidRoute = errors.New("cqrs: invalid route")
+
+	// ErrNotStarted is returned by Request on a dispatcher whose Start has
+	// not run.
+	ErrNotStarted = errors.New("cqrs: command dispatcher not started")
+
+	// ErrClosed is returned by a dispatcher or service after Close.
+	ErrClosed = errors.New("cqrs: closed")
+)
+
+// KindInternal is the kind of a HandlerError for a handler error that
+// carries no *HandlerError of its own.
+const KindInternal = "internal"
+
+// KindBadRequest is the kind of a HandlerError for a request whose payload
+// the handling service could not decode.
+const KindBadRequest = "bad-request"
+
+// HandlerError is a command handler's error as the requester sees it: the
+// handler's message and a kind that the caller can test.
+//
+// A handler chooses the kind by returning (or wrapping) a *HandlerError; any
+// other error reaches the caller with Kind KindInternal. errors.Is matches
+// two HandlerErrors of the same Kind, so a kind works as a sentinel on both
+// sides:
+//
+//	var ErrOutOfStock = &cqrs.HandlerError{Kind: "out-of-stock", Message: "out of stock"}
+//
+//	// handler
+//	return fmt.Errorf("item %s: %w", id, ErrOutOfStock)
+//
+//	// caller
+//	_, err := cqrs.Request[Reserved](ctx, dispatcher, Reserve{ID: id})
+//	if errors.Is(err, ErrOutOfStock) { … }
+type HandlerError struct {
+	// Kind is a short machine-readable category, such as "not-found".
+	Kind string
+	// Message is the text of the handler's error.
+	Message string
+}
+
+// Error returns the message, or the kind when the message is empty.
+func (e *HandlerError) Error() string {
+	if e.Message == "" {
+		return e.Kind
+	}
+	return e.Message
+}
+
+// Is reports whether target is a *HandlerError of the same kind.
+func (e *HandlerError) Is(target error) bool {
+	t, ok := target.(*HandlerError)
+	return ok && t.Kind == e.Kind
+}
+
+// replyError turns a handler's error into what travels in the reply.
+func replyError(err error) *HandlerError {
+	var he *HandlerError
+	if errors.As(err, &he) && he.Kind != "" {
+		return &HandlerError{Kind: he.Kind, Message: err.Error()}
+	}
+	return &HandlerError{Kind: KindInternal, Message: err.Error()}
+}

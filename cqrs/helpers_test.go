@@ -1,0 +1,129 @@
+package cqrs_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// testTimeout bounds every wait in these tests; a healthy run needs a
+// fraction of it.
+const testTimeout = 30 * time.Second
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testLogger logs errors only, to stderr: the tests provoke retries and
+// timeouts on purpose.
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// serviceName returns base on a broker of the test's own, and base with a
+// random suffix on a shared cluster (KAFKA_BROKERS), so that topic names
+// never collide across runs.
+func serviceName(t *testing.T, base string) string {
+	t.Helper()
+	if len(kafkatest.FromEnv()) == 0 {
+		return base
+	}
+	return strings.ReplaceAll(kafkatest.Topic(t, base), ".", "-")
+}
+
+func newPublisher(t *testing.T, brokers []string) message.Publisher {
+	t.Helper()
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	return pub
+}
+
+// newService returns a Service that cfg configures, with the test's
+// brokers, logger and fast retries filled in, closed when the test ends.
+func newService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig) *cqrs.Service {
+	t.Helper()
+	cfg.Broker.Brokers = brokers
+	cfg.Logger = testLogger()
+	if cfg.DeadLetter.Backoff.InitialInterval == 0 {
+		cfg.DeadLetter.Backoff.InitialInterval = time.Millisecond
+		cfg.DeadLetter.Backoff.MaxInterval = 10 * time.Millisecond
+	}
+	svc, err := cqrs.NewService(cfg)
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	return svc
+}
+
+func newRouter(t *testing.T) *message.Router {
+	t.Helper()
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NewSlogLogger(testLogger()))
+	if err != nil {
+		t.Fatalf("NewRouter: %v", err)
+	}
+	return r
+}
+
+// runRouter runs r until the test ends and waits until its handlers run.
+func runRouter(t *testing.T, r *message.Router) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	t.Cleanup(func() {
+		_ = r.Close()
+		if err := <-done; err != nil {
+			t.Errorf("router: %v", err)
+		}
+	})
+	select {
+	case <-r.Running():
+	case <-time.After(testTimeout):
+		t.Fatal("router did not start")
+	}
+}
+
+func newDispatcher(t *testing.T, pub message.Publisher, brokers []string, cfg cqrs.CommandDispatcherConfig) *cqrs.CommandDispatcher {
+	t.Helper()
+	cfg.Broker.Brokers = brokers
+	cfg.Logger = testLogger()
+	d, err := cqrs.NewCommandDispatcher(pub, cfg)
+	if err != nil {
+		t.Fatalf("NewCommandDispatcher: %v", err)
+	}
+	ctx := testContext(t)
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// receive returns the next value of ch, or fails the test after
+// testTimeout.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testTimeout):
+		t.Fatalf("no %s within %s", what, testTimeout)
+		panic("unreachable")
+	}
+}

@@ -1,0 +1,118 @@
+package cqrs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// EventPublisherConfig configures an EventPublisher.
+type EventPublisherConfig struct {
+	// Service is the name of the publishing service. An event goes to
+	// topics.Event(Service, topics.TypeName(event)) unless a route says
+	// otherwise. Required.
+	Service string
+
+	// Routes send event types to explicit topics.
+	Routes []Route
+}
+
+// Validate reports what is wrong with the configuration. Errors wrap
+// ErrInvalidConfig, or ErrInvalidRoute for a bad route.
+func (c EventPublisherConfig) Validate() error {
+	return validateService(c.Service, c.Routes)
+}
+
+func validateService(service string, routes []Route) error {
+	if service == "" {
+		return fmt.Errorf("%w: Service is empty", ErrInvalidConfig)
+	}
+	if err := topics.Validate(service); err != nil {
+		return fmt.Errorf("%w: Service %q cannot prefix a topic: %w", ErrInvalidConfig, service, err)
+	}
+	_, err := routeTable(routes)
+	return err
+}
+
+// EventPublisher publishes integration events, Koto's
+// IntegrationEventPublisher. It is safe for concurrent use.
+type EventPublisher struct {
+	bus     *wcqrs.EventBus
+	service string
+	routes  map[string]string
+}
+
+// NewEventPublisher returns an EventPublisher that publishes through pub,
+// typically a broker.NewPublisher.
+func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventPublisher, error) {
+	if pub == nil {
+		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	routes, _ := routeTable(cfg.Routes)
+	p := &EventPublisher{service: cfg.Service, routes: routes}
+	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
+		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {
+			return topicFor(p.service, p.routes, params.EventName)
+		},
+		OnPublish: func(params wcqrs.OnEventSendParams) error {
+			stampCorrelation(params.Message)
+			return nil
+		},
+		Marshaler: marshaler{},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	p.bus = bus
+	return p, nil
+}
+
+// Publish publishes event, a value or pointer of a named struct type, and
+// returns once the publisher has it (for the broker's publisher: once Kafka
+// has acknowledged it).
+//
+// The message carries the event as JSON, its type name, the message ID of a
+// MessageIDer event or else a new UUIDv7, the Kafka partition key of a
+// PartitionKeyer event, and the correlation ID of ctx, or a new one when ctx
+// has none.
+func (p *EventPublisher) Publish(ctx context.Context, event any) error {
+	if event == nil {
+		return errors.New("cqrs: Publish of a nil event")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx, _ = correlation.Ensure(ctx)
+	if err := p.bus.Publish(ctx, event); err != nil {
+		return fmt.Errorf("cqrs: publishing %s: %w", topics.TypeName(event), err)
+	}
+	return nil
+}
+
+// topicFor returns the topic of a message type: its route, or
+// topics.Event(service, name).
+func topicFor(service string, routes map[string]string, name string) (string, error) {
+	if topic, ok := routes[name]; ok {
+		return topic, nil
+	}
+	topic := topics.Event(service, name)
+	if err := topics.Validate(topic); err != nil {
+		return "", fmt.Errorf("%w for %s: %w", ErrInvalidRoute, name, err)
+	}
+	return topic, nil
+}
+
+// stampCorrelation copies the correlation ID of the message's context onto
+// the message.
+func stampCorrelation(msg *message.Message) {
+	correlation.Stamp(msg.Context(), msg)
+}

@@ -1,0 +1,295 @@
+package cqrs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// ChargeCardCommand asks payments to charge a card.
+type ChargeCardCommand struct {
+	ID     string `json:"id"`
+	Amount int    `json:"amount"`
+	Fail   string `json:"fail,omitempty"`
+}
+
+// CardCharged is the result of ChargeCardCommand.
+type CardCharged struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance"`
+}
+
+// StallCommand is handled by a handler that does not answer until told.
+type StallCommand struct {
+	ID string `json:"id"`
+}
+
+var ErrCardDeclined = &cqrs.HandlerError{Kind: "card-declined", Message: "card declined"}
+
+// reqReplyEnv is a payments service with command consumers and an orders
+// service that sends them requests.
+type reqReplyEnv struct {
+	brokers  []string
+	pub      message.Publisher
+	orders   string
+	routes   []cqrs.Route
+	released chan struct{} // closes to let StallCommand handlers return
+	stalled  chan string   // StallCommand IDs as their handler starts
+}
+
+func newReqReplyEnv(t *testing.T) *reqReplyEnv {
+	t.Helper()
+	brokers := kafkatest.Brokers(t)
+	payments := serviceName(t, "payments")
+	e := &reqReplyEnv{
+		brokers:  brokers,
+		pub:      newPublisher(t, brokers),
+		orders:   serviceName(t, "orders"),
+		released: make(chan struct{}),
+		stalled:  make(chan string, 16),
+		routes: []cqrs.Route{
+			cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card")),
+			cqrs.RouteOf[StallCommand](topics.Event(payments, "stall")),
+		},
+	}
+	// Provision the reply topic before any dispatcher reads it.
+	if err := broker.ProvisionTopics(testContext(t), broker.ProvisionConfig{Brokers: brokers}, cqrs.ReplyTopic(e.orders)); err != nil {
+		t.Fatalf("ProvisionTopics: %v", err)
+	}
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
+	r := newRouter(t)
+	err := svc.Register(testContext(t), r,
+		cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+			switch cmd.Fail {
+			case "declined":
+				return CardCharged{}, fmt.Errorf("card of %s: %w", cmd.ID, ErrCardDeclined)
+			case "plain":
+				return CardCharged{}, errors.New("ledger unavailable")
+			}
+			return CardCharged{ID: cmd.ID}, nil
+		}),
+		cqrs.NewCommandConsumer(func(ctx context.Context, cmd *StallCommand) error {
+			e.stalled <- cmd.ID
+			<-e.released
+			return nil
+		}),
+	)
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	// Registered after runRouter, so it runs before the router closes.
+	t.Cleanup(e.release)
+	return e
+}
+
+var releaseMu sync.Mutex
+
+func (e *reqReplyEnv) release() {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	select {
+	case <-e.released:
+	default:
+		close(e.released)
+	}
+}
+
+func (e *reqReplyEnv) dispatcher(t *testing.T, timeout time.Duration) *cqrs.CommandDispatcher {
+	t.Helper()
+	return newDispatcher(t, e.pub, e.brokers, cqrs.CommandDispatcherConfig{Service: e.orders, Routes: e.routes, Timeout: timeout})
+}
+
+// requestMany sends n ChargeCard requests at once, alternating between the
+// dispatchers, and checks that each gets the reply to its own command.
+func requestMany(t *testing.T, n int, dispatchers ...*cqrs.CommandDispatcher) {
+	t.Helper()
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("c-%d", i)
+			got, err := cqrs.Request[CardCharged](ctx, dispatchers[i%len(dispatchers)], ChargeCardCommand{ID: id, Amount: i})
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("request %s: %w", id, err)
+			case got.ID != id:
+				errs <- fmt.Errorf("request %s got the reply to %q", id, got.ID)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestRequestReply(t *testing.T) {
+	e := newReqReplyEnv(t)
+	d1 := e.dispatcher(t, 0)
+	d2 := e.dispatcher(t, 0)
+
+	t.Run("ConcurrentRequestsFromTwoInstances", func(t *testing.T) {
+		requestMany(t, 200, d1, d2)
+	})
+
+	t.Run("HandlerErrorKeepsMessageAndKind", func(t *testing.T) {
+		ctx := testContext(t)
+		_, err := cqrs.Request[CardCharged](ctx, d1, ChargeCardCommand{ID: "c-declined", Fail: "declined"})
+		if !errors.Is(err, ErrCardDeclined) {
+			t.Fatalf("err = %v, want one that matches ErrCardDeclined", err)
+		}
+		var he *cqrs.HandlerError
+		if !errors.As(err, &he) {
+			t.Fatalf("err = %v, want a *cqrs.HandlerError", err)
+		}
+		if he.Kind != "card-declined" || he.Message != "card of c-declined: card declined" {
+			t.Errorf("HandlerError = %+v, want kind card-declined and the handler's message", he)
+		}
+		if errors.Is(err, cqrs.ErrTimeout) {
+			t.Errorf("a handler error matches ErrTimeout: %v", err)
+		}
+
+		_, err = cqrs.Request[CardCharged](ctx, d2, ChargeCardCommand{ID: "c-plain", Fail: "plain"})
+		if !errors.As(err, &he) || he.Kind != cqrs.KindInternal || he.Message != "ledger unavailable" {
+			t.Fatalf("err = %v (%+v), want kind %q with message %q", err, he, cqrs.KindInternal, "ledger unavailable")
+		}
+	})
+
+	t.Run("ResultlessCommand", func(t *testing.T) {
+		// Fire-and-forget consumers answer requests too; struct{} waits
+		// for the outcome only. The released stall handler answers at once.
+		e.release()
+		if _, err := cqrs.Request[struct{}](testContext(t), d1, StallCommand{ID: "s-released"}); err != nil {
+			t.Fatalf("Request: %v", err)
+		}
+	})
+}
+
+func TestRequestTimeout(t *testing.T) {
+	e := newReqReplyEnv(t)
+	d := e.dispatcher(t, 300*time.Millisecond)
+
+	// The dispatcher's timeout, for a context without a deadline.
+	ctx := correlation.WithID(context.Background(), "late-reply")
+	_, err := cqrs.Request[struct{}](ctx, d, StallCommand{ID: "s-1"})
+	if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want ErrTimeout and context.DeadlineExceeded", err)
+	}
+	if got := receive(t, e.stalled, "the stalled handler"); got != "s-1" {
+		t.Fatalf("stalled %q, want s-1", got)
+	}
+
+	// A context deadline overrides the dispatcher's timeout, longer or
+	// shorter. The stalled handler holds its partition, so this request may
+	// or may not reach a handler; either way it times out.
+	long := e.dispatcher(t, time.Hour)
+	dctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	defer cancel()
+	_, err = cqrs.Request[struct{}](dctx, long, StallCommand{ID: "s-2"})
+	if !errors.Is(err, cqrs.ErrTimeout) {
+		t.Fatalf("with a context deadline: err = %v, want ErrTimeout", err)
+	}
+
+	// A cancelled context is not a timeout.
+	cctx, cancelNow := context.WithCancel(testContext(t))
+	cancelNow()
+	_, err = cqrs.Request[struct{}](cctx, d, StallCommand{ID: "s-3"})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, cqrs.ErrTimeout) {
+		t.Fatalf("cancelled: err = %v, want context.Canceled and not ErrTimeout", err)
+	}
+
+	// Let the stalled handlers answer: their replies come late and are
+	// dropped. Watch the reply topic to know that they were sent.
+	late := watchReplies(t, e.brokers, cqrs.ReplyTopic(e.orders), "late-reply")
+	e.release()
+	receive(t, late, "the late reply on the reply topic")
+
+	// Later requests get their own replies.
+	requestMany(t, 20, d, long)
+}
+
+// watchReplies reads topic from its start, without a group, and signals
+// each message whose correlation ID is corrID.
+func watchReplies(t *testing.T, brokers []string, topic, corrID string) <-chan struct{} {
+	t.Helper()
+	sub := newGroupSubscriber(t, brokers)
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatalf("Subscribe(%s): %v", topic, err)
+	}
+	found := make(chan struct{}, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range msgs {
+			msg.Ack()
+			if correlation.FromMessage(msg) == corrID {
+				select {
+				case found <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = sub.Close()
+		<-done
+	})
+	return found
+}
+
+func newGroupSubscriber(t *testing.T, brokers []string) message.Subscriber {
+	t.Helper()
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "watch")}, nil)
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	return sub
+}
+
+func TestRequestBeforeStartAndAfterClose(t *testing.T) {
+	pub := newPublisher(t, kafkatest.Brokers(t))
+	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
+		Service: "orders",
+		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
+		Broker:  broker.Config{Brokers: []string{"127.0.0.1:1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrNotStarted) {
+		t.Errorf("before Start: %v, want ErrNotStarted", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+	if err := d.Start(context.Background()); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("Start after Close: %v, want ErrClosed", err)
+	}
+	err = d.Send(context.Background(), StallCommand{})
+	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
+		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
+	}
+}

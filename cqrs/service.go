@@ -1,0 +1,368 @@
+package cqrs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// ServiceConfig configures a Service.
+type ServiceConfig struct {
+	// Name is the service's name: it prefixes the consumer groups of its
+	// consumers and the topics of its commands. Required.
+	Name string
+
+	// Broker is where consumers connect. Brokers is required; ConsumerGroup
+	// is set per consumer.
+	Broker broker.Config
+
+	// Publisher publishes dead letters and replies. Nil: the Service
+	// creates one from Broker at the first Register and closes it in
+	// Close.
+	Publisher message.Publisher
+
+	// Store deduplicates the messages of idempotent consumers. Nil: the
+	// store given to UseStore before the router runs, or else an in-memory
+	// store with IdempotencyWindow, created on first use and closed by
+	// Close. Production services want the PostgreSQL store
+	// (idempotency/postgres), whose marks survive restarts.
+	Store idempotency.Store
+
+	// IdempotencyWindow is the window of the in-memory store. Default:
+	// idempotency.DefaultWindow.
+	IdempotencyWindow time.Duration
+
+	// AutoProvisionTopics makes Register create the topics its consumers
+	// read and their dead-letter topics, with Provision's settings, like
+	// Koto's AutoProvisionTopics().
+	AutoProvisionTopics bool
+
+	// Provision configures the topics AutoProvisionTopics creates. Brokers
+	// and ClientID default to Broker's.
+	Provision broker.ProvisionConfig
+
+	// DeadLetter configures the retries and dead letters of every
+	// consumer (middleware.DeadLetter). Register reports its errors.
+	DeadLetter middleware.DeadLetterConfig
+
+	// Logger receives the consumers' logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ServiceConfig) setDefaults() {
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = idempotency.DefaultWindow
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(c.Provision.Brokers) == 0 {
+		c.Provision.Brokers = c.Broker.Brokers
+	}
+	if c.Provision.ClientID == "" {
+		c.Provision.ClientID = c.Broker.ClientID
+	}
+}
+
+// Validate reports what is wrong with the configuration once the defaults
+// are applied. Errors wrap ErrInvalidConfig.
+func (c ServiceConfig) Validate() error {
+	if err := validateService(c.Name, nil); err != nil {
+		return err
+	}
+	if len(c.Broker.Brokers) == 0 {
+		return fmt.Errorf("%w: Broker.Brokers is empty", ErrInvalidConfig)
+	}
+	if c.IdempotencyWindow < 0 {
+		return fmt.Errorf("%w: IdempotencyWindow is negative (%s)", ErrInvalidConfig, c.IdempotencyWindow)
+	}
+	return nil
+}
+
+// Service registers the consumers of one service on a Watermill router, the
+// Go form of Koto's consumer registration. Build it with NewService, then
+// call Register once or more before the router runs. It is safe for
+// concurrent use.
+type Service struct {
+	cfg    ServiceConfig
+	logger *slog.Logger
+
+	store atomic.Pointer[storeBox]
+
+	mu       sync.Mutex
+	closed   bool
+	pub      message.Publisher // cfg.Publisher or ownPub
+	ownPub   message.Publisher
+	memStore *idempotency.MemoryStore
+}
+
+type storeBox struct{ idempotency.Store }
+
+// NewService returns a Service for cfg. It does not connect to Kafka.
+func NewService(cfg ServiceConfig) (*Service, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), pub: cfg.Publisher}
+	if cfg.Store != nil {
+		s.store.Store(&storeBox{cfg.Store})
+	}
+	return s, nil
+}
+
+// Name returns the service's name.
+func (s *Service) Name() string { return s.cfg.Name }
+
+// UseStore makes store the idempotency store of the service's consumers,
+// whether they were registered before or after. Call it before the router
+// runs: marks made in the previous store stay there.
+func (s *Service) UseStore(store idempotency.Store) {
+	if store != nil {
+		s.store.Store(&storeBox{store})
+	}
+}
+
+// Register adds consumers to router, one handler each:
+//
+//   - its topic is Topic's, or topics.Event(From's service, type name) for
+//     an event, or topics.Event(this service, type name) for a command;
+//   - its consumer group, which is also its handler name, is
+//     topics.ConsumerGroup(this service, type name) unless ConsumerGroup
+//     says otherwise;
+//   - its middleware is middleware.Defaults: correlation, logging, retries
+//     and dead letters to topics.DeadLetter(group), and, for an idempotent
+//     consumer, deduplication with the service's store.
+//
+// Everything is checked before anything is added: an invalid topic or group
+// (the error names it and wraps ErrInvalidRoute), a handler name the router
+// already has, or two consumers with one group fail the whole call. With
+// AutoProvisionTopics the topics and dead-letter topics are created, which
+// is the only thing ctx bounds. Register after the router started needs
+// router.RunHandlers.
+func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
+	if router == nil {
+		return fmt.Errorf("%w: router is nil", ErrInvalidConfig)
+	}
+	plans, err := s.plan(router, consumers)
+	if err != nil {
+		return err
+	}
+	if s.cfg.AutoProvisionTopics {
+		var names []string
+		for _, p := range plans {
+			names = append(names, p.topic, p.deadLetterTopic)
+		}
+		if err := broker.ProvisionTopics(ctx, s.cfg.Provision, names...); err != nil {
+			return fmt.Errorf("cqrs: provisioning the topics of %s: %w", s.cfg.Name, err)
+		}
+	}
+	pub, err := s.publisher()
+	if err != nil {
+		return err
+	}
+	type built struct {
+		plan  consumerPlan
+		sub   message.Subscriber
+		chain []message.HandlerMiddleware
+	}
+	var ready []built
+	fail := func(err error) error {
+		for _, b := range ready {
+			_ = b.sub.Close()
+		}
+		return err
+	}
+	for _, p := range plans {
+		chain, err := s.middleware(pub, p)
+		if err != nil {
+			return fail(err)
+		}
+		bcfg := s.cfg.Broker
+		bcfg.ConsumerGroup = p.group
+		sub, err := broker.NewSubscriber(bcfg, watermill.NewSlogLogger(s.logger))
+		if err != nil {
+			return fail(fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err))
+		}
+		ready = append(ready, built{p, sub, chain})
+	}
+	for _, b := range ready {
+		env := &handlerEnv{handlerName: b.plan.group, pub: pub, logger: s.logger}
+		handle := b.plan.spec.handle
+		h := router.AddConsumerHandler(b.plan.group, b.plan.topic, b.sub, func(msg *message.Message) error {
+			return handle(msg, env)
+		})
+		h.AddMiddleware(b.chain...)
+	}
+	return nil
+}
+
+// Close closes what the Service created: its publisher and its in-memory
+// store. Close the router first. Calling it twice is fine.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	if s.ownPub != nil {
+		errs = append(errs, s.ownPub.Close())
+	}
+	if s.memStore != nil {
+		errs = append(errs, s.memStore.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// consumerPlan is a consumer with its registration resolved.
+type consumerPlan struct {
+	spec            *consumerSpec
+	topic           string
+	group           string
+	deadLetterTopic string
+	idempotent      bool
+}
+
+// plan resolves and checks the registration of every consumer.
+func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumerPlan, error) {
+	existing := router.Handlers()
+	seen := make(map[string]bool, len(consumers))
+	plans := make([]consumerPlan, 0, len(consumers))
+	for _, c := range consumers {
+		if c == nil {
+			return nil, fmt.Errorf("%w: nil consumer", ErrInvalidConfig)
+		}
+		p, err := s.planOne(c.spec())
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := existing[p.group]; ok || seen[p.group] {
+			return nil, fmt.Errorf("%w: %s consumer of %s: the router already has a handler %q; give one of them another cqrs.ConsumerGroup",
+				ErrInvalidConfig, p.spec.kind, p.spec.typeName, p.group)
+		}
+		seen[p.group] = true
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
+func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
+	p := consumerPlan{spec: spec}
+	if spec.typeName == "" {
+		return p, fmt.Errorf("%w: %s consumer of %s: the type has no name; use a named type", ErrInvalidConfig, spec.kind, spec.goType)
+	}
+	o := spec.opts
+	switch {
+	case o.topic != "":
+		p.topic = o.topic
+	case spec.kind == commandKind && o.from != "":
+		return p, fmt.Errorf("%w: command consumer of %s: From does not apply to commands, which are read from the handling service's topic; use Topic for another one",
+			ErrInvalidConfig, spec.typeName)
+	case spec.kind == commandKind:
+		p.topic = topics.Event(s.cfg.Name, spec.typeName)
+	case o.from != "":
+		p.topic = topics.Event(o.from, spec.typeName)
+	default:
+		return p, fmt.Errorf("%w: event consumer of %s has no topic; add cqrs.From(producing service) or cqrs.Topic(topic)",
+			ErrInvalidConfig, spec.typeName)
+	}
+	if err := topics.Validate(p.topic); err != nil {
+		return p, fmt.Errorf("%w: %s consumer of %s: topic: %w", ErrInvalidRoute, spec.kind, spec.typeName, err)
+	}
+	p.group = o.group
+	if p.group == "" {
+		p.group = topics.ConsumerGroup(s.cfg.Name, spec.typeName)
+	}
+	p.deadLetterTopic = s.cfg.DeadLetter.Topic
+	if p.deadLetterTopic == "" {
+		p.deadLetterTopic = topics.DeadLetter(p.group)
+	}
+	if err := topics.Validate(p.deadLetterTopic); err != nil {
+		return p, fmt.Errorf("%w: %s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
+			ErrInvalidRoute, spec.kind, spec.typeName, p.group, err)
+	}
+	p.idempotent = spec.kind == eventKind
+	if o.idempotent != nil {
+		p.idempotent = *o.idempotent
+	}
+	return p, nil
+}
+
+// middleware builds the chain of one consumer.
+func (s *Service) middleware(pub message.Publisher, p consumerPlan) ([]message.HandlerMiddleware, error) {
+	cfg := middleware.Config{
+		Publisher:  pub,
+		Logger:     s.logger,
+		DeadLetter: s.cfg.DeadLetter,
+	}
+	if p.idempotent {
+		cfg.Store = serviceStore{s}
+	}
+	chain, err := middleware.Defaults(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return chain, nil
+}
+
+// publisher returns the configured publisher, or creates the service's own.
+func (s *Service) publisher() (message.Publisher, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.pub != nil {
+		return s.pub, nil
+	}
+	pub, err := broker.NewPublisher(s.cfg.Broker, watermill.NewSlogLogger(s.logger))
+	if err != nil {
+		return nil, fmt.Errorf("cqrs: publisher of %s: %w", s.cfg.Name, err)
+	}
+	s.pub, s.ownPub = pub, pub
+	return pub, nil
+}
+
+// currentStore returns the store in use, creating the in-memory default on
+// first use.
+func (s *Service) currentStore() idempotency.Store {
+	if b := s.store.Load(); b != nil {
+		return b.Store
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.store.Load(); b != nil {
+		return b.Store
+	}
+	s.memStore = idempotency.NewMemoryStore(s.cfg.IdempotencyWindow)
+	s.store.Store(&storeBox{s.memStore})
+	return s.memStore
+}
+
+// serviceStore is the store the middleware sees: whatever the service uses
+// when a message arrives, so that the store can be chosen after Register.
+type serviceStore struct{ s *Service }
+
+// IsProcessed asks the service's current store.
+func (st serviceStore) IsProcessed(ctx context.Context, key string) (bool, error) {
+	return st.s.currentStore().IsProcessed(ctx, key)
+}
+
+// MarkProcessed marks key in the service's current store.
+func (st serviceStore) MarkProcessed(ctx context.Context, key string) error {
+	return st.s.currentStore().MarkProcessed(ctx, key)
+}
