@@ -187,7 +187,7 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	case dispatcherClosed:
 		return ErrClosed
 	}
-	sub, err := newReplySubscriber(d.cfg.Broker, watermill.NewSlogLogger(d.logger))
+	sub, err := newReplySubscriber(d.cfg.Broker, watermillLogger(d.logger))
 	if err != nil {
 		return err
 	}

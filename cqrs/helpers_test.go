@@ -27,9 +27,12 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// testLogger logs errors only, to stderr: the tests provoke retries and
-// timeouts on purpose.
+// testLogger logs errors to stderr with -v, and nothing otherwise: the
+// tests provoke retries, timeouts and dead letters on purpose.
 func testLogger() *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 

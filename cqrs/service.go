@@ -192,7 +192,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		}
 		bcfg := s.cfg.Broker
 		bcfg.ConsumerGroup = p.group
-		sub, err := broker.NewSubscriber(bcfg, watermill.NewSlogLogger(s.logger))
+		sub, err := broker.NewSubscriber(bcfg, watermillLogger(s.logger))
 		if err != nil {
 			return fail(fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err))
 		}
@@ -329,7 +329,7 @@ func (s *Service) publisher() (message.Publisher, error) {
 	if s.pub != nil {
 		return s.pub, nil
 	}
-	pub, err := broker.NewPublisher(s.cfg.Broker, watermill.NewSlogLogger(s.logger))
+	pub, err := broker.NewPublisher(s.cfg.Broker, watermillLogger(s.logger))
 	if err != nil {
 		return nil, fmt.Errorf("cqrs: publisher of %s: %w", s.cfg.Name, err)
 	}
@@ -365,4 +365,11 @@ func (st serviceStore) IsProcessed(ctx context.Context, key string) (bool, error
 // MarkProcessed marks key in the service's current store.
 func (st serviceStore) MarkProcessed(ctx context.Context, key string) error {
 	return st.s.currentStore().MarkProcessed(ctx, key)
+}
+
+// watermillLogger adapts logger for Watermill and watermill-kafka, whose
+// info lines (subscribing, reconnecting, closing) become debug lines: they
+// describe plumbing, not the service's work.
+func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
 }

@@ -1,0 +1,301 @@
+package cqrs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// StockReserved carries its own message ID and partition key.
+type StockReserved struct {
+	ID  string `json:"id"`
+	SKU string `json:"sku"`
+}
+
+func (e StockReserved) MessageID() string    { return e.ID }
+func (e StockReserved) PartitionKey() string { return e.SKU }
+
+// counter counts handled IDs and signals each handling.
+type counter struct {
+	mu      sync.Mutex
+	counts  map[string]int
+	handled chan string
+}
+
+func newCounter() *counter {
+	return &counter{counts: map[string]int{}, handled: make(chan string, 64)}
+}
+
+func (c *counter) add(id string) {
+	c.mu.Lock()
+	c.counts[id]++
+	c.mu.Unlock()
+	c.handled <- id
+}
+
+func (c *counter) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[id]
+}
+
+// deadLetters reads a dead-letter topic from its start.
+func deadLetters(t *testing.T, brokers []string, topic string) <-chan *message.Message {
+	t.Helper()
+	sub := newGroupSubscriber(t, brokers)
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatalf("Subscribe(%s): %v", topic, err)
+	}
+	out := make(chan *message.Message, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for msg := range msgs {
+			msg.Ack()
+			out <- msg
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = sub.Close()
+		<-done
+	})
+	return out
+}
+
+// TestEventConsumerIdempotentWithDeadLetters publishes an event twice with
+// one ID, a poison message and a second event on one partition: the
+// handler sees each event once, the poison goes to the dead-letter topic.
+// The store is chosen after Register.
+func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	inventory, shipping := serviceName(t, "inventory"), serviceName(t, "shipping")
+	pub := newPublisher(t, brokers)
+	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: inventory})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCounter()
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true})
+	r := newRouter(t)
+	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
+		if got := wcqrs.OriginalMessageFromCtx(ctx).UUID; got != ev.ID {
+			t.Errorf("message UUID = %q, want the event's own ID %q", got, ev.ID)
+		}
+		c.add(ev.ID)
+		return nil
+	}, cqrs.From(inventory)))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	store := idempotency.NewMemoryStore(0)
+	t.Cleanup(func() { _ = store.Close() })
+	svc.UseStore(store)
+	group := topics.ConsumerGroup(shipping, "stock-reserved")
+	dlq := deadLetters(t, brokers, topics.DeadLetter(group))
+	runRouter(t, r)
+
+	ctx := testContext(t)
+	a := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000a", SKU: "sku-1"}
+	b := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000b", SKU: "sku-1"}
+	for _, ev := range []StockReserved{a, a} {
+		if err := events.Publish(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poison := message.NewMessage("0190c3a4-0000-7000-8000-0000000000ff", []byte("{not json"))
+	poison.Metadata.Set(cqrs.TypeNameMetadataKey, "stock-reserved")
+	poison.Metadata.Set(broker.PartitionKeyMetadataKey, "sku-1")
+	if err := pub.Publish(topics.Event(inventory, "stock-reserved"), poison); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Publish(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	// One partition keeps the order: when b is handled, the rest is done.
+	for receive(t, c.handled, "event b") != b.ID {
+	}
+	if n := c.count(a.ID); n != 1 {
+		t.Errorf("event a handled %d times, want 1", n)
+	}
+	dead := receive(t, dlq, "the dead letter")
+	if dead.UUID != poison.UUID {
+		t.Errorf("dead letter %s, want the poison message %s", dead.UUID, poison.UUID)
+	}
+	if dead.Metadata.Get(middleware.DeadLetterReasonKey) == "" {
+		t.Errorf("dead letter has no reason: %v", dead.Metadata)
+	}
+	if store.Len() != 2 {
+		t.Errorf("the store given to UseStore after Register has %d marks, want 2", store.Len())
+	}
+}
+
+// TestExplicitRoute routes an event type to a topic of its own on both
+// sides.
+func TestExplicitRoute(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	custom := kafkatest.Topic(t, "orders.placed-v2")
+	events, err := cqrs.NewEventPublisher(newPublisher(t, brokers), cqrs.EventPublisherConfig{
+		Service: "orders",
+		Routes:  []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent](custom)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: serviceName(t, "billing"), AutoProvisionTopics: true})
+	r := newRouter(t)
+	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
+		got <- message.SubscribeTopicFromCtx(ctx) + " " + ev.OrderID
+		return nil
+	}, cqrs.Topic(custom)))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	if err := events.Publish(testContext(t), &OrderPlacedEvent{OrderID: "o-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := receive(t, got, "the routed event"); g != custom+" o-7" {
+		t.Errorf("handled %q, want %q", g, custom+" o-7")
+	}
+}
+
+// TestSend sends fire-and-forget commands: one is handled with the
+// sender's correlation ID, a failing one is retried and dead-lettered.
+func TestSend(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	payments := serviceName(t, "payments")
+	pub := newPublisher(t, brokers)
+	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
+		Service: serviceName(t, "orders"),
+		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card"))},
+		Broker:  broker.Config{Brokers: brokers},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() }) // Send needs no Start
+
+	handled := make(chan string, 4)
+	svc := newService(t, brokers, cqrs.ServiceConfig{
+		Name: payments, AutoProvisionTopics: true,
+		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 2},
+	})
+	r := newRouter(t)
+	err = svc.Register(testContext(t), r, cqrs.NewCommandConsumer(func(ctx context.Context, cmd *ChargeCardCommand) error {
+		if cmd.Fail != "" {
+			return errors.New("card service down")
+		}
+		handled <- cmd.ID + " " + correlation.FromContext(ctx)
+		return nil
+	}))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
+	runRouter(t, r)
+
+	ctx := correlation.WithID(testContext(t), "corr-send")
+	if err := d.Send(ctx, ChargeCardCommand{ID: "c-fail", Fail: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Send(ctx, ChargeCardCommand{ID: "c-ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if g := receive(t, handled, "the command"); g != "c-ok corr-send" {
+		t.Errorf("handled %q, want %q", g, "c-ok corr-send")
+	}
+	dead := receive(t, dlq, "the dead letter")
+	if got := dead.Metadata.Get(middleware.DeadLetterAttemptsKey); got != "2" {
+		t.Errorf("dead letter after %s attempts, want 2", got)
+	}
+	if !strings.Contains(string(dead.Payload), "c-fail") {
+		t.Errorf("dead letter payload %s, want the failing command", dead.Payload)
+	}
+}
+
+// TestRegisterRejects checks what Register refuses before it adds anything.
+func TestRegisterRejects(t *testing.T) {
+	noop := func(context.Context, *OrderPlacedEvent) error { return nil }
+	type unnamed = struct{ X int }
+	tests := []struct {
+		name     string
+		consumer cqrs.Consumer
+		want     error
+		mention  string
+	}{
+		{"invalid topic", cqrs.NewEventConsumer(noop, cqrs.Topic("bad topic!")), cqrs.ErrInvalidRoute, `"bad topic!"`},
+		{"invalid producer", cqrs.NewEventConsumer(noop, cqrs.From("or/ders")), cqrs.ErrInvalidRoute, `or/ders`},
+		{"event without topic", cqrs.NewEventConsumer(noop), cqrs.ErrInvalidConfig, "cqrs.From"},
+		{"command with From", cqrs.NewCommandConsumer(func(context.Context, *ChargeCardCommand) error { return nil }, cqrs.From("x")),
+			cqrs.ErrInvalidConfig, "From does not apply"},
+		{"unnamed type", cqrs.NewEventConsumer(func(context.Context, *unnamed) error { return nil }, cqrs.From("x")), cqrs.ErrInvalidConfig, "no name"},
+		{"invalid group", cqrs.NewEventConsumer(noop, cqrs.From("orders"), cqrs.ConsumerGroup("a b")), cqrs.ErrInvalidRoute, `"a b.dlq"`},
+	}
+	svc := newService(t, []string{"127.0.0.1:1"}, cqrs.ServiceConfig{Name: "billing"})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRouter(t)
+			ok := cqrs.NewEventConsumer(noop, cqrs.From("orders"))
+			err := svc.Register(context.Background(), r, ok, tt.consumer)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("Register: %v, want %v mentioning %s", err, tt.want, tt.mention)
+			}
+			if n := len(r.Handlers()); n != 0 {
+				t.Errorf("a rejected Register added %d handlers", n)
+			}
+		})
+	}
+
+	t.Run("duplicate group", func(t *testing.T) {
+		r := newRouter(t)
+		err := svc.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")), cqrs.NewEventConsumer(noop, cqrs.From("shop")))
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "billing.order-placed-consumer") {
+			t.Fatalf("Register: %v, want the duplicate group named", err)
+		}
+	})
+}
+
+// TestRoutesRejected checks that constructors refuse invalid routes and
+// name them.
+func TestRoutesRejected(t *testing.T) {
+	pub := newPublisher(t, kafkatest.Brokers(t))
+	bad := []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent]("orders placed")}
+	_, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: bad})
+	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
+		!strings.Contains(err.Error(), "order-placed") {
+		t.Errorf("NewEventPublisher: %v, want ErrInvalidRoute naming the route", err)
+	}
+	_, err = cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{Service: "orders", Routes: bad, Broker: broker.Config{Brokers: []string{"127.0.0.1:1"}}})
+	if !errors.Is(err, cqrs.ErrInvalidRoute) || !strings.Contains(err.Error(), `"orders placed"`) {
+		t.Errorf("NewCommandDispatcher: %v, want ErrInvalidRoute naming the route", err)
+	}
+	twice := []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent]("a"), cqrs.RouteOf[OrderPlacedEvent]("b")}
+	if _, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: twice}); !errors.Is(err, cqrs.ErrInvalidRoute) {
+		t.Errorf("two routes of one type: %v, want ErrInvalidRoute", err)
+	}
+	if _, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{}); !errors.Is(err, cqrs.ErrInvalidConfig) {
+		t.Errorf("no service: %v, want ErrInvalidConfig", err)
+	}
+	if _, err := cqrs.NewEventPublisher(nil, cqrs.EventPublisherConfig{Service: "orders"}); !errors.Is(err, cqrs.ErrInvalidConfig) {
+		t.Errorf("nil publisher: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -1,0 +1,97 @@
+package cqrs
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/koto-dev/watermill-koto/broker"
+)
+
+type plainEvent struct {
+	N int `json:"n"`
+}
+
+type keyedEvent struct{ ID, Key string }
+
+func (e keyedEvent) MessageID() string    { return e.ID }
+func (e keyedEvent) PartitionKey() string { return e.Key }
+
+// pointerKeyed has its methods on the pointer only.
+type pointerKeyed struct{ Key string }
+
+func (e *pointerKeyed) PartitionKey() string { return e.Key }
+func (e *pointerKeyed) MessageID() string    { return "id-" + e.Key }
+
+func TestMarshal(t *testing.T) {
+	tests := []struct {
+		v                 any
+		wantID, wantKey   string
+		wantName, payload string
+	}{
+		{plainEvent{N: 1}, "", "", "plain", `{"n":1}`},
+		{&plainEvent{N: 2}, "", "", "plain", `{"n":2}`},
+		{keyedEvent{ID: "e-1", Key: "agg-1"}, "e-1", "agg-1", "keyed", `{"ID":"e-1","Key":"agg-1"}`},
+		{keyedEvent{}, "", "", "keyed", `{"ID":"","Key":""}`},
+		{pointerKeyed{Key: "k"}, "id-k", "k", "pointer-keyed", `{"Key":"k"}`},
+		{&pointerKeyed{Key: "p"}, "id-p", "p", "pointer-keyed", `{"Key":"p"}`},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%T", tt.v), func(t *testing.T) {
+			msg, err := marshaler{}.Marshal(tt.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.wantID != "" && msg.UUID != tt.wantID {
+				t.Errorf("UUID = %q, want %q", msg.UUID, tt.wantID)
+			}
+			if tt.wantID == "" {
+				if u, err := uuid.Parse(msg.UUID); err != nil || u.Version() != 7 {
+					t.Errorf("UUID = %q, want a UUIDv7", msg.UUID)
+				}
+			}
+			if got := msg.Metadata.Get(broker.PartitionKeyMetadataKey); got != tt.wantKey {
+				t.Errorf("partition key = %q, want %q", got, tt.wantKey)
+			}
+			if _, ok := msg.Metadata[broker.PartitionKeyMetadataKey]; !ok && tt.wantKey != "" || ok && tt.wantKey == "" {
+				t.Errorf("partition key present = %v, want %v", ok, tt.wantKey != "")
+			}
+			if got := msg.Metadata.Get(TypeNameMetadataKey); got != tt.wantName {
+				t.Errorf("type name = %q, want %q", got, tt.wantName)
+			}
+			if string(msg.Payload) != tt.payload {
+				t.Errorf("payload = %s, want %s", msg.Payload, tt.payload)
+			}
+		})
+	}
+	if _, err := (marshaler{}).Marshal(struct{}{}); err == nil {
+		t.Error("Marshal of an unnamed type succeeded")
+	}
+	if _, err := (marshaler{}).Marshal(badJSON{}); err == nil {
+		t.Error("Marshal of an unencodable value succeeded")
+	}
+}
+
+type badJSON struct{ C chan int }
+
+func TestHandlerError(t *testing.T) {
+	notFound := &HandlerError{Kind: "not-found", Message: "not found"}
+	err := fmt.Errorf("order 7: %w", notFound)
+	if !errors.Is(err, &HandlerError{Kind: "not-found"}) {
+		t.Error("errors.Is does not match the same kind")
+	}
+	if errors.Is(err, &HandlerError{Kind: "conflict"}) {
+		t.Error("errors.Is matches another kind")
+	}
+	if got := replyError(err); got.Kind != "not-found" || got.Message != "order 7: not found" {
+		t.Errorf("replyError = %+v", got)
+	}
+	if got := replyError(errors.New("boom")); got.Kind != KindInternal || got.Message != "boom" {
+		t.Errorf("replyError of a plain error = %+v", got)
+	}
+	if got := (&HandlerError{Kind: "k"}).Error(); got != "k" {
+		t.Errorf("Error() without message = %q", got)
+	}
+}
