@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/koto-dev/watermill-koto/idempotency"
+)
+
+// Defaults of Config. A zero field means its default.
+const (
+	DefaultSchema           = "koto"
+	DefaultTable            = "processed_messages"
+	DefaultCleanupInterval  = time.Hour
+	DefaultCleanupBatchSize = 5000
+)
+
+// maxIdentifier is PostgreSQL's identifier limit, NAMEDATALEN-1 bytes.
+// Longer names are silently truncated by the server, so they are refused.
+const maxIdentifier = 63
+
+// maxTable leaves room for the index name ix_<table>_processed_at.
+const maxTable = maxIdentifier - len("ix__processed_at")
+
+// Config configures a Store. Its zero value is the default configuration:
+// table koto.processed_messages, created on first use, cleaned every hour,
+// marks counting for idempotency.DefaultWindow.
+type Config struct {
+	// Schema holds the table; default "koto". Names are used exactly as
+	// given, case included: they are quoted, never interpolated raw.
+	Schema string
+	// Table is the table's name; default "processed_messages". At most 47
+	// bytes, so that its index name ix_<table>_processed_at fits
+	// PostgreSQL's 63-byte limit.
+	Table string
+	// DisableAutoCreateSchema, when true, makes the store check on first
+	// use that the table exists instead of creating it; use it when
+	// migrations create the table (see SchemaSQL).
+	DisableAutoCreateSchema bool
+	// CleanupInterval is how often the background cleanup deletes expired
+	// marks; default 1 hour. The first pass runs when the store is made. A
+	// negative interval disables the background cleanup; Cleanup still
+	// works.
+	CleanupInterval time.Duration
+	// Window is how long a mark counts; default idempotency.DefaultWindow.
+	Window time.Duration
+	// CleanupBatchSize is how many rows one cleanup transaction deletes at
+	// most; default 5000.
+	CleanupBatchSize int
+	// Logger receives the background cleanup's failures (warn) and its
+	// progress (debug); default slog.Default().
+	Logger *slog.Logger
+}
+
+// setDefaults fills the zero fields with their defaults.
+func (c *Config) setDefaults() {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.CleanupInterval == 0 {
+		c.CleanupInterval = DefaultCleanupInterval
+	}
+	if c.Window == 0 {
+		c.Window = idempotency.DefaultWindow
+	}
+	if c.CleanupBatchSize == 0 {
+		c.CleanupBatchSize = DefaultCleanupBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports every field that cannot work, each error wrapping
+// ErrInvalidConfig. It checks the configuration as given: NewStore fills
+// the defaults first, so zero fields pass there.
+func (c Config) Validate() error {
+	var errs []error
+	if err := checkIdentifier("Schema", c.Schema, maxIdentifier); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkIdentifier("Table", c.Table, maxTable); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Window < time.Millisecond {
+		errs = append(errs, fmt.Errorf("%w: Window is %v; set it to at least 1ms, or leave it zero for %v",
+			ErrInvalidConfig, c.Window, idempotency.DefaultWindow))
+	}
+	if c.CleanupInterval == 0 {
+		errs = append(errs, fmt.Errorf("%w: CleanupInterval is zero; set a positive interval, or a negative one to disable the background cleanup",
+			ErrInvalidConfig))
+	}
+	if c.CleanupBatchSize <= 0 {
+		errs = append(errs, fmt.Errorf("%w: CleanupBatchSize is %d; set a positive number of rows (default %d)",
+			ErrInvalidConfig, c.CleanupBatchSize, DefaultCleanupBatchSize))
+	}
+	return errors.Join(errs...)
+}
+
+// checkIdentifier refuses a name PostgreSQL would not keep as given.
+func checkIdentifier(field, name string, limit int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: %s is empty; set a name, or leave it zero for the default", ErrInvalidConfig, field)
+	case len(name) > limit:
+		return fmt.Errorf("%w: %s %q is %d bytes; shorten it to at most %d bytes",
+			ErrInvalidConfig, field, name, len(name), limit)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("%w: %s %q contains a NUL byte; remove it", ErrInvalidConfig, field, name)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s %q is not valid UTF-8; use a UTF-8 name", ErrInvalidConfig, field, name)
+	}
+	return nil
+}

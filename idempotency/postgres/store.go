@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/idempotency"
+)
+
+// Store is the PostgreSQL idempotency store. It is safe for concurrent use.
+// Make it with NewStore and Close it to stop its background cleanup; the
+// pool stays yours to close.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	sql  statements
+
+	ready atomic.Bool   // the table is known to exist
+	setup chan struct{} // held by the goroutine creating or checking the table
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// errNilTx is returned by MarkProcessedTx when it is given no transaction.
+var errNilTx = errors.New("postgres: MarkProcessedTx needs a transaction, got nil")
+
+// NewStore returns a Store that keeps its marks in pool's database, as cfg
+// says (zero fields mean their defaults). It refuses an invalid cfg with an
+// error that wraps ErrInvalidConfig and names the field. NewStore does not
+// touch the database: the table is created, or checked, on first use (or
+// by EnsureSchema), and the first background cleanup pass starts now.
+func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pool is nil; pass a connected *pgxpool.Pool", ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Store{
+		pool:  pool,
+		cfg:   cfg,
+		sql:   buildStatements(cfg),
+		setup: make(chan struct{}, 1),
+		stop:  stop,
+	}
+	if cfg.CleanupInterval > 0 {
+		s.wg.Go(func() { s.cleanupLoop(ctx) })
+	}
+	return s, nil
+}
+
+// IsProcessed reports whether key has a mark younger than the window.
+func (s *Store) IsProcessed(ctx context.Context, key string) (bool, error) {
+	if err := s.ensure(ctx); err != nil {
+		return false, err
+	}
+	var done bool
+	if err := s.pool.QueryRow(ctx, s.sql.isProcessed, keyArg(key)).Scan(&done); err != nil {
+		return false, unavailable("is processed", err)
+	}
+	return done, nil
+}
+
+// MarkProcessed marks key as processed now. Marking a key with a fresh mark
+// changes nothing; a mark older than the window is renewed.
+func (s *Store) MarkProcessed(ctx context.Context, key string) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.mark, keyArg(key)); err != nil {
+		return unavailable("mark processed", err)
+	}
+	return nil
+}
+
+// MarkProcessedTx claims key inside tx, the transaction that also holds the
+// handler's writes: claimed is true when this transaction marked the key
+// (it had no mark, or one older than the window) and false when a fresh mark
+// exists, which means a duplicate. The claim commits or rolls back with tx.
+// A concurrent transaction claiming the same key waits until tx ends: after
+// a commit its claim is false, after a rollback it is true.
+//
+// On first use the table is created, or checked, on another connection of
+// the pool; when every connection may be busy in transactions, call
+// EnsureSchema at startup.
+func (s *Store) MarkProcessedTx(ctx context.Context, tx pgx.Tx, key string) (claimed bool, err error) {
+	if tx == nil {
+		return false, errNilTx
+	}
+	if err := s.ensure(ctx); err != nil {
+		return false, err
+	}
+	tag, err := tx.Exec(ctx, s.sql.mark, keyArg(key))
+	if err != nil {
+		return false, unavailable("claim", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Close stops the background cleanup and waits for it to return. The Store
+// keeps answering after Close; the pool is not closed. Close is safe to call
+// more than once and always returns nil.
+func (s *Store) Close() error {
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+// Window returns how long a mark counts.
+func (s *Store) Window() time.Duration { return s.cfg.Window }
+
+// Table returns the store's table as it appears in its SQL, schema
+// included, quoted where needed.
+func (s *Store) Table() string { return s.sql.qualified }
+
+// Statements returns the SQL the store runs for IsProcessed and
+// MarkProcessed.
+func (s *Store) Statements() Statements {
+	return Statements{IsProcessed: s.sql.isProcessed, MarkProcessed: s.sql.mark}
+}
+
+// keyArg is the argument a key is stored under: its KeyUUID.
+func keyArg(key string) pgtype.UUID {
+	return pgtype.UUID{Bytes: idempotency.KeyUUID(key), Valid: true}
+}

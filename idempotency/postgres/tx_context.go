@@ -1,0 +1,23 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+type txKey struct{}
+
+// ContextWithTx returns a copy of ctx that carries tx: in the transactional
+// mode, the transaction that claimed the message with MarkProcessedTx, for
+// the handler to write its effects (and outbox messages) in.
+func ContextWithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// TxFromContext returns the transaction ContextWithTx put in ctx, and
+// whether there is one.
+func TxFromContext(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	return tx, ok && tx != nil
+}
