@@ -145,3 +145,5 @@ func (h *batchLog) recorded() []int64 {
 }
 
 func keyUUID(key string) uuid.UUID { return idempotency.KeyUUID(key) }
+
+func slogger(h slog.Handler) *slog.Logger { return slog.New(h) }

@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+func TestQuoteIdent(t *testing.T) {
+	for name, want := range map[string]string{
+		"koto":                 "koto",
+		"processed_messages_2": "processed_messages_2",
+		"Koto":                 `"Koto"`,
+		"order":                `"order"`,
+		"current_user":         `"current_user"`,
+		"2fa":                  `"2fa"`,
+		"a-b":                  `"a-b"`,
+		`x"; DROP TABLE y; --`: `"x""; DROP TABLE y; --"`,
+		"é":                    `"é"`,
+	} {
+		if got := quoteIdent(name); got != want {
+			t.Errorf("quoteIdent(%q) = %s, want %s", name, got, want)
+		}
+	}
+}
+
+// TestKeywordsCoverServer asks the server for its keywords that cannot be
+// bare table names and checks that each is quoted.
+func TestKeywordsCoverServer(t *testing.T) {
+	pool := pgtest.Pool(t)
+	rows, err := pool.Query(context.Background(), "SELECT word FROM pg_get_keywords() WHERE catcode <> 'U'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var word string
+		if err := rows.Scan(&word); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if !isKeyword(word) {
+			t.Errorf("keyword %q is not quoted", word)
+		}
+	}
+	if err := rows.Err(); err != nil || n == 0 {
+		t.Fatalf("read %d keywords: %v", n, err)
+	}
+}
