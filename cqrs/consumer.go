@@ -282,6 +282,13 @@ func typeMatches(msg *message.Message, typeName string, env *handlerEnv) bool {
 
 // logCommand logs one handled command.
 func logCommand(ctx context.Context, logger *slog.Logger, typeName string, msg *message.Message, op string, d time.Duration, outcome string, err error) {
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	if !logger.Enabled(ctx, level) {
+		return
+	}
 	attrs := []slog.Attr{
 		slog.String("type", typeName),
 		slog.String(middleware.MessageUUIDAttr, msg.UUID),
@@ -292,9 +299,7 @@ func logCommand(ctx context.Context, logger *slog.Logger, typeName string, msg *
 	if op != "" {
 		attrs = append(attrs, slog.String("operation_id", op))
 	}
-	level := slog.LevelInfo
 	if err != nil {
-		level = slog.LevelWarn
 		attrs = append(attrs, slog.String(middleware.ErrorAttr, err.Error()))
 	}
 	logger.LogAttrs(ctx, level, "command handled", attrs...)

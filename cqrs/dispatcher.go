@@ -9,9 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/IBM/sarama"
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -60,6 +57,14 @@ type CommandDispatcherConfig struct {
 	// are read without a group from the newest offset.
 	Broker broker.Config
 
+	// AutoProvisionTopics makes Start create the reply topic, with
+	// Provision's settings, if it does not exist.
+	AutoProvisionTopics bool
+
+	// Provision configures the reply topic AutoProvisionTopics creates.
+	// Brokers and ClientID default to Broker's.
+	Provision broker.ProvisionConfig
+
 	// Logger receives the dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -73,6 +78,12 @@ func (c *CommandDispatcherConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if len(c.Provision.Brokers) == 0 {
+		c.Provision.Brokers = c.Broker.Brokers
+	}
+	if c.Provision.ClientID == "" {
+		c.Provision.ClientID = c.Broker.ClientID
 	}
 }
 
@@ -108,10 +119,8 @@ type CommandDispatcher struct {
 	mu      sync.Mutex
 	state   dispatcherState
 	pending map[string]chan *message.Message
-	sub     message.Subscriber
-	stop    context.CancelFunc
-	done    chan struct{}  // closed when the reply loop has returned
-	bg      sync.WaitGroup // abandoned subscription attempts
+	replies *replyReader
+	bg      sync.WaitGroup // start attempts
 	closing chan struct{}  // closed by Close
 }
 
@@ -141,7 +150,6 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		logger:  cfg.Logger.With("service", cfg.Service, "reply_topic", cfg.ReplyTopic),
 		pending: make(map[string]chan *message.Message),
 		closing: make(chan struct{}),
-		done:    make(chan struct{}),
 	}
 	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
 		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
@@ -168,16 +176,22 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 // ReplyTopic returns the topic this dispatcher reads replies from.
 func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
 
-// Start opens the reply subscription: it subscribes to the reply topic from
-// its newest offset, without a consumer group, and returns once the
-// subscription reads it. Replies to requests sent after Start returns
-// cannot be missed. The reply topic must exist or be auto-created by the
-// cluster (see broker.ProvisionTopics).
+// Start opens the reply subscription: it reads every partition of the
+// reply topic from its newest offset, without a consumer group, and returns
+// once it does. Replies to requests sent after Start returns cannot be
+// missed. The reply topic must exist, be created by AutoProvisionTopics, or
+// be auto-created by the cluster; partitions added to it later are not
+// read until the dispatcher is restarted.
 //
 // The subscription runs until Close. ctx bounds only the start.
 func (d *CommandDispatcher) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if d.cfg.AutoProvisionTopics {
+		if err := broker.ProvisionTopics(ctx, d.cfg.Provision, d.cfg.ReplyTopic); err != nil {
+			return fmt.Errorf("cqrs: provisioning the reply topic: %w", err)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -187,44 +201,36 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	case dispatcherClosed:
 		return ErrClosed
 	}
-	sub, err := newReplySubscriber(d.cfg.Broker, watermillLogger(d.logger))
-	if err != nil {
-		return err
-	}
-	runCtx, stop := context.WithCancel(context.Background())
 	type result struct {
-		msgs <-chan *message.Message
-		err  error
+		r   *replyReader
+		err error
 	}
-	subscribed := make(chan result, 1)
+	started := make(chan result, 1)
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		msgs, err := sub.Subscribe(runCtx, d.cfg.ReplyTopic)
-		subscribed <- result{msgs, err}
+		r, err := startReplyReader(d.cfg.Broker, d.cfg.ReplyTopic, d.logger, d.deliver)
+		started <- result{r, err}
 	}()
 	var res result
 	select {
-	case res = <-subscribed:
+	case res = <-started:
 	case <-ctx.Done():
 		// Connecting may take until the client's own timeouts; let it
 		// finish in the background and clean up there. Close waits for it.
-		stop()
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()
-			<-subscribed
-			_ = sub.Close()
+			if res := <-started; res.r != nil {
+				_ = res.r.Close()
+			}
 		}()
 		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, ctx.Err())
 	}
 	if res.err != nil {
-		stop()
-		_ = sub.Close()
 		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, res.err)
 	}
-	d.sub, d.stop, d.state = sub, stop, dispatcherStarted
-	go d.readReplies(res.msgs)
+	d.replies, d.state = res.r, dispatcherStarted
 	return nil
 }
 
@@ -241,22 +247,10 @@ func (d *CommandDispatcher) Close() error {
 	close(d.closing)
 	var err error
 	if prev == dispatcherStarted {
-		d.stop()
-		err = d.sub.Close()
-		<-d.done
+		err = d.replies.Close()
 	}
 	d.bg.Wait()
 	return err
-}
-
-// readReplies is the one goroutine that reads the reply topic. It runs
-// until the subscription ends.
-func (d *CommandDispatcher) readReplies(msgs <-chan *message.Message) {
-	defer close(d.done)
-	for msg := range msgs {
-		msg.Ack()
-		d.deliver(msg)
-	}
 }
 
 // deliver hands a reply to the request that waits for it, or drops it: a
@@ -391,51 +385,4 @@ func waitError(name, op string, wait time.Duration, err error) error {
 			ErrTimeout, name, op, wait.Round(time.Millisecond), err)
 	}
 	return fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, err)
-}
-
-// newReplySubscriber returns a subscriber that reads every partition of a
-// topic from its newest offset, without a consumer group, with the
-// connection settings of cfg.
-func newReplySubscriber(cfg broker.Config, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
-	sc := sarama.NewConfig()
-	sc.ClientID = cfg.ClientID
-	if sc.ClientID == "" {
-		sc.ClientID = broker.DefaultClientID
-	}
-	sc.Version = cfg.KafkaVersion
-	if sc.Version == (sarama.KafkaVersion{}) {
-		sc.Version = sarama.V3_6_0_0 // broker's default, which it does not export
-	}
-	sc.Consumer.Return.Errors = true
-	if cfg.Sarama != nil {
-		cfg.Sarama(sc)
-	}
-	// Whatever the hook says: only replies sent after Start matter.
-	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
-	if err := sc.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: reply subscriber: %w", ErrInvalidConfig, err)
-	}
-	unmarshaler := cfg.Marshaler
-	if unmarshaler == nil {
-		unmarshaler = broker.NewPartitionKeyMarshaler()
-	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
-		Brokers:               cfg.Brokers,
-		Unmarshaler:           unmarshaler,
-		OverwriteSaramaConfig: sc,
-		ReconnectRetrySleep:   reconnectSleep(cfg.ReconnectRetrySleep),
-	}, logger)
-	if err != nil {
-		return nil, fmt.Errorf("cqrs: reply subscriber: %w", err)
-	}
-	return sub, nil
-}
-
-// reconnectSleep maps broker.Config.ReconnectRetrySleep onto
-// watermill-kafka's: zero is its default, any negative value is NoSleep.
-func reconnectSleep(d time.Duration) time.Duration {
-	if d < 0 {
-		return kafka.NoSleep
-	}
-	return d
 }

@@ -158,12 +158,12 @@ func ExampleRequest() {
 
 	// The orders service sends it requests and reads replies on
 	// "orders.replies".
-	check(broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers}, cqrs.ReplyTopic("orders")))
 	commands, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: "orders",
-		Routes:  []cqrs.Route{cqrs.RouteOf[ReserveStock]("inventory.reserve-stock")},
-		Timeout: 5 * time.Second,
-		Broker:  broker.Config{Brokers: brokers},
+		Service:             "orders",
+		Routes:              []cqrs.Route{cqrs.RouteOf[ReserveStock]("inventory.reserve-stock")},
+		Timeout:             5 * time.Second,
+		Broker:              broker.Config{Brokers: brokers},
+		AutoProvisionTopics: true,
 	})
 	check(err)
 	check(commands.Start(ctx))

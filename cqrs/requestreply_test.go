@@ -64,10 +64,6 @@ func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 			cqrs.RouteOf[StallCommand](topics.Event(payments, "stall")),
 		},
 	}
-	// Provision the reply topic before any dispatcher reads it.
-	if err := broker.ProvisionTopics(testContext(t), broker.ProvisionConfig{Brokers: brokers}, cqrs.ReplyTopic(e.orders)); err != nil {
-		t.Fatalf("ProvisionTopics: %v", err)
-	}
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
 	r := newRouter(t)
 	err := svc.Register(testContext(t), r,
@@ -109,7 +105,9 @@ func (e *reqReplyEnv) release() {
 
 func (e *reqReplyEnv) dispatcher(t *testing.T, timeout time.Duration) *cqrs.CommandDispatcher {
 	t.Helper()
-	return newDispatcher(t, e.pub, e.brokers, cqrs.CommandDispatcherConfig{Service: e.orders, Routes: e.routes, Timeout: timeout})
+	return newDispatcher(t, e.pub, e.brokers, cqrs.CommandDispatcherConfig{
+		Service: e.orders, Routes: e.routes, Timeout: timeout, AutoProvisionTopics: true,
+	})
 }
 
 // requestMany sends n ChargeCard requests at once, alternating between the

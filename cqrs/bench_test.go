@@ -1,0 +1,64 @@
+package cqrs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// BenchmarkRoundTrip compares a request/reply round trip (cqrs.Request
+// through a Service's command consumer and back) with a raw produce→consume
+// round trip of the same payload on the same broker, and with two raw hops
+// back to back (ping-pong). The target is request-reply ≤ 2 × raw: a
+// request is two hops.
+//
+//	go test -run '^$' -bench RoundTrip ./cqrs/
+func BenchmarkRoundTrip(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rr, err := benchmarks.NewReqReply(ctx, kafkatest.Brokers(b), kafkatest.Topic(b, "bench"), 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rr.Close() })
+	if _, err := benchmarks.MeasureReqReply(ctx, rr, 200, 0); err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("raw", func(b *testing.B) {
+		for b.Loop() {
+			if err := rr.RawRoundTrip(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ping-pong", func(b *testing.B) {
+		for b.Loop() {
+			if err := rr.PingPong(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("request-reply", func(b *testing.B) {
+		for b.Loop() {
+			if err := rr.RequestReply(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// Interleaved rounds, so that all see the same noise; reports the
+	// median of each and the ratio of request/reply to raw.
+	b.Run("interleaved", func(b *testing.B) {
+		res, err := benchmarks.MeasureReqReply(ctx, rr, 0, b.N)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Raw.Median.Microseconds()), "raw-µs")
+		b.ReportMetric(float64(res.PingPong.Median.Microseconds()), "pingpong-µs")
+		b.ReportMetric(float64(res.Reply.Median.Microseconds()), "reqreply-µs")
+		b.ReportMetric(res.ReplyRatio, "ratio")
+	})
+}
