@@ -27,8 +27,8 @@ type ChargeCardCommand struct {
 
 // CardCharged is the result of ChargeCardCommand.
 type CardCharged struct {
-	ID       string `json:"id"`
-	Instance string `json:"instance"`
+	ID          string `json:"id"`
+	Correlation string `json:"correlation"` // as the handler saw it
 }
 
 // StallCommand is handled by a handler that does not answer until told.
@@ -44,6 +44,7 @@ type reqReplyEnv struct {
 	brokers  []string
 	pub      message.Publisher
 	orders   string
+	payments string
 	routes   []cqrs.Route
 	released chan struct{} // closes to let StallCommand handlers return
 	stalled  chan string   // StallCommand IDs as their handler starts
@@ -57,6 +58,7 @@ func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 		brokers:  brokers,
 		pub:      newPublisher(t, brokers),
 		orders:   serviceName(t, "orders"),
+		payments: payments,
 		released: make(chan struct{}),
 		stalled:  make(chan string, 16),
 		routes: []cqrs.Route{
@@ -73,8 +75,10 @@ func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 				return CardCharged{}, fmt.Errorf("card of %s: %w", cmd.ID, ErrCardDeclined)
 			case "plain":
 				return CardCharged{}, errors.New("ledger unavailable")
+			case "panic":
+				panic("card reader on fire")
 			}
-			return CardCharged{ID: cmd.ID}, nil
+			return CardCharged{ID: cmd.ID, Correlation: correlation.FromContext(ctx)}, nil
 		}),
 		cqrs.NewCommandConsumer(func(ctx context.Context, cmd *StallCommand) error {
 			e.stalled <- cmd.ID
@@ -168,6 +172,29 @@ func TestRequestReply(t *testing.T) {
 		if !errors.As(err, &he) || he.Kind != cqrs.KindInternal || he.Message != "ledger unavailable" {
 			t.Fatalf("err = %v (%+v), want kind %q with message %q", err, he, cqrs.KindInternal, "ledger unavailable")
 		}
+	})
+
+	t.Run("CorrelationReachesTheHandler", func(t *testing.T) {
+		ctx := correlation.WithID(testContext(t), "corr-request")
+		got, err := cqrs.Request[CardCharged](ctx, d2, ChargeCardCommand{ID: "c-corr"})
+		if err != nil || got.Correlation != "corr-request" {
+			t.Fatalf("Request = %+v, %v; want the handler to see corr-request", got, err)
+		}
+	})
+
+	t.Run("PanicIsRepliedAndDeadLettered", func(t *testing.T) {
+		dlq := deadLetters(t, e.brokers, topics.DeadLetter(topics.ConsumerGroup(e.payments, "charge-card")))
+		_, err := cqrs.Request[CardCharged](testContext(t), d1, ChargeCardCommand{ID: "c-panic", Fail: "panic"})
+		var he *cqrs.HandlerError
+		if !errors.As(err, &he) || he.Kind != cqrs.KindInternal || !strings.Contains(he.Message, "card reader on fire") {
+			t.Fatalf("err = %v, want a %s HandlerError with the panic value", err, cqrs.KindInternal)
+		}
+		dead := receive(t, dlq, "the dead-lettered command")
+		if !strings.Contains(string(dead.Payload), "c-panic") {
+			t.Errorf("dead letter %s, want the panicking command", dead.Payload)
+		}
+		// The partition moved on.
+		requestMany(t, 3, d1)
 	})
 
 	t.Run("ResultlessCommand", func(t *testing.T) {
