@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+// storeTarget is the ratio DESIGN.md asks of the PostgreSQL store.
+const storeTarget = 0.8
+
+func storeCommand() command {
+	return command{
+		summary: "PostgreSQL idempotency store vs raw pgx, check+mark at 1, 4, 16 callers",
+		run:     runStore,
+	}
+}
+
+// storeFlags are the store subcommand's settings.
+type storeFlags struct {
+	callers   []int
+	rounds    int
+	benchtime time.Duration
+}
+
+func parseStoreFlags(args []string) (storeFlags, error) {
+	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+	callers := fs.String("callers", "1,4,16", "comma-separated numbers of concurrent callers")
+	rounds := fs.Int("rounds", 3, "benchmark rounds per side and number of callers, alternating which side goes first")
+	benchtime := fs.Duration("benchtime", time.Second, "time per benchmark run")
+	if err := fs.Parse(args); err != nil {
+		return storeFlags{}, err
+	}
+	f := storeFlags{rounds: *rounds, benchtime: *benchtime}
+	for _, s := range strings.Split(*callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return storeFlags{}, fmt.Errorf("-callers: %q is not a positive number", s)
+		}
+		f.callers = append(f.callers, n)
+	}
+	return f, nil
+}
+
+func runStore(ctx context.Context, args []string, out io.Writer) error {
+	f, err := parseStoreFlags(args)
+	if err != nil {
+		return err
+	}
+	if err := flag.Set("test.benchtime", f.benchtime.String()); err != nil {
+		return err
+	}
+	pool, cleanup, err := benchPool(ctx, int32(slicesMax(f.callers)))
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	schema := pgtest.Name("koto_bench")
+	store, err := postgres.NewStore(pool, postgres.Config{Schema: schema, CleanupInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	defer dropSchema(pool, schema)
+
+	fmt.Fprintf(out, "check+mark of new keys (IsProcessed, then MarkProcessed) on %s, pool of %d connections,\n"+
+		"%d rounds of %v per side, alternating; raw pgx runs the store's statements on the same pool\n\n",
+		store.Table(), pool.Config().MaxConns, f.rounds, f.benchtime)
+	results, err := benchmarks.CompareStore(ctx, pool, store, f.callers, f.rounds)
+	if err != nil {
+		return err
+	}
+	return printStore(out, results)
+}
+
+func printStore(out io.Writer, results []benchmarks.StoreResult) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "callers\traw ops/s\tstore ops/s\tratio\t")
+	for _, r := range results {
+		fmt.Fprintf(w, "%d\t%.0f\t%.0f\t%.2f\t\n", r.Callers, r.Raw, r.Store, r.Ratio())
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Ratio() < storeTarget {
+			fmt.Fprintf(out, "\nbelow the %.1f target at %d callers\n", storeTarget, r.Callers)
+		}
+	}
+	return nil
+}
+
+// benchPool connects to the test database with room for every caller.
+func benchPool(ctx context.Context, conns int32) (*pgxpool.Pool, func(), error) {
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	if err != nil {
+		return nil, nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg.MaxConns = max(conns, cfg.MaxConns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, nil, fmt.Errorf("PostgreSQL at %s: %w", pgtest.URL(), err)
+	}
+	return pool, pool.Close, nil
+}
+
+func dropSchema(pool *pgxpool.Pool, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+}
+
+func slicesMax(xs []int) int {
+	m := 1
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
