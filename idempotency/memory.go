@@ -27,7 +27,8 @@ const shardCount = 64
 // compares KeyUUID(key), which also folds the case of UUID keys.)
 type MemoryStore struct {
 	window time.Duration
-	clock  func() time.Duration // monotonic time since the store was made
+	start  time.Time            // with a monotonic reading
+	clock  func() time.Duration // replaces time.Since(start) in tests
 	shards [shardCount]shard
 
 	stop chan struct{}
@@ -40,8 +41,7 @@ var _ Store = (*MemoryStore)(nil)
 // NewMemoryStore returns a MemoryStore whose marks count for window; a
 // window <= 0 means DefaultWindow. Close it to stop its sweeper goroutine.
 func NewMemoryStore(window time.Duration) *MemoryStore {
-	start := time.Now()
-	return newMemoryStore(window, func() time.Duration { return time.Since(start) })
+	return newMemoryStore(window, nil)
 }
 
 func newMemoryStore(window time.Duration, clock func() time.Duration) *MemoryStore {
@@ -50,6 +50,7 @@ func newMemoryStore(window time.Duration, clock func() time.Duration) *MemorySto
 	}
 	s := &MemoryStore{
 		window: window,
+		start:  time.Now(),
 		clock:  clock,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -68,14 +69,14 @@ func (s *MemoryStore) Window() time.Duration { return s.window }
 // never fails and does not block on ctx.
 func (s *MemoryStore) IsProcessed(_ context.Context, key string) (bool, error) {
 	at, ok := s.shard(key).lookup(key)
-	return ok && s.clock()-at < s.window, nil
+	return ok && s.now()-at < s.window, nil
 }
 
 // MarkProcessed records key as processed now. Marking a key that holds a
 // mark younger than the window keeps the older mark, as the PostgreSQL
 // store does. It never fails and does not block on ctx.
 func (s *MemoryStore) MarkProcessed(_ context.Context, key string) error {
-	s.shard(key).add(key, s.clock, s.window)
+	s.shard(key).add(key, s.now, s.window)
 	return nil
 }
 
@@ -97,6 +98,14 @@ func (s *MemoryStore) Close() error {
 	s.once.Do(func() { close(s.stop) })
 	<-s.done
 	return nil
+}
+
+// now is the monotonic time since the store was made.
+func (s *MemoryStore) now() time.Duration {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Since(s.start)
 }
 
 func (s *MemoryStore) shard(key string) *shard {

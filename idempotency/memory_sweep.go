@@ -28,6 +28,6 @@ func (s *MemoryStore) sweepLoop(interval time.Duration) {
 // time.
 func (s *MemoryStore) sweep() {
 	for i := range s.shards {
-		s.shards[i].sweep(s.clock, s.window)
+		s.shards[i].sweep(s.now, s.window)
 	}
 }
