@@ -6,7 +6,8 @@
 // idempotency/postgres keeps them across restarts and redeploys, which is
 // what production consumers want under Kafka's at-least-once delivery.
 //
-// Keys are any strings; stores persist them as KeyUUID(key).
+// Keys are any strings. The PostgreSQL store persists them as KeyUUID(key);
+// MemoryStore compares them as they are.
 package idempotency
 
 import (

@@ -37,9 +37,10 @@ var errNilTx = errors.New("postgres: MarkProcessedTx needs a transaction, got ni
 
 // NewStore returns a Store that keeps its marks in pool's database, as cfg
 // says (zero fields mean their defaults). It refuses an invalid cfg with an
-// error that wraps ErrInvalidConfig and names the field. NewStore does not
-// touch the database: the table is created, or checked, on first use (or
-// by EnsureSchema), and the first background cleanup pass starts now.
+// error that wraps ErrInvalidConfig and names the field. NewStore itself
+// does not touch the database: the table is created, or checked, on first
+// use (or by EnsureSchema). The background cleanup, unless disabled, starts
+// its first pass right away, which is such a first use.
 func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pool is nil; pass a connected *pgxpool.Pool", ErrInvalidConfig)
