@@ -38,8 +38,8 @@ type storeFlags struct {
 func parseStoreFlags(args []string) (storeFlags, error) {
 	fs := flag.NewFlagSet("store", flag.ContinueOnError)
 	callers := fs.String("callers", "1,4,16", "comma-separated numbers of concurrent callers")
-	rounds := fs.Int("rounds", 3, "benchmark rounds per side and number of callers, alternating which side goes first")
-	benchtime := fs.Duration("benchtime", time.Second, "time per benchmark run")
+	rounds := fs.Int("rounds", 4, "benchmark rounds per side and number of callers, alternating which side goes first")
+	benchtime := fs.Duration("benchtime", 750*time.Millisecond, "time per benchmark run")
 	if err := fs.Parse(args); err != nil {
 		return storeFlags{}, err
 	}
