@@ -1,0 +1,183 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// exampleLogger logs JSON to stdout without the time and duration, so that
+// the examples' output is the same on every run.
+func exampleLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == middleware.DurationAttr {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+func ExampleCorrelation() {
+	handler := middleware.Correlation(func(msg *message.Message) ([]*message.Message, error) {
+		fmt.Println("in the handler:", correlation.FromContext(msg.Context()))
+		return []*message.Message{message.NewMessage("receipt-1", nil)}, nil
+	})
+
+	msg := message.NewMessage("order-1", nil)
+	msg.Metadata.Set(correlation.MetadataKey, "req-42")
+	produced, _ := handler(msg)
+	fmt.Println("on the returned message:", correlation.FromMessage(produced[0]))
+	// Output:
+	// in the handler: req-42
+	// on the returned message: req-42
+}
+
+func ExampleIdempotency() {
+	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
+	defer store.Close()
+
+	charge := middleware.Idempotency(store, middleware.IdempotencyConfig{
+		// In a router the scope defaults to the handler name.
+		Scope: func(*message.Message) string { return "payments.order-placed-consumer" },
+	})(func(msg *message.Message) ([]*message.Message, error) {
+		fmt.Println("charging for", msg.UUID)
+		return nil, nil
+	})
+
+	const id = "0190c5a4-9d7e-7000-8000-00000000002a"
+	_, _ = charge(message.NewMessage(id, []byte(`{"amount":10}`)))
+	_, _ = charge(message.NewMessage(id, []byte(`{"amount":10}`))) // Kafka redelivers it
+	// Output:
+	// charging for 0190c5a4-9d7e-7000-8000-00000000002a
+}
+
+func ExampleDeadLetter() {
+	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
+	defer pubSub.Close()
+
+	deadLetter, err := middleware.DeadLetter(pubSub, middleware.DeadLetterConfig{
+		// In a router the topic defaults to topics.DeadLetter(handler name).
+		Topic: "payments.order-placed-consumer.dlq",
+	})
+	if err != nil {
+		panic(err)
+	}
+	handler := deadLetter(func(*message.Message) ([]*message.Message, error) {
+		return nil, middleware.Permanent(errors.New("unknown currency XXX"))
+	})
+	_, err = handler(message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002b", []byte(`{"currency":"XXX"}`)))
+	fmt.Println("error for the router:", err) // nil: the message is acked
+
+	letters, _ := pubSub.Subscribe(context.Background(), "payments.order-placed-consumer.dlq")
+	dl := <-letters
+	dl.Ack()
+	fmt.Println(dl.UUID, string(dl.Payload))
+	fmt.Println(dl.Metadata.Get(middleware.DeadLetterReasonKey))
+	fmt.Println(dl.Metadata.Get(middleware.DeadLetterErrorClassKey), dl.Metadata.Get(middleware.DeadLetterAttemptsKey))
+	// Output:
+	// error for the router: <nil>
+	// 0190c5a4-9d7e-7000-8000-00000000002b {"currency":"XXX"}
+	// unknown currency XXX
+	// poison 1
+}
+
+func ExampleLogging() {
+	handler := middleware.Correlation(middleware.Logging(exampleLogger())(
+		func(*message.Message) ([]*message.Message, error) { return nil, nil },
+	))
+	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002c", nil)
+	msg.Metadata.Set(correlation.MetadataKey, "req-42")
+	_, _ = handler(msg)
+	// Output:
+	// {"level":"DEBUG","msg":"message handled","handler":"","topic":"","message_uuid":"0190c5a4-9d7e-7000-8000-00000000002c","correlation_id":"req-42","outcome":"ok"}
+}
+
+func ExampleNewLogHandler() {
+	logger := slog.New(middleware.NewLogHandler(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})))
+	// Inside a handler behind Correlation, msg.Context() carries the ID.
+	ctx := correlation.WithID(context.Background(), "req-42")
+	logger.InfoContext(ctx, "charging card", "amount", 10)
+	// Output:
+	// level=INFO msg="charging card" amount=10 correlation_id=req-42
+}
+
+// A router whose handler gets the whole recommended chain. The handler name
+// is the consumer group; its poison goes to topics.DeadLetter of it.
+func ExampleDefaults() {
+	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
+	defer pubSub.Close()
+	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
+	defer store.Close()
+
+	chain, err := middleware.Defaults(middleware.Config{
+		Publisher: pubSub, // in production: a broker.NewPublisher
+		Store:     store,  // in production: a postgres.NewStore
+		Logger:    exampleLogger(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		panic(err)
+	}
+	router.AddMiddleware(chain...)
+
+	group := topics.ConsumerGroup("payments", "order-placed")
+	last := make(chan struct{})
+	router.AddConsumerHandler(group, topics.Event("orders", "order-placed"), pubSub, func(msg *message.Message) error {
+		switch string(msg.Payload) {
+		case "not json":
+			return middleware.Permanent(errors.New("cannot decode"))
+		case "last":
+			close(last)
+		}
+		return nil
+	})
+	go func() { _ = router.Run(context.Background()) }()
+	<-router.Running()
+
+	for _, m := range []struct{ id, payload string }{
+		{"0190c5a4-9d7e-7000-8000-000000000001", `{"id":1}`},
+		{"0190c5a4-9d7e-7000-8000-000000000002", "not json"},
+		{"0190c5a4-9d7e-7000-8000-000000000001", `{"id":1}`}, // again
+		{"0190c5a4-9d7e-7000-8000-000000000003", "last"},
+	} {
+		msg := message.NewMessage(m.id, []byte(m.payload))
+		msg.Metadata.Set(correlation.MetadataKey, "req-42")
+		_ = pubSub.Publish(topics.Event("orders", "order-placed"), msg)
+	}
+	<-last
+	letters, _ := pubSub.Subscribe(context.Background(), topics.DeadLetter(group))
+	dl := <-letters
+	dl.Ack()
+	_ = router.Close() // waits for the running handler and its log line
+	fmt.Println("dead letter:", dl.UUID, dl.Metadata.Get(middleware.DeadLetterReasonKey))
+	// Output:
+	// {"level":"DEBUG","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000001","correlation_id":"req-42","outcome":"ok"}
+	// {"level":"ERROR","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000002","correlation_id":"req-42","outcome":"dead-lettered","error":"cannot decode","error_class":"poison","dead_letter_topic":"payments.order-placed-consumer.dlq"}
+	// {"level":"DEBUG","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000001","correlation_id":"req-42","outcome":"duplicate","idempotency_scope":"payments.order-placed-consumer","idempotency_key":"0190c5a4-9d7e-7000-8000-000000000001"}
+	// {"level":"DEBUG","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000003","correlation_id":"req-42","outcome":"ok"}
+	// dead letter: 0190c5a4-9d7e-7000-8000-000000000002 cannot decode
+}
