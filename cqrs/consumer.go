@@ -61,7 +61,9 @@ func ConsumerGroup(group string) ConsumerOption {
 }
 
 // Idempotent turns deduplication by message ID on or off. Event consumers
-// are idempotent by default, command consumers are not.
+// are idempotent by default, command consumers are not. A request that an
+// idempotent command consumer skips as a duplicate gets no reply: its
+// sender times out.
 func Idempotent(on bool) ConsumerOption {
 	return func(o *consumerOptions) { o.idempotent = &on }
 }

@@ -265,6 +265,19 @@ func TestRegisterRejects(t *testing.T) {
 		})
 	}
 
+	t.Run("invalid dead-letter config", func(t *testing.T) {
+		brokers := kafkatest.Brokers(t)
+		bad := newService(t, brokers, cqrs.ServiceConfig{
+			Name: "billing", Publisher: newPublisher(t, brokers),
+			DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -1},
+		})
+		r := newRouter(t)
+		err := bad.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")))
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAttempts") || len(r.Handlers()) != 0 {
+			t.Fatalf("Register: %v (%d handlers), want ErrInvalidConfig naming MaxAttempts and no handler", err, len(r.Handlers()))
+		}
+	})
+
 	t.Run("duplicate group", func(t *testing.T) {
 		r := newRouter(t)
 		err := svc.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")), cqrs.NewEventConsumer(noop, cqrs.From("shop")))

@@ -37,8 +37,8 @@ type CommandDispatcherConfig struct {
 	// Routes send each command type to the topic of the service that
 	// handles it. A command without a route cannot be sent (ErrNoRoute).
 	// The handling service's convention is topics.Event(handler service,
-	// topics.TypeName(command)), which is where a CommandConsumer listens
-	// by default.
+	// topics.TypeName(command)), which is where a command consumer
+	// listens by default.
 	Routes []Route
 
 	// Timeout is how long Request waits for a reply when its context has
@@ -337,7 +337,7 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 	deadline, _ := ctx.Deadline()
 	wait := time.Until(deadline)
 	if err := ctx.Err(); err != nil {
-		return nil, waitError(name, "", wait, err)
+		return nil, waitError(name, "(not sent)", wait, err)
 	}
 	ctx, _ = correlation.Ensure(ctx)
 
@@ -381,7 +381,7 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 // waitError is the error of a request whose context ended.
 func waitError(name, op string, wait time.Duration, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s (operation %q) got no reply within %s: %w",
+		return fmt.Errorf("%w: %s (operation %s) got no reply within %s: %w",
 			ErrTimeout, name, op, wait.Round(time.Millisecond), err)
 	}
 	return fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, err)

@@ -5,8 +5,9 @@
 // It ports Koto's IntegrationEventPublisher, IntegrationCommandDispatcher,
 // IntegrationEventConsumerBase and IntegrationCommandConsumerBase to Go, on
 // top of Watermill's components/cqrs (EventBus, CommandBus and the
-// CommandEventMarshaler interface) and components/requestreply (its wire
-// metadata and Backend interface).
+// CommandEventMarshaler interface) and components/requestreply (its reply
+// format: metadata keys and JSON reply marshaler), so that Watermill's own
+// CQRS processors can read the messages this package writes.
 //
 // # Publishing
 //

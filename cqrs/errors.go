@@ -18,8 +18,9 @@ var (
 	// constructors and of Service.Register.
 	ErrInvalidConfig = errors.New("cqrs: invalid configuration")
 
-	// ErrInvalidRoute is wrapped by the error for a route or consumer topic
-	// that is not a valid Kafka topic name. It also wraps
+	// ErrInvalidRoute is wrapped by the error for a route, consumer topic
+	// or consumer group that gives no valid Kafka topic name; the error
+	// names it and, for a name that breaks Kafka's rules, also wraps
 	// topics.ErrInvalid.
 	ErrInvalidRoute = errors.New("cqrs: invalid route")
 

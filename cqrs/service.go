@@ -100,6 +100,7 @@ type Service struct {
 	logger *slog.Logger
 
 	store atomic.Pointer[storeBox]
+	regMu sync.Mutex // serialises Register
 
 	mu       sync.Mutex
 	closed   bool
@@ -156,9 +157,21 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	if router == nil {
 		return fmt.Errorf("%w: router is nil", ErrInvalidConfig)
 	}
+	s.regMu.Lock() // plan checks the router's handler names; keep them until added
+	defer s.regMu.Unlock()
 	plans, err := s.plan(router, consumers)
 	if err != nil {
 		return err
+	}
+	pub, err := s.publisher()
+	if err != nil {
+		return err
+	}
+	chains := make([][]message.HandlerMiddleware, len(plans))
+	for i, p := range plans {
+		if chains[i], err = s.middleware(pub, p); err != nil {
+			return err
+		}
 	}
 	if s.cfg.AutoProvisionTopics {
 		var names []string
@@ -169,42 +182,26 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 			return fmt.Errorf("cqrs: provisioning the topics of %s: %w", s.cfg.Name, err)
 		}
 	}
-	pub, err := s.publisher()
-	if err != nil {
-		return err
-	}
-	type built struct {
-		plan  consumerPlan
-		sub   message.Subscriber
-		chain []message.HandlerMiddleware
-	}
-	var ready []built
-	fail := func(err error) error {
-		for _, b := range ready {
-			_ = b.sub.Close()
-		}
-		return err
-	}
+	subs := make([]message.Subscriber, 0, len(plans))
 	for _, p := range plans {
-		chain, err := s.middleware(pub, p)
-		if err != nil {
-			return fail(err)
-		}
 		bcfg := s.cfg.Broker
 		bcfg.ConsumerGroup = p.group
 		sub, err := broker.NewSubscriber(bcfg, watermillLogger(s.logger))
 		if err != nil {
-			return fail(fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err))
+			for _, sub := range subs {
+				_ = sub.Close()
+			}
+			return fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err)
 		}
-		ready = append(ready, built{p, sub, chain})
+		subs = append(subs, sub)
 	}
-	for _, b := range ready {
-		env := &handlerEnv{handlerName: b.plan.group, pub: pub, logger: s.logger}
-		handle := b.plan.spec.handle
-		h := router.AddConsumerHandler(b.plan.group, b.plan.topic, b.sub, func(msg *message.Message) error {
+	for i, p := range plans {
+		env := &handlerEnv{handlerName: p.group, pub: pub, logger: s.logger}
+		handle := p.spec.handle
+		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
 		})
-		h.AddMiddleware(b.chain...)
+		h.AddMiddleware(chains[i]...)
 	}
 	return nil
 }
