@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+)
+
+func TestParseReqReplyFlags(t *testing.T) {
+	f, err := parseReqReplyFlags([]string{"-rounds", "10", "-warmup", "0", "-size", "64", "-brokers", "a:1, b:2"})
+	if err != nil || f.rounds != 10 || f.warmup != 0 || f.size != 64 || len(f.brokers) != 2 || f.brokers[1] != "b:2" {
+		t.Fatalf("parseReqReplyFlags = %+v, %v", f, err)
+	}
+	if _, err := parseReqReplyFlags([]string{"-rounds", "0"}); err == nil {
+		t.Fatal("zero rounds accepted")
+	}
+}
+
+// TestPrintReqReply checks the table and the verdict line. (The
+// measurement itself runs in cqrs's BenchmarkRoundTrip; running it here
+// would start sarama, whose metrics goroutine never stops.)
+func TestPrintReqReply(t *testing.T) {
+	res := benchmarks.ReqReplyResult{
+		Rounds:   1,
+		Raw:      benchmarks.Latency{Median: 200 * time.Microsecond},
+		PingPong: benchmarks.Latency{Median: 390 * time.Microsecond},
+		Reply:    benchmarks.Latency{Median: 450 * time.Microsecond},
+	}
+	res.PingPongRatio, res.ReplyRatio = 1.95, 2.25
+	var out bytes.Buffer
+	if err := printReqReply(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"raw produce→consume", "request/reply (cqrs)", "ratio 2.25", "above the target; two raw hops alone take 1.95×"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
