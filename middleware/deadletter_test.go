@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -90,6 +91,7 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 	mws, err := middleware.Defaults(middleware.Config{
 		Publisher: env.pub,
 		Store:     memoryStore(t),
+		Logger:    slog.New(slog.DiscardHandler),
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3,
 			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},

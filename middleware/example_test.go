@@ -125,7 +125,8 @@ func ExampleNewLogHandler() {
 // A router whose handler gets the whole recommended chain. The handler name
 // is the consumer group; its poison goes to topics.DeadLetter of it.
 func ExampleDefaults() {
-	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
+	// Publish returns once the message is handled, so the output is in order.
+	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true, BlockPublishUntilSubscriberAck: true}, watermill.NopLogger{})
 	defer pubSub.Close()
 	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
 	defer store.Close()
@@ -145,13 +146,9 @@ func ExampleDefaults() {
 	router.AddMiddleware(chain...)
 
 	group := topics.ConsumerGroup("payments", "order-placed")
-	last := make(chan struct{})
 	router.AddConsumerHandler(group, topics.Event("orders", "order-placed"), pubSub, func(msg *message.Message) error {
-		switch string(msg.Payload) {
-		case "not json":
+		if string(msg.Payload) == "not json" {
 			return middleware.Permanent(errors.New("cannot decode"))
-		case "last":
-			close(last)
 		}
 		return nil
 	})
@@ -162,18 +159,18 @@ func ExampleDefaults() {
 		{"0190c5a4-9d7e-7000-8000-000000000001", `{"id":1}`},
 		{"0190c5a4-9d7e-7000-8000-000000000002", "not json"},
 		{"0190c5a4-9d7e-7000-8000-000000000001", `{"id":1}`}, // again
-		{"0190c5a4-9d7e-7000-8000-000000000003", "last"},
+		{"0190c5a4-9d7e-7000-8000-000000000003", `{"id":3}`},
 	} {
 		msg := message.NewMessage(m.id, []byte(m.payload))
 		msg.Metadata.Set(correlation.MetadataKey, "req-42")
 		_ = pubSub.Publish(topics.Event("orders", "order-placed"), msg)
 	}
-	<-last
+
 	letters, _ := pubSub.Subscribe(context.Background(), topics.DeadLetter(group))
 	dl := <-letters
 	dl.Ack()
-	_ = router.Close() // waits for the running handler and its log line
 	fmt.Println("dead letter:", dl.UUID, dl.Metadata.Get(middleware.DeadLetterReasonKey))
+	_ = router.Close()
 	// Output:
 	// {"level":"DEBUG","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000001","correlation_id":"req-42","outcome":"ok"}
 	// {"level":"ERROR","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000002","correlation_id":"req-42","outcome":"dead-lettered","error":"cannot decode","error_class":"poison","dead_letter_topic":"payments.order-placed-consumer.dlq"}
