@@ -10,8 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // TestCorrelation: an incoming correlation ID is kept and a missing one is
@@ -76,5 +78,42 @@ func TestCorrelation(t *testing.T) {
 				t.Errorf("no %q line for %s", msg, uuid)
 			}
 		}
+	}
+}
+
+// receiptIssuedEvent is published from inside a handler in
+// TestCorrelationReachesEventsPublishedInTheHandler.
+type receiptIssuedEvent struct {
+	Order string `json:"order"`
+}
+
+// TestCorrelationReachesEventsPublishedInTheHandler: an event published
+// through the cqrs event bus from inside a handler behind Correlation
+// carries the incoming correlation ID: the bus reads it from the context.
+func TestCorrelationReachesEventsPublishedInTheHandler(t *testing.T) {
+	env := newKafkaEnv(t)
+	in := env.topic(t, "orders")
+	service := kafkatest.Topic(t, "billing")
+	out := topics.Event(service, topics.TypeName(receiptIssuedEvent{}))
+	env.provision(t, out)
+	bus, err := cqrs.NewEventPublisher(env.pub, cqrs.EventPublisherConfig{Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := message.NewMessage(watermill.NewUUID(), []byte("{}"))
+	msg.Metadata.Set(correlation.MetadataKey, "corr-bus")
+	env.publish(t, in, msg)
+
+	mws, err := middleware.Defaults(middleware.Config{Publisher: env.pub, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.runRouter(t, handlerSpec{name: kafkatest.Group(t, "billing"), topic: in, middlewares: mws,
+		handle: func(m *message.Message) error {
+			return bus.Publish(m.Context(), receiptIssuedEvent{Order: m.UUID})
+		}})
+	event := env.collect(t, out, 1)[0]
+	if got := correlation.FromMessage(event); got != "corr-bus" {
+		t.Errorf("event published in the handler has correlation ID %q, want corr-bus", got)
 	}
 }
