@@ -1,0 +1,114 @@
+// Command shop runs three services that talk through Kafka, in one process:
+// orders reserves stock from inventory by request/reply and publishes
+// OrderPlaced; payments consumes it idempotently, with its processed
+// messages in PostgreSQL, and publishes PaymentProcessed; orders consumes
+// that. Each order is published twice to show that it is charged once, and
+// one malformed message goes to the dead-letter topic with its reason.
+//
+//	go run ./examples/shop
+//
+// Kafka is an embedded broker unless KAFKA_BROKERS=host:port,... names a
+// cluster. PostgreSQL is DATABASE_URL, by default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable; the example keeps
+// its table in the schema "shop_example".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+)
+
+func main() {
+	orders := flag.Int("orders", 3, "how many orders to place")
+	verbose := flag.Bool("v", false, "log every message (debug level)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, options{orders: *orders, schema: "shop_example", log: logger(*verbose)}); err != nil {
+		fmt.Fprintln(os.Stderr, "shop:", err)
+		os.Exit(1)
+	}
+}
+
+func logger(verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// options are what main takes from its flags.
+type options struct {
+	orders int          // how many orders to place
+	schema string       // the PostgreSQL schema of the idempotency store
+	log    *slog.Logger // where the services log
+}
+
+func run(ctx context.Context, opts options) error {
+	brokers, closeKafka, err := kafkaBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeKafka()
+
+	pool, err := postgresPool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	shop, err := newShop(ctx, brokers, pool, opts)
+	if err != nil {
+		return err
+	}
+	defer shop.Close()
+	return shop.demo(ctx, opts.orders)
+}
+
+// kafkaBrokers returns KAFKA_BROKERS, or starts an embedded broker.
+func kafkaBrokers(ctx context.Context) ([]string, func(), error) {
+	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
+		return strings.Split(env, ","), func() {}, nil
+	}
+	b, err := embedded.Start(ctx, embedded.WithPartitions(4))
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the embedded Kafka broker: %w", err)
+	}
+	fmt.Println("embedded Kafka broker on", b.Addrs()[0])
+	return b.Addrs(), func() { _ = b.Close() }, nil
+}
+
+// postgresPool connects to DATABASE_URL, or to the default local database.
+func postgresPool(ctx context.Context) (*pgxpool.Pool, error) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, errors.Join(fmt.Errorf("PostgreSQL at %s: %w", url, err),
+			errors.New("start PostgreSQL (e.g. docker compose up -d postgres) or set DATABASE_URL"))
+	}
+	return pool, nil
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// shop holds the three services and what they share.
+type shop struct {
+	brokers  []string
+	log      *slog.Logger
+	pub      message.Publisher
+	store    *postgres.Store
+	router   *message.Router
+	services []*cqrs.Service
+	events   *cqrs.EventPublisher
+	commands *cqrs.CommandDispatcher
+	paid     chan string
+	charged  atomic.Int64
+	stop     context.CancelFunc
+	stopped  chan struct{}
+}
+
+func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options) (s *shop, err error) {
+	log := opts.log
+	s = &shop{brokers: brokers, log: log, paid: make(chan string, 64), stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}, nil); err != nil {
+		return nil, err
+	}
+	// payments' processed messages survive restarts: they live in PostgreSQL.
+	if s.store, err = postgres.NewStore(pool, postgres.Config{Schema: opts.schema}); err != nil {
+		return nil, err
+	}
+	if s.router, err = message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(log)); err != nil {
+		return nil, err
+	}
+	if err = s.register(ctx); err != nil {
+		return nil, err
+	}
+	s.run()
+	s.commands, err = cqrs.NewCommandDispatcher(s.pub, cqrs.CommandDispatcherConfig{
+		Service:             "orders",
+		Routes:              []cqrs.Route{cqrs.RouteOf[ReserveStock]("inventory.reserve-stock")},
+		Broker:              broker.Config{Brokers: brokers},
+		AutoProvisionTopics: true,
+		Logger:              log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, s.commands.Start(ctx)
+}
+
+// register adds the consumers of inventory, payments and orders to the router.
+func (s *shop) register(ctx context.Context) error {
+	var err error
+	if s.events, err = cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "payments"}); err != nil {
+		return err
+	}
+	for _, svc := range []struct {
+		name      string
+		store     bool
+		consumers []cqrs.Consumer
+	}{
+		{"inventory", false, []cqrs.Consumer{inventory(s.log)}},
+		{"payments", true, []cqrs.Consumer{payments(s.log, s.events, &s.charged)}},
+		{"orders", false, []cqrs.Consumer{paid(s.log, s.paid)}},
+	} {
+		cfg := cqrs.ServiceConfig{
+			Name:                svc.name,
+			Broker:              broker.Config{Brokers: s.brokers},
+			Publisher:           s.pub,
+			AutoProvisionTopics: true,
+			DeadLetter:          middleware.DeadLetterConfig{MaxAttempts: 3},
+			Logger:              s.log,
+		}
+		if svc.store {
+			cfg.Store = s.store
+		}
+		service, err := cqrs.NewService(cfg)
+		if err != nil {
+			return err
+		}
+		s.services = append(s.services, service)
+		if err := service.Register(ctx, s.router, svc.consumers...); err != nil {
+			return fmt.Errorf("register %s: %w", svc.name, err)
+		}
+	}
+	return nil
+}
+
+// run starts the router and waits until its handlers run.
+func (s *shop) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	go func() {
+		defer close(s.stopped)
+		if err := s.router.Run(ctx); err != nil {
+			s.log.Error("router stopped", "error", err)
+		}
+	}()
+	<-s.router.Running()
+}
+
+// Close stops everything newShop started, in reverse order.
+func (s *shop) Close() {
+	if s.commands != nil {
+		_ = s.commands.Close()
+	}
+	if s.stop != nil {
+		s.stop()
+		<-s.stopped
+	}
+	for _, svc := range s.services {
+		_ = svc.Close()
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+	if s.pub != nil {
+		_ = s.pub.Close()
+	}
+}
+
+// demo places the orders, each twice, sends a malformed event, and reports
+// what happened.
+func (s *shop) demo(ctx context.Context, orders int) error {
+	run := correlation.NewID()[24:] // order IDs unique to this run
+	for i := 1; i <= orders; i++ {
+		if err := s.placeOrder(ctx, fmt.Sprintf("o-%s-%d", run, i), i); err != nil {
+			return err
+		}
+	}
+	_, err := cqrs.Request[StockReserved](ctx, s.commands, ReserveStock{SKU: "unobtainium", Quantity: 1})
+	var he *cqrs.HandlerError
+	if !errors.As(err, &he) {
+		return fmt.Errorf("want an out-of-stock error, got %v", err)
+	}
+	fmt.Printf("reserve unobtainium: failed with kind %q: %s\n", he.Kind, he.Message)
+
+	for range orders {
+		select {
+		case line := <-s.paid:
+			fmt.Println(line)
+		case <-time.After(30 * time.Second):
+			return errors.New("timed out waiting for payments")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := s.poison(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("%d orders, each published twice: payments charged %d times\n", orders, s.charged.Load())
+	if n := s.charged.Load(); n != int64(orders) {
+		return fmt.Errorf("payments charged %d times for %d orders", n, orders)
+	}
+	return nil
+}
+
+// placeOrder reserves stock and publishes OrderPlaced, twice, under one
+// correlation ID.
+func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
+	ctx = correlation.WithID(ctx, "checkout-"+orderID)
+	res, err := cqrs.Request[StockReserved](ctx, s.commands, ReserveStock{SKU: fmt.Sprintf("sku-%d", n), Quantity: 1})
+	if err != nil {
+		return fmt.Errorf("reserve stock for %s: %w", orderID, err)
+	}
+	fmt.Printf("order %s: stock reserved (%s)\n", orderID, res.ReservationID)
+	orders, err := cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		return err
+	}
+	ev := OrderPlaced{OrderID: orderID, SKU: fmt.Sprintf("sku-%d", n), Total: 100 * n}
+	for range 2 { // a retrying producer: the same event, the same message ID
+		if err := orders.Publish(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poison publishes an OrderPlaced that does not decode and reads it back
+// from the payments consumer's dead-letter topic.
+func (s *shop) poison(ctx context.Context) error {
+	topic := topics.Event("orders", topics.TypeName(OrderPlaced{}))
+	bad := message.NewMessage(watermill.NewUUID(), []byte(`{"orderId": 42`))
+	if err := s.pub.Publish(topic, bad); err != nil {
+		return err
+	}
+	dlq := topics.DeadLetter(topics.ConsumerGroup("payments", topics.TypeName(OrderPlaced{})))
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: s.brokers, ConsumerGroup: "shop-example-dlq-reader"}, nil)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msgs, err := sub.Subscribe(ctx, dlq)
+	if err != nil {
+		return err
+	}
+	for msg := range msgs {
+		msg.Ack()
+		if msg.UUID == bad.UUID {
+			fmt.Printf("dead letter on %s: %s\n", dlq, msg.Metadata.Get(middleware.DeadLetterReasonKey))
+			return nil
+		}
+	}
+	return fmt.Errorf("the malformed message did not reach %s: %w", dlq, ctx.Err())
+}
