@@ -29,8 +29,10 @@ func (b *Backoff) setDefaults() {
 	}
 }
 
-// validate checks b after setDefaults; prefix names the field b is in.
+// validate checks b, zero fields counting as their defaults; prefix names
+// the field b is in.
 func (b Backoff) validate(prefix string) error {
+	b.setDefaults()
 	switch {
 	case b.InitialInterval < 0:
 		return fmt.Errorf("%s.InitialInterval is negative (%v)", prefix, b.InitialInterval)

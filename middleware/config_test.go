@@ -75,3 +75,12 @@ func TestIdempotencyPanicsOnBadConfig(t *testing.T) {
 	}()
 	middleware.Idempotency(nil, middleware.IdempotencyConfig{})
 }
+
+func TestZeroConfigsAreValid(t *testing.T) {
+	if err := (middleware.DeadLetterConfig{}).Validate(); err != nil {
+		t.Errorf("DeadLetterConfig{}: %v", err)
+	}
+	if err := (middleware.IdempotencyConfig{}).Validate(); err != nil {
+		t.Errorf("IdempotencyConfig{}: %v", err)
+	}
+}

@@ -51,8 +51,10 @@ func (c *DeadLetterConfig) setDefaults() {
 	c.Backoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, after defaults.
+// Validate reports the first invalid field of c, zero fields counting as
+// their defaults. DeadLetter calls it.
 func (c DeadLetterConfig) Validate() error {
+	c.setDefaults()
 	if c.Topic != "" {
 		if err := topics.Validate(c.Topic); err != nil {
 			return fmt.Errorf("DeadLetterConfig.Topic: %w", err)

@@ -26,14 +26,14 @@ const (
 	// DeadLetterErrorClassKey holds the [ErrorClass]: "poison" (dead-lettered
 	// at once) or "retryable" (dead-lettered after its retries).
 	DeadLetterErrorClassKey = "dead_letter_error_class"
-	// DeadLetterTopicKey holds the topic the message was consumed from.
-	DeadLetterTopicKey = "dead_letter_original_topic"
-	// DeadLetterPartitionKey holds the Kafka partition it was consumed
+	// DeadLetterOriginalTopicKey holds the topic the message was consumed from.
+	DeadLetterOriginalTopicKey = "dead_letter_original_topic"
+	// DeadLetterOriginalPartitionKey holds the Kafka partition it was consumed
 	// from, in decimal; absent when the subscriber is not Kafka.
-	DeadLetterPartitionKey = "dead_letter_original_partition"
-	// DeadLetterOffsetKey holds its offset in that partition, in decimal;
+	DeadLetterOriginalPartitionKey = "dead_letter_original_partition"
+	// DeadLetterOriginalOffsetKey holds its offset in that partition, in decimal;
 	// absent when the subscriber is not Kafka.
-	DeadLetterOffsetKey = "dead_letter_original_offset"
+	DeadLetterOriginalOffsetKey = "dead_letter_original_offset"
 	// DeadLetterConsumerGroupKey holds the consumer group that failed it.
 	DeadLetterConsumerGroupKey = "dead_letter_consumer_group"
 	// DeadLetterHandlerKey holds the name of the router handler.
@@ -55,7 +55,7 @@ const DeadLetterTopicAttr = "dead_letter_topic"
 func DeadLetterMetadataKeys() []string {
 	return []string{
 		DeadLetterReasonKey, DeadLetterErrorTypeKey, DeadLetterErrorClassKey,
-		DeadLetterTopicKey, DeadLetterPartitionKey, DeadLetterOffsetKey,
+		DeadLetterOriginalTopicKey, DeadLetterOriginalPartitionKey, DeadLetterOriginalOffsetKey,
 		DeadLetterConsumerGroupKey, DeadLetterHandlerKey, DeadLetterAttemptsKey,
 		DeadLetterFailedAtKey,
 	}
@@ -72,13 +72,13 @@ func deadLetterMessage(msg *message.Message, cause error, class ErrorClass, atte
 	md.Set(DeadLetterReasonKey, cause.Error())
 	md.Set(DeadLetterErrorTypeKey, rootCauseType(cause))
 	md.Set(DeadLetterErrorClassKey, class.String())
-	md.Set(DeadLetterTopicKey, pos.topic)
+	md.Set(DeadLetterOriginalTopicKey, pos.topic)
 	if pos.kafka {
-		md.Set(DeadLetterPartitionKey, pos.partitionString())
-		md.Set(DeadLetterOffsetKey, pos.offsetString())
+		md.Set(DeadLetterOriginalPartitionKey, pos.partitionString())
+		md.Set(DeadLetterOriginalOffsetKey, pos.offsetString())
 	} else {
-		delete(md, DeadLetterPartitionKey)
-		delete(md, DeadLetterOffsetKey)
+		delete(md, DeadLetterOriginalPartitionKey)
+		delete(md, DeadLetterOriginalOffsetKey)
 	}
 	md.Set(DeadLetterConsumerGroupKey, group)
 	md.Set(DeadLetterHandlerKey, message.HandlerNameFromCtx(ctx))

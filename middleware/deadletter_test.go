@@ -117,13 +117,13 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 		}
 		delete(poison, dl.UUID)
 		checkDeadLetter(t, dl, msgs[want.index], map[string]string{
-			middleware.DeadLetterErrorTypeKey:     want.errType,
-			middleware.DeadLetterErrorClassKey:    want.class,
-			middleware.DeadLetterAttemptsKey:      want.at,
-			middleware.DeadLetterTopicKey:         topic,
-			middleware.DeadLetterConsumerGroupKey: group,
-			middleware.DeadLetterHandlerKey:       group,
-			middleware.DeadLetterOffsetKey:        strconv.Itoa(want.index),
+			middleware.DeadLetterErrorTypeKey:      want.errType,
+			middleware.DeadLetterErrorClassKey:     want.class,
+			middleware.DeadLetterAttemptsKey:       want.at,
+			middleware.DeadLetterOriginalTopicKey:  topic,
+			middleware.DeadLetterConsumerGroupKey:  group,
+			middleware.DeadLetterHandlerKey:        group,
+			middleware.DeadLetterOriginalOffsetKey: strconv.Itoa(want.index),
 		})
 	}
 	for id := range poison {
@@ -153,8 +153,8 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 			t.Errorf("dead letter %s: %s = %q, want %q", dl.UUID, k, got, v)
 		}
 	}
-	if _, err := strconv.Atoi(dl.Metadata.Get(middleware.DeadLetterPartitionKey)); err != nil {
-		t.Errorf("dead letter %s: partition %q: %v", dl.UUID, dl.Metadata.Get(middleware.DeadLetterPartitionKey), err)
+	if _, err := strconv.Atoi(dl.Metadata.Get(middleware.DeadLetterOriginalPartitionKey)); err != nil {
+		t.Errorf("dead letter %s: partition %q: %v", dl.UUID, dl.Metadata.Get(middleware.DeadLetterOriginalPartitionKey), err)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, dl.Metadata.Get(middleware.DeadLetterFailedAtKey)); err != nil {
 		t.Errorf("dead letter %s: failed_at: %v", dl.UUID, err)

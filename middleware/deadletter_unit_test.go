@@ -108,7 +108,7 @@ func TestOutagesDoNotCountAsAttempts(t *testing.T) {
 	if calls != 7 || len(dl) != 1 || dl[0].Metadata.Get(middleware.DeadLetterAttemptsKey) != "7" {
 		t.Fatalf("calls %d, dead letters %d; want 7 calls and one dead letter with attempts 7", calls, len(dl))
 	}
-	if dl[0].Metadata.Get(middleware.DeadLetterPartitionKey) != "" {
+	if dl[0].Metadata.Get(middleware.DeadLetterOriginalPartitionKey) != "" {
 		t.Error("partition set for a message that did not come from Kafka")
 	}
 }

@@ -58,8 +58,10 @@ func (c *IdempotencyConfig) setDefaults() {
 	c.MarkBackoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, after defaults.
+// Validate reports the first invalid field of c, zero fields counting as
+// their defaults. NewIdempotency calls it.
 func (c IdempotencyConfig) Validate() error {
+	c.setDefaults()
 	if c.StoreTimeout < 0 {
 		return fmt.Errorf("IdempotencyConfig.StoreTimeout is negative (%v)", c.StoreTimeout)
 	}
