@@ -41,7 +41,7 @@ type IdempotencyConfig struct {
 	// MarkBackoff spaces the retries of a failed mark.
 	MarkBackoff Backoff
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
-	// to count them.
+	// to count them. Handlers run concurrently, and so may it.
 	OnDuplicate func(msg *message.Message, scope, key string)
 }
 

@@ -39,6 +39,10 @@ const (
 // The correlation ID comes from the context ([Correlation] must come before
 // Logging in the chain; [Defaults] does that) or, failing that, from the
 // message's metadata. A nil logger means slog.Default().
+//
+// The router publishes the messages a handler returns after the chain, so
+// after the line: if that publish fails, the line says ok and the router
+// nacks the message (and logs the error itself).
 func Logging(logger *slog.Logger) message.HandlerMiddleware {
 	if logger == nil {
 		logger = slog.Default()
