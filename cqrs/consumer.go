@@ -3,6 +3,7 @@ package cqrs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -185,16 +186,19 @@ func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd
 			result, err, panicV, stack = callHandler(ctx, handle, cmd, waiting)
 		}
 		outcome := outcomeOf(err, panicV, badRequest)
-		logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), outcome, err)
 		if !waiting {
+			logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), outcome, err)
 			if outcome == "bad-request" {
 				return middleware.Permanent(err)
 			}
 			return err
 		}
+		// Reply first: the requester waits, the log line does not.
 		if replyErr := sendReply(ctx, env.pub, replyTo, op, msg, result, err); replyErr != nil {
+			logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), "reply-failed", errors.Join(err, replyErr))
 			return replyErr
 		}
+		logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), outcome, err)
 		switch outcome {
 		case "panic":
 			return &middleware.PanicError{Value: panicV, Stack: string(stack)}
@@ -236,31 +240,33 @@ func outcomeOf(err error, panicV any, badRequest bool) string {
 	}
 }
 
-// sendReply publishes the reply to a request.
+// sendReply publishes the reply to a request in the format of Watermill's
+// requestreply.BackendPubsubJSONMarshaler (the result as JSON, the error
+// in its metadata keys), plus the operation ID, the error kind and the
+// correlation ID.
 func sendReply[R any](ctx context.Context, pub message.Publisher, replyTo, op string, cmd *message.Message, result R, handleErr error) error {
 	if err := topics.Validate(replyTo); err != nil {
 		return middleware.Permanent(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", op, err))
 	}
-	var params requestreply.BackendOnCommandProcessedParams[R]
-	params.CommandMessage, params.HandlerResult = cmd, result
-	var he *HandlerError
-	if handleErr != nil {
-		he = replyError(handleErr)
-		params.HandleErr = he
-	}
-	reply, err := requestreply.BackendPubsubJSONMarshaler[R]{}.MarshalReply(params)
+	payload, err := json.Marshal(result)
 	if err != nil {
 		return middleware.Permanent(fmt.Errorf("cqrs: encoding the reply to %s: %w", op, err))
 	}
-	reply.UUID = newMessageID()
-	reply.Metadata.Set(OperationIDMetadataKey, op)
-	if he != nil {
-		reply.Metadata.Set(ErrorKindMetadataKey, he.Kind)
+	reply := message.NewMessage(newMessageID(), payload)
+	reply.Metadata = make(message.Metadata, 6)
+	reply.Metadata[OperationIDMetadataKey] = op
+	if handleErr != nil {
+		he := replyError(handleErr)
+		reply.Metadata[requestreply.HasErrorMetadataKey] = "1"
+		reply.Metadata[requestreply.ErrorMetadataKey] = he.Message
+		reply.Metadata[ErrorKindMetadataKey] = he.Kind
+	} else {
+		reply.Metadata[requestreply.HasErrorMetadataKey] = "0"
 	}
 	if id := correlation.FromContext(ctx); id != "" {
-		reply.Metadata.Set(correlation.MetadataKey, id)
+		reply.Metadata[correlation.MetadataKey] = id
 	} else if id := correlation.FromMessage(cmd); id != "" {
-		reply.Metadata.Set(correlation.MetadataKey, id)
+		reply.Metadata[correlation.MetadataKey] = id
 	}
 	if err := pub.Publish(replyTo, reply); err != nil {
 		return fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, replyTo, err)

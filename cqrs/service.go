@@ -364,9 +364,54 @@ func (st serviceStore) MarkProcessed(ctx context.Context, key string) error {
 	return st.s.currentStore().MarkProcessed(ctx, key)
 }
 
-// watermillLogger adapts logger for Watermill and watermill-kafka, whose
+// watermillLogger adapts logger for Watermill and watermill-kafka. Their
 // info lines (subscribing, reconnecting, closing) become debug lines: they
-// describe plumbing, not the service's work.
+// describe plumbing, not the service's work. Unlike Watermill's own slog
+// adapter, it checks the level before it builds the record, because
+// watermill-kafka logs several trace and debug lines for every message.
 func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
+	return slogAdapter{logger}
+}
+
+type slogAdapter struct{ logger *slog.Logger }
+
+// Error logs at error level.
+func (a slogAdapter) Error(msg string, err error, fields watermill.LogFields) {
+	a.log(slog.LevelError, msg, fields, "error", err)
+}
+
+// Info logs at debug level.
+func (a slogAdapter) Info(msg string, fields watermill.LogFields) {
+	a.log(slog.LevelDebug, msg, fields)
+}
+
+// Debug logs at debug level.
+func (a slogAdapter) Debug(msg string, fields watermill.LogFields) {
+	a.log(slog.LevelDebug, msg, fields)
+}
+
+// Trace logs at watermill.LevelTrace, below debug.
+func (a slogAdapter) Trace(msg string, fields watermill.LogFields) {
+	a.log(watermill.LevelTrace, msg, fields)
+}
+
+// With returns an adapter that adds fields to every line.
+func (a slogAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return slogAdapter{a.logger.With(fieldArgs(fields)...)}
+}
+
+func (a slogAdapter) log(level slog.Level, msg string, fields watermill.LogFields, extra ...any) {
+	ctx := context.Background()
+	if !a.logger.Enabled(ctx, level) {
+		return
+	}
+	a.logger.Log(ctx, level, msg, append(fieldArgs(fields), extra...)...)
+}
+
+func fieldArgs(fields watermill.LogFields) []any {
+	args := make([]any, 0, 2*len(fields))
+	for k, v := range fields {
+		args = append(args, k, v)
+	}
+	return args
 }

@@ -1,0 +1,37 @@
+package cqrs
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+)
+
+func TestWatermillLogger(t *testing.T) {
+	var buf bytes.Buffer
+	at := func(level slog.Level) watermill.LoggerAdapter {
+		buf.Reset()
+		return watermillLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})))
+	}
+
+	l := at(slog.LevelInfo)
+	l.Info("subscribing", watermill.LogFields{"topic": "t"})
+	l.Debug("debug", nil)
+	l.Trace("trace", nil)
+	if buf.Len() != 0 {
+		t.Errorf("at info level, Watermill's info, debug and trace lines were logged: %s", buf.String())
+	}
+	l.Error("failed", errors.New("boom"), watermill.LogFields{"topic": "t"})
+	if got := buf.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "error=boom") || !strings.Contains(got, "topic=t") {
+		t.Errorf("error line = %q", got)
+	}
+
+	l = at(slog.LevelDebug).With(watermill.LogFields{"subscriber": "s1"})
+	l.Info("subscribing", watermill.LogFields{"topic": "t"})
+	if got := buf.String(); !strings.Contains(got, "level=DEBUG") || !strings.Contains(got, "subscriber=s1") || !strings.Contains(got, "topic=t") {
+		t.Errorf("info line at debug level = %q", got)
+	}
+}
