@@ -18,6 +18,15 @@
 // the handler runs, so a failed message's redelivery is dropped: a lost
 // message).
 //
+// # Correlation
+//
+// [Correlation] puts the ID in the message context, where everything reads
+// it: [Logging] for its line; loggers built on [NewLogHandler] for the
+// handler's own records (logger.InfoContext(msg.Context(), ...)); this
+// project's cqrs publishers for the messages a handler publishes; and
+// [DeadLetter] for the dead letter. Correlation itself stamps the messages
+// the handler returns.
+//
 // # Errors
 //
 // DeadLetter sorts handler errors with [Classify] into three classes.
