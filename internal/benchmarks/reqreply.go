@@ -224,8 +224,9 @@ type ReqReplyResult struct {
 }
 
 // MeasureReqReply runs warmup rounds, then rounds of one raw round trip, one
-// ping-pong and one request/reply, so that all see the same machine noise,
-// and reports their latencies and the ratios of the medians to the raw one.
+// ping-pong and one request/reply, in a rotating order, so that all see the
+// same machine noise, and reports their latencies and the ratios of the
+// medians to the raw one.
 func MeasureReqReply(ctx context.Context, b *ReqReply, warmup, rounds int) (ReqReplyResult, error) {
 	kinds := []struct {
 		name string
@@ -239,8 +240,12 @@ func MeasureReqReply(ctx context.Context, b *ReqReply, warmup, rounds int) (ReqR
 		}
 	}
 	samples := make([][]time.Duration, len(kinds))
-	for range rounds {
-		for i, k := range kinds {
+	for round := range rounds {
+		for j := range kinds {
+			// Rotate which kind goes first, so that none always runs
+			// right after another's leftover work.
+			i := (j + round) % len(kinds)
+			k := kinds[i]
 			start := time.Now()
 			if err := k.run(ctx); err != nil {
 				return ReqReplyResult{}, fmt.Errorf("%s: %w", k.name, err)
