@@ -68,3 +68,15 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+func TestSaramaConsumerConfig(t *testing.T) {
+	sc, err := broker.SaramaConsumerConfig(broker.Config{Brokers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatalf("a config without a consumer group: %v", err)
+	}
+	if sc.Consumer.Offsets.Initial != sarama.OffsetOldest || sc.ClientID != broker.DefaultClientID {
+		t.Errorf("defaults not applied: initial offset %d, client ID %q", sc.Consumer.Offsets.Initial, sc.ClientID)
+	}
+	_, err = broker.SaramaConsumerConfig(broker.Config{})
+	assertConfigErr(t, "SaramaConsumerConfig", err, broker.ErrNoBrokers, "Config.Brokers")
+}

@@ -50,3 +50,15 @@ func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
 	}
 	return sc, nil
 }
+
+// SaramaConsumerConfig returns the sarama configuration NewSubscriber
+// builds for cfg, for code that reads Kafka with sarama directly, such as a
+// reader without a consumer group. cfg.ConsumerGroup is not required. It
+// fails, as NewSubscriber does, when cfg is invalid.
+func SaramaConsumerConfig(cfg Config) (*sarama.Config, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg.subscriberSarama()
+}

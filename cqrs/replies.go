@@ -114,26 +114,14 @@ func (r *replyReader) Close() error {
 	return errors.Join(errs...)
 }
 
-// replySarama is the sarama configuration of a reply reader: cfg's
-// connection settings and hook, then errors returned and the newest offset,
-// whatever the hook said.
+// replySarama is the sarama configuration of a reply reader: the broker
+// package's consumer configuration for cfg, hook included, reading from the
+// newest offset whatever the hook said.
 func replySarama(cfg broker.Config) (*sarama.Config, error) {
-	sc := sarama.NewConfig()
-	sc.ClientID = cfg.ClientID
-	if sc.ClientID == "" {
-		sc.ClientID = broker.DefaultClientID
-	}
-	sc.Version = cfg.KafkaVersion
-	if sc.Version == (sarama.KafkaVersion{}) {
-		sc.Version = sarama.V3_6_0_0 // broker's default, which it does not export
-	}
-	if cfg.Sarama != nil {
-		cfg.Sarama(sc)
-	}
-	sc.Consumer.Return.Errors = true
-	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
-	if err := sc.Validate(); err != nil {
+	sc, err := broker.SaramaConsumerConfig(cfg)
+	if err != nil {
 		return nil, fmt.Errorf("%w: reply reader: %w", ErrInvalidConfig, err)
 	}
+	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
 	return sc, nil
 }
