@@ -6,8 +6,10 @@ import (
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 )
 
 // Config configures the chain that [Defaults] builds.
@@ -17,9 +19,15 @@ type Config struct {
 	// Store remembers processed messages. Nil leaves [Idempotency] out of
 	// the chain, for handlers that must see every delivery.
 	Store idempotency.Store
+	// Transactional, when set, runs each delivery in a transaction on this
+	// pool: the chain gets [TransactionalIdempotency] in place of
+	// [Idempotency], and the handler finds the transaction with
+	// postgres.TxFromContext(msg.Context()). Store must then be the
+	// *postgres.Store of the same database.
+	Transactional *pgxpool.Pool
 	// Logger receives the [Logging] lines. Nil means slog.Default().
 	Logger *slog.Logger
-	// Idempotency configures [Idempotency].
+	// Idempotency configures [Idempotency] or [TransactionalIdempotency].
 	Idempotency IdempotencyConfig
 	// DeadLetter configures [DeadLetter].
 	DeadLetter DeadLetterConfig
@@ -30,6 +38,8 @@ type Config struct {
 //
 //	Correlation, Logging, DeadLetter, Idempotency
 //
+// or, with Config.Transactional, TransactionalIdempotency last.
+//
 // Correlation comes first so that everything inside, the log line included,
 // sees the correlation ID. Logging wraps the rest so that it times the
 // whole delivery and logs its final outcome. DeadLetter wraps Idempotency so
@@ -37,7 +47,9 @@ type Config struct {
 // dead-lettered) and so that a dead-lettered message is never marked
 // processed: replaying it from the dead-letter topic, with the same UUID,
 // runs the handler again. Idempotency is innermost so that only a handler
-// that succeeded is marked, and each retry checks again.
+// that succeeded is marked, and each retry checks again; in the
+// transactional mode, so that each retry is a transaction of its own, whose
+// claim rolls back with the failed attempt.
 //
 // It returns an error that names the field when cfg is invalid.
 func Defaults(cfg Config) ([]message.HandlerMiddleware, error) {
@@ -49,12 +61,24 @@ func Defaults(cfg Config) ([]message.HandlerMiddleware, error) {
 		return nil, fmt.Errorf("middleware: Defaults: %w", err)
 	}
 	chain := []message.HandlerMiddleware{Correlation, Logging(cfg.Logger), deadLetter}
-	if cfg.Store == nil {
+	if cfg.Store == nil && cfg.Transactional == nil {
 		return chain, nil
 	}
-	dedup, err := NewIdempotency(cfg.Store, cfg.Idempotency)
+	dedup, err := cfg.idempotency()
 	if err != nil {
 		return nil, fmt.Errorf("middleware: Defaults: %w", err)
 	}
 	return append(chain, dedup), nil
+}
+
+// idempotency builds the idempotency middleware that cfg asks for.
+func (c Config) idempotency() (message.HandlerMiddleware, error) {
+	if c.Transactional == nil {
+		return NewIdempotency(c.Store, c.Idempotency)
+	}
+	store, ok := c.Store.(*postgres.Store)
+	if !ok {
+		return nil, fmt.Errorf("Config.Transactional is set, so Config.Store must be a *postgres.Store of the same database, not %T", c.Store)
+	}
+	return TransactionalIdempotency(c.Transactional, store, c.Idempotency)
 }

@@ -1,6 +1,8 @@
 // Package middleware gives a Watermill router Koto's consumer semantics:
 // correlation IDs that follow the work ([Correlation]), duplicates skipped
-// with a store that may survive restarts ([Idempotency]), poison messages
+// with a store that may survive restarts ([Idempotency]) or, for handlers
+// whose effects live in PostgreSQL, in the transaction that holds those
+// effects ([TransactionalIdempotency]), poison messages
 // sent to a dead-letter topic instead of blocking the partition while
 // outages are waited out ([DeadLetter]), and one structured log line per
 // message ([Logging]).
@@ -12,11 +14,22 @@
 //
 //	Correlation → Logging → DeadLetter → Idempotency → handler
 //
-// [Defaults] explains why. DeadLetter does the work of Watermill's Retry and
+// where Idempotency is [TransactionalIdempotency] when Config.Transactional
+// is set. [Defaults] explains why. DeadLetter does the work of Watermill's Retry and
 // PoisonQueue together, so their relative order cannot be got wrong; do not
 // add those two, nor Watermill's Deduplicator (it records a message before
 // the handler runs, so a failed message's redelivery is dropped: a lost
 // message).
+//
+// # Exactly-once effects
+//
+// [Idempotency] checks, runs the handler, then marks: delivery is
+// at-least-once, and a crash between the handler and the mark runs the
+// handler again on redelivery. [TransactionalIdempotency] closes that gap
+// for handlers that write to PostgreSQL: it claims the message
+// (postgres.Store.MarkProcessedTx's statement) in a transaction, runs the
+// handler with that transaction in its context (postgres.TxFromContext),
+// and commits the claim with the handler's writes, or rolls both back.
 //
 // # Correlation
 //

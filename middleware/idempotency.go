@@ -112,26 +112,24 @@ type dedup struct {
 
 func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		key, err := d.cfg.Key(msg)
+		k, err := d.cfg.keyOf(msg)
 		if err != nil {
-			return nil, Permanent(fmt.Errorf("middleware: idempotency key: %w", err))
+			return nil, err
 		}
-		scope := d.cfg.Scope(msg)
-		stored := idempotency.ScopedKey(scope, key)
 		ctx := msg.Context()
-		done, err := d.isProcessed(ctx, stored)
+		done, err := d.isProcessed(ctx, k.stored)
 		if err != nil {
 			return nil, err
 		}
 		if done {
-			d.duplicate(msg, scope, key)
+			d.cfg.skipped(msg, k)
 			return nil, nil
 		}
 		produced, err := h(msg)
 		if err != nil {
 			return produced, err
 		}
-		if err := d.mark(ctx, stored); err != nil {
+		if err := d.mark(ctx, k.stored); err != nil {
 			return nil, err
 		}
 		return produced, nil
@@ -153,15 +151,6 @@ func (d *dedup) isProcessed(ctx context.Context, key string) (bool, error) {
 		return false, nil
 	}
 	return false, Transient(err)
-}
-
-func (d *dedup) duplicate(msg *message.Message, scope, key string) {
-	reportFrom(msg.Context()).set(OutcomeDuplicate,
-		slog.String(IdempotencyScopeAttr, scope),
-		slog.String(IdempotencyKeyAttr, key))
-	if d.cfg.OnDuplicate != nil {
-		d.cfg.OnDuplicate(msg, scope, key)
-	}
 }
 
 // mark records key after the handler succeeded. A store error is retried

@@ -1,0 +1,106 @@
+package middleware_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// A payments consumer whose charge and claim commit together. The example
+// runs against the PostgreSQL at DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable), in a schema
+// of its own that it drops at the end.
+func ExampleTransactionalIdempotency() {
+	ctx := context.Background()
+	pool, schema := exampleDatabase(ctx)
+	defer pool.Close()
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	_, err := pool.Exec(ctx, "CREATE TABLE "+schema+".charges (order_id text PRIMARY KEY, amount int NOT NULL)")
+	if err != nil {
+		panic(err)
+	}
+	store, err := postgres.NewStore(pool, postgres.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+
+	// Publish returns once the message is handled, so the output is in order.
+	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true, BlockPublishUntilSubscriberAck: true}, watermill.NopLogger{})
+	defer pubSub.Close()
+	chain, err := middleware.Defaults(middleware.Config{
+		Publisher:     pubSub, // in production: a broker.NewPublisher
+		Store:         store,
+		Transactional: pool,
+		Idempotency: middleware.IdempotencyConfig{
+			OnDuplicate: func(msg *message.Message, _, _ string) { fmt.Println("duplicate skipped:", string(msg.Payload)) },
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		panic(err)
+	}
+	router.AddMiddleware(chain...)
+	router.AddConsumerHandler(topics.ConsumerGroup("payments", "order-placed"), topics.Event("orders", "order-placed"), pubSub,
+		func(msg *message.Message) error {
+			// The charge is written in the transaction that claimed the message.
+			tx, _ := postgres.TxFromContext(msg.Context())
+			_, err := tx.Exec(msg.Context(), "INSERT INTO "+schema+".charges VALUES ($1, 10)", string(msg.Payload))
+			fmt.Println("charged:", string(msg.Payload))
+			return err
+		})
+	go func() { _ = router.Run(ctx) }()
+	<-router.Running()
+
+	for _, m := range []struct{ id, order string }{
+		{"0190c5a4-9d7e-7000-8000-000000000011", "order-1"},
+		{"0190c5a4-9d7e-7000-8000-000000000012", "order-2"},
+		{"0190c5a4-9d7e-7000-8000-000000000011", "order-1"}, // redelivered
+	} {
+		_ = pubSub.Publish(topics.Event("orders", "order-placed"), message.NewMessage(m.id, []byte(m.order)))
+	}
+	_ = router.Close()
+
+	var charges int
+	_ = pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".charges").Scan(&charges)
+	fmt.Println("charges:", charges)
+	// Output:
+	// charged: order-1
+	// charged: order-2
+	// duplicate skipped: order-1
+	// charges: 2
+}
+
+// exampleDatabase connects to DATABASE_URL and creates a schema with a
+// fresh name.
+func exampleDatabase(ctx context.Context) (*pgxpool.Pool, string) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	schema := "koto_example_" + hex.EncodeToString(suffix[:]) // a plain identifier: no quoting needed
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(err)
+	}
+	return pool, schema
+}

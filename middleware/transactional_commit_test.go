@@ -1,0 +1,43 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// TestTransactionalAbortedCommitIsAnError: a handler that ignores a failed
+// statement and returns nil leaves an aborted transaction, which
+// PostgreSQL rolls back at commit. The middleware reports that as an
+// ordinary error, retryable rather than an outage, and neither the effect
+// nor the claim is kept.
+func TestTransactionalAbortedCommitIsAnError(t *testing.T) {
+	e := newRaceEnv(t)
+	handler := e.wrap(t, func(msg *message.Message) error {
+		if err := e.fx.insert(msg); err != nil {
+			return err
+		}
+		tx, _ := postgres.TxFromContext(msg.Context())
+		_, _ = tx.Exec(msg.Context(), "SELECT 1/0") // the error is dropped: a handler bug
+		return nil
+	})
+	msg := newMessages(1)[0]
+	_, err := handler(msg)
+	if !errors.Is(err, pgx.ErrTxCommitRollback) || middleware.Classify(err) != middleware.Retryable {
+		t.Fatalf("handler = %v (class %v), want pgx.ErrTxCommitRollback, retryable", err, middleware.Classify(err))
+	}
+	if rows, _ := e.fx.counts(); rows != 0 {
+		t.Errorf("%d effect rows kept from a rolled-back transaction", rows)
+	}
+	done, err := e.store.IsProcessed(context.Background(), idempotency.ScopedKey("race", msg.UUID))
+	if err != nil || done {
+		t.Errorf("claim kept from a rolled-back transaction: IsProcessed = %v, %v", done, err)
+	}
+}
