@@ -62,6 +62,9 @@ func TestTypeName(t *testing.T) {
 		{&selfNamed{}, "custom-name"},
 		{ptrNamed{name: "by-pointer"}, "by-pointer"},
 		{&ptrNamed{name: "by-pointer"}, "by-pointer"},
+		{(*selfNamed)(nil), "custom-name"},
+		{(*ptrNamed)(nil), ""},
+		{(*OrderPlacedEvent)(nil), "order-placed"},
 		{nil, ""},
 		{struct{}{}, ""},
 	}

@@ -19,10 +19,14 @@ type Namer interface {
 // whole, one trailing "Event" or "Command" is dropped, and the words are
 // joined with '-': OrderPlacedEvent{} gives "order-placed" and
 // HTTPServerStartedV2 gives "http-server-started-v2". Type arguments of a
-// generic type are ignored. A nil value or an unnamed type gives "".
+// generic type are ignored. A nil pointer is named as a pointer to a zero
+// value would be. A nil interface or an unnamed type gives "".
 func TypeName(v any) string {
 	if v == nil {
 		return ""
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		v = reflect.New(rv.Type().Elem()).Interface() // ask a zero value, not nil
 	}
 	if n, ok := v.(Namer); ok {
 		return n.TypeName()

@@ -79,9 +79,10 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports every field that cannot work, each error wrapping
-// ErrInvalidConfig. It checks the configuration as given: NewStore fills
-// the defaults first, so zero fields pass there.
+// ErrInvalidConfig. Zero fields count as their defaults, so Config{} is
+// valid. NewStore calls it.
 func (c Config) Validate() error {
+	c.setDefaults()
 	var errs []error
 	if err := checkIdentifier("Schema", c.Schema, maxIdentifier); err != nil {
 		errs = append(errs, err)
@@ -92,10 +93,6 @@ func (c Config) Validate() error {
 	if c.Window < time.Millisecond {
 		errs = append(errs, fmt.Errorf("%w: Window is %v; set it to at least 1ms, or leave it zero for %v",
 			ErrInvalidConfig, c.Window, idempotency.DefaultWindow))
-	}
-	if c.CleanupInterval == 0 {
-		errs = append(errs, fmt.Errorf("%w: CleanupInterval is zero; set a positive interval, or a negative one to disable the background cleanup",
-			ErrInvalidConfig))
 	}
 	if c.CleanupBatchSize <= 0 {
 		errs = append(errs, fmt.Errorf("%w: CleanupBatchSize is %d; set a positive number of rows (default %d)",
@@ -108,7 +105,7 @@ func (c Config) Validate() error {
 func checkIdentifier(field, name string, limit int) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: %s is empty; set a name, or leave it zero for the default", ErrInvalidConfig, field)
+		return fmt.Errorf("%w: %s is empty; set a name", ErrInvalidConfig, field)
 	case len(name) > limit:
 		return fmt.Errorf("%w: %s %q is %d bytes; shorten it to at most %d bytes",
 			ErrInvalidConfig, field, name, len(name), limit)

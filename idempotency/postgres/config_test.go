@@ -82,11 +82,25 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 	s.Close()
 }
 
+func TestValidateZeroMeansDefaults(t *testing.T) {
+	if err := (postgres.Config{}).Validate(); err != nil {
+		t.Fatalf("Config{}.Validate() = %v, want nil: zero fields are defaults", err)
+	}
+}
+
 func TestValidateNamesEveryField(t *testing.T) {
-	err := postgres.Config{}.Validate()
-	for _, field := range []string{"Schema", "Table", "Window", "CleanupInterval", "CleanupBatchSize"} {
+	err := postgres.Config{
+		Schema:           strings.Repeat("s", 64),
+		Table:            "t\x00",
+		Window:           -time.Second,
+		CleanupBatchSize: -1,
+	}.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted an invalid Config")
+	}
+	for _, field := range []string{"Schema", "Table", "Window", "CleanupBatchSize"} {
 		if !strings.Contains(err.Error(), field) {
-			t.Errorf("Validate of an undefaulted Config does not name %s: %v", field, err)
+			t.Errorf("Validate does not name %s: %v", field, err)
 		}
 	}
 	if !errors.Is(err, postgres.ErrInvalidConfig) {
