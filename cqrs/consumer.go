@@ -1,6 +1,7 @@
 package cqrs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,7 +100,8 @@ func (s *consumerSpec) spec() *consumerSpec { return s }
 // handlerEnv is what a registered consumer needs from its Service.
 type handlerEnv struct {
 	handlerName string
-	pub         message.Publisher // replies
+	pub         message.Publisher  // replies
+	backoff     middleware.Backoff // spaces the retries of a failed reply
 	logger      *slog.Logger
 }
 
@@ -157,6 +159,10 @@ func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, o
 // A command sent with Request gets a reply: the result as JSON, or the
 // handler's error (message and kind, see HandlerError). The command is then
 // acked either way: the requester has the outcome and decides what to do.
+// The handler runs once per delivery: a reply that fails to publish is
+// retried on its own, with ServiceConfig.DeadLetter.Backoff, until it is
+// published or the message's context ends; then the command is nacked as an
+// outage (middleware.Transient) and redelivered, never dead-lettered.
 // A panic is replied as a KindInternal error and the command dead-lettered;
 // a payload that does not decode is replied as KindBadRequest and
 // dead-lettered. A command sent with Send is fire-and-forget: a handler
@@ -194,7 +200,7 @@ func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd
 			return err
 		}
 		// Reply first: the requester waits, the log line does not.
-		if replyErr := sendReply(ctx, env.pub, replyTo, op, msg, result, err); replyErr != nil {
+		if replyErr := sendReply(ctx, env, replyTo, op, msg, result, err); replyErr != nil {
 			logCommand(ctx, env.logger, s.typeName, msg, op, time.Since(start), "reply-failed", errors.Join(err, replyErr))
 			return replyErr
 		}
@@ -244,7 +250,7 @@ func outcomeOf(err error, panicV any, badRequest bool) string {
 // requestreply.BackendPubsubJSONMarshaler (the result as JSON, the error
 // in its metadata keys), plus the operation ID, the error kind and the
 // correlation ID.
-func sendReply[R any](ctx context.Context, pub message.Publisher, replyTo, op string, cmd *message.Message, result R, handleErr error) error {
+func sendReply[R any](ctx context.Context, env *handlerEnv, replyTo, op string, cmd *message.Message, result R, handleErr error) error {
 	if err := topics.Validate(replyTo); err != nil {
 		return middleware.Permanent(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", op, err))
 	}
@@ -268,10 +274,34 @@ func sendReply[R any](ctx context.Context, pub message.Publisher, replyTo, op st
 	} else if id := correlation.FromMessage(cmd); id != "" {
 		reply.Metadata[correlation.MetadataKey] = id
 	}
-	if err := pub.Publish(replyTo, reply); err != nil {
-		return fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, replyTo, err)
+	return publishReply(ctx, env, replyTo, op, reply)
+}
+
+// publishReply publishes reply to topic. The handler has already run, so a
+// failed publish is retried here, in place, with env.backoff, until it
+// succeeds or ctx ends: returned to the dead-letter middleware, it would run
+// the handler again. An error that outlives ctx is marked
+// middleware.Transient, an outage: the command is nacked, not
+// dead-lettered.
+func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply *message.Message) error {
+	delay := cmp.Or(env.backoff.InitialInterval, 100*time.Millisecond) // middleware.Backoff's defaults
+	maxDelay, factor := cmp.Or(env.backoff.MaxInterval, 10*time.Second), cmp.Or(env.backoff.Multiplier, 2)
+	for attempt := 1; ; attempt++ {
+		err := env.pub.Publish(topic, reply)
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, topic, err)
+		env.logger.WarnContext(ctx, "reply not published; retrying",
+			middleware.HandlerAttr, env.handlerName, "operation_id", op, middleware.AttemptsAttr, attempt,
+			middleware.RetryDelayAttr, delay, middleware.ErrorAttr, err.Error())
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return middleware.Transient(err)
+		}
+		delay = min(time.Duration(float64(delay)*factor), maxDelay)
 	}
-	return nil
 }
 
 // typeMatches reports whether msg carries the consumer's type: its type

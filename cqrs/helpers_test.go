@@ -2,9 +2,12 @@ package cqrs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,4 +132,43 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("no %s within %s", what, testTimeout)
 		panic("unreachable")
 	}
+}
+
+// errPublishDown is the error of a flakyPublisher's failing calls.
+var errPublishDown = errors.New("injected: broker unreachable")
+
+// flakyPublisher is a real publisher whose calls to Publish fail while
+// fewer than failures of them have failed.
+type flakyPublisher struct {
+	message.Publisher
+	mu       sync.Mutex
+	failures int
+	failed   int
+}
+
+func (p *flakyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.mu.Lock()
+	fail := p.failed < p.failures
+	if fail {
+		p.failed++
+	}
+	p.mu.Unlock()
+	if fail {
+		return fmt.Errorf("publishing to %s: %w", topic, errPublishDown)
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// failFor makes the next n calls fail.
+func (p *flakyPublisher) failFor(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failures, p.failed = n, 0
+}
+
+// failedCalls returns how many calls failed since the last failFor.
+func (p *flakyPublisher) failedCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -316,5 +317,85 @@ func TestRequestBeforeStartAndAfterClose(t *testing.T) {
 	err = d.Send(context.Background(), StallCommand{})
 	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
 		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
+	}
+}
+
+// TestReplyPublishFailure makes the reply publish fail: it is retried on
+// its own, without running the handler again, and when the message's
+// context ends first the command is nacked as an outage.
+func TestReplyPublishFailure(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	payments := serviceName(t, "payments")
+	pub := newPublisher(t, brokers)
+	flaky := &flakyPublisher{Publisher: pub}
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true})
+	r := newRouter(t)
+	chainErrs := make(chan error, 8)
+	r.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc { // outermost: sees what the router acks or nacks
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if err != nil {
+				chainErrs <- err
+			}
+			return out, err
+		}
+	})
+	var mu sync.Mutex
+	calls := map[string]int{}
+	handled := make(chan string, 8)
+	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+		mu.Lock()
+		calls[cmd.ID]++
+		mu.Unlock()
+		handled <- cmd.ID
+		return CardCharged{ID: cmd.ID}, nil
+	}))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
+		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card"))},
+	})
+	callsOf := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[id]
+	}
+
+	// Two failed publishes, then the reply goes out.
+	flaky.failFor(2)
+	got, err := cqrs.Request[CardCharged](testContext(t), d, ChargeCardCommand{ID: "c-flaky"})
+	if err != nil || got.ID != "c-flaky" {
+		t.Fatalf("Request = %+v, %v; want the reply to c-flaky", got, err)
+	}
+	if n, f := callsOf("c-flaky"), flaky.failedCalls(); n != 1 || f != 2 {
+		t.Errorf("handler ran %d times over %d failed reply publishes, want once over 2", n, f)
+	}
+
+	// The reply cannot go out; the router closes while it is retried.
+	flaky.failFor(1 << 30)
+	ctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	defer cancel()
+	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"}); !errors.Is(err, cqrs.ErrTimeout) {
+		t.Fatalf("Request with the reply publisher down: %v, want ErrTimeout", err)
+	}
+	for receive(t, handled, "the handler") != "c-down" {
+	}
+	for wait := testContext(t); flaky.failedCalls() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
+		if wait.Err() != nil {
+			t.Fatal("the reply publish was not retried")
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = receive(t, chainErrs, "the error of the unanswered command")
+	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
+	}
+	if n := callsOf("c-down"); n != 1 {
+		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
 }

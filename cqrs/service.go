@@ -54,7 +54,8 @@ type ServiceConfig struct {
 	Provision broker.ProvisionConfig
 
 	// DeadLetter configures the retries and dead letters of every
-	// consumer (middleware.DeadLetter). Register reports its errors.
+	// consumer (middleware.DeadLetter). Register reports its errors. Its
+	// Backoff also spaces the retries of a reply that fails to publish.
 	DeadLetter middleware.DeadLetterConfig
 
 	// Logger receives the consumers' logs. Default: slog.Default().
@@ -196,7 +197,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		subs = append(subs, sub)
 	}
 	for i, p := range plans {
-		env := &handlerEnv{handlerName: p.group, pub: pub, logger: s.logger}
+		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger}
 		handle := p.spec.handle
 		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
