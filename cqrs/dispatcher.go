@@ -151,7 +151,7 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		pending: make(map[string]chan *message.Message),
 		closing: make(chan struct{}),
 	}
-	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
+	bus, err := wcqrs.NewCommandBusWithConfig(outagePublisher{pub}, wcqrs.CommandBusConfig{
 		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
 			topic, ok := d.routes[params.CommandName]
 			if !ok {
@@ -276,6 +276,9 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 // it waits for no handler. The message carries the command as JSON, its
 // type name, a UUIDv7 (or the MessageIDer ID), the partition key of a
 // PartitionKeyer, and the correlation ID of ctx, or a new one.
+//
+// An error of the publisher is marked middleware.Transient (an outage, see
+// EventPublisher.Publish).
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if cmd == nil {
 		return errors.New("cqrs: Send of a nil command")
@@ -298,7 +301,8 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 // dispatcher's Timeout; the error then matches ErrTimeout (and
 // context.DeadlineExceeded). When the handler returns an error, the error
 // wraps a *HandlerError with the handler's message and kind. A cancelled ctx
-// returns context.Canceled; a closed dispatcher ErrClosed.
+// returns context.Canceled; a closed dispatcher ErrClosed; an error of the
+// publisher is marked middleware.Transient, as Send's.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)

@@ -17,7 +17,10 @@
 // JSON, the type name travels in the metadata key TypeNameMetadataKey, the
 // message UUID is a new UUIDv7 (or the event's own ID, see MessageIDer), the
 // correlation ID comes from the context, and the Kafka partition key from the
-// event (see PartitionKeyer).
+// event (see PartitionKeyer). When the broker does not take a message, the
+// error of Publish, Send or Request is marked middleware.Transient: a
+// handler that returns it is retried until the broker is back, never
+// dead-lettered.
 //
 // # Commands and request/reply
 //

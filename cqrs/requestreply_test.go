@@ -399,3 +399,42 @@ func TestReplyPublishFailure(t *testing.T) {
 		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
 }
+
+// Unencodable cannot be encoded as JSON.
+type Unencodable struct {
+	C chan int `json:"c"`
+}
+
+// TestPublishFailuresAreOutages checks that Publish, Send and Request mark
+// a failure of the publisher as an outage, wrapping the publisher's error,
+// and leave an encoding failure unmarked.
+func TestPublishFailuresAreOutages(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	flaky := &flakyPublisher{Publisher: newPublisher(t, brokers)}
+	events, err := cqrs.NewEventPublisher(flaky, cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDispatcher(t, flaky, brokers, cqrs.CommandDispatcherConfig{
+		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
+	})
+	ctx := testContext(t)
+	calls := map[string]func() error{
+		"Publish": func() error { return events.Publish(ctx, OrderPlacedEvent{OrderID: "o-1"}) },
+		"Send":    func() error { return d.Send(ctx, ChargeCardCommand{ID: "c-1"}) },
+		"Request": func() error { _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-2"}); return err },
+	}
+	for name, call := range calls {
+		flaky.failFor(1)
+		err := call()
+		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
+		}
+	}
+	flaky.failFor(0)
+	err = events.Publish(ctx, Unencodable{})
+	if err == nil || middleware.Classify(err) == middleware.Outage {
+		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
+	}
+}
