@@ -38,6 +38,7 @@ type consumerOptions struct {
 	topic      string
 	group      string
 	idempotent *bool
+	skipOthers bool
 }
 
 // From names the service that publishes the events an event consumer
@@ -68,6 +69,16 @@ func ConsumerGroup(group string) ConsumerOption {
 // sender times out.
 func Idempotent(on bool) ConsumerOption {
 	return func(o *consumerOptions) { o.idempotent = &on }
+}
+
+// SkipOtherTypes makes the consumer ack, with a debug log line, the
+// messages whose type name (TypeNameMetadataKey) is another type's: for a
+// topic that carries several types, each read by its own consumer.
+// Without it such a message is poison, dead-lettered at once with an error
+// that wraps ErrUnexpectedType and names both types. A message without a
+// type name, from a producer that does not set one, is handled either way.
+func SkipOtherTypes() ConsumerOption {
+	return func(o *consumerOptions) { o.skipOthers = true }
 }
 
 type consumerKind int
@@ -121,14 +132,15 @@ func newSpec[T any](kind consumerKind, opts []ConsumerOption) *consumerSpec {
 // Registered on a Service, the consumer is idempotent by default (a message
 // ID handled once is acked without calling handle again), retries a failing
 // handle with backoff and then dead-letters the message, dead-letters at
-// once a payload that does not decode or an error wrapped with
-// middleware.Permanent, and logs each message. Give the producing service
+// once a payload that does not decode, a message of another type (see
+// SkipOtherTypes) or an error wrapped with middleware.Permanent, and logs
+// each message. Give the producing service
 // with From, or the topic with Topic.
 func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts ...ConsumerOption) Consumer {
 	s := newSpec[T](eventKind, opts)
 	s.handle = func(msg *message.Message, env *handlerEnv) error {
-		if !typeMatches(msg, s.typeName, env) {
-			return nil
+		if skip, err := s.checkType(msg, env); skip || err != nil {
+			return err
 		}
 		ev := new(T)
 		if err := json.Unmarshal(msg.Payload, ev); err != nil {
@@ -165,13 +177,14 @@ func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, o
 // outage (middleware.Transient) and redelivered, never dead-lettered.
 // A panic is replied as a KindInternal error and the command dead-lettered;
 // a payload that does not decode is replied as KindBadRequest and
-// dead-lettered. A command sent with Send is fire-and-forget: a handler
+// dead-lettered. A command of another type is dead-lettered (or skipped,
+// see SkipOtherTypes) without a reply: its own consumer may answer it. A command sent with Send is fire-and-forget: a handler
 // error is retried with backoff and then dead-lettered, like an event's.
 func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd *C) (R, error), opts ...ConsumerOption) Consumer {
 	s := newSpec[C](commandKind, opts)
 	s.handle = func(msg *message.Message, env *handlerEnv) error {
-		if !typeMatches(msg, s.typeName, env) {
-			return nil
+		if skip, err := s.checkType(msg, env); skip || err != nil {
+			return err
 		}
 		start := time.Now()
 		ctx := wcqrs.CtxWithOriginalMessage(msg.Context(), msg)
@@ -304,18 +317,23 @@ func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply 
 	}
 }
 
-// typeMatches reports whether msg carries the consumer's type: its type
-// name metadata is the consumer's or absent (a producer that does not set
-// it). Other types on a shared topic are skipped.
-func typeMatches(msg *message.Message, typeName string, env *handlerEnv) bool {
+// checkType accepts msg when its type name metadata is the consumer's or
+// absent (a producer that does not set it). A message of another type is
+// poison, or, with SkipOtherTypes, skipped: checkType logs it and reports
+// skip.
+func (s *consumerSpec) checkType(msg *message.Message, env *handlerEnv) (skip bool, err error) {
 	name := msg.Metadata.Get(TypeNameMetadataKey)
-	if name == "" || name == typeName {
-		return true
+	switch {
+	case name == "" || name == s.typeName:
+		return false, nil
+	case !s.opts.skipOthers:
+		return false, middleware.Permanent(fmt.Errorf("%w: got %q, want %q; add cqrs.SkipOtherTypes() to the consumer if its topic carries other types",
+			ErrUnexpectedType, name, s.typeName))
 	}
 	env.logger.DebugContext(msg.Context(), "skipping a message of another type",
 		middleware.HandlerAttr, env.handlerName, middleware.MessageUUIDAttr, msg.UUID,
-		"type", name, "want_type", typeName)
-	return false
+		"type", name, "want_type", s.typeName)
+	return true, nil
 }
 
 // logCommand logs one handled command.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill"
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -310,5 +311,76 @@ func TestRoutesRejected(t *testing.T) {
 	}
 	if _, err := cqrs.NewEventPublisher(nil, cqrs.EventPublisherConfig{Service: "orders"}); !errors.Is(err, cqrs.ErrInvalidConfig) {
 		t.Errorf("nil publisher: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestOtherTypesOnATopic reads one topic that carries two types with two
+// consumers: the strict one dead-letters the other type, the one with
+// SkipOtherTypes acks it, and both handle a message without a type name.
+func TestOtherTypesOnATopic(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	shared, shipping := kafkatest.Topic(t, "inventory.stock"), serviceName(t, "shipping")
+	pub := newPublisher(t, brokers)
+	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "inventory", Routes: []cqrs.Route{
+		cqrs.RouteOf[StockReserved](shared), cqrs.RouteOf[OrderPlacedEvent](shared),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One partition everywhere: each consumer sees the messages in order,
+	// and a dead-letter topic keeps the order of what is published to it.
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Provision: broker.ProvisionConfig{Partitions: 1}})
+	reserved, placed := make(chan string, 4), make(chan string, 4)
+	r := newRouter(t)
+	err = svc.Register(testContext(t), r,
+		cqrs.NewEventConsumer(func(_ context.Context, ev *StockReserved) error { reserved <- ev.ID; return nil }, cqrs.Topic(shared)),
+		cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error { placed <- ev.OrderID; return nil },
+			cqrs.Topic(shared), cqrs.SkipOtherTypes()),
+	)
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	strictDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "stock-reserved"))
+	skippingDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "order-placed"))
+	strictDead, skippingDead := deadLetters(t, brokers, strictDLQ), deadLetters(t, brokers, skippingDLQ)
+	runRouter(t, r)
+
+	ctx := testContext(t)
+	if err := events.Publish(ctx, StockReserved{ID: "r-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	untyped := message.NewMessage(watermill.NewUUID(), []byte(`{"id":"r-2","orderId":"o-2"}`))
+	if err := pub.Publish(shared, untyped); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"r-1", "r-2"} {
+		if got := receive(t, reserved, "a stock-reserved"); got != want {
+			t.Errorf("strict consumer handled %q, want %q", got, want)
+		}
+	}
+	for _, want := range []string{"o-1", "o-2"} {
+		if got := receive(t, placed, "an order-placed"); got != want {
+			t.Errorf("skipping consumer handled %q, want %q", got, want)
+		}
+	}
+
+	// Everything is handled: a marker published now comes after any dead
+	// letter of these messages.
+	for _, topic := range []string{strictDLQ, skippingDLQ} {
+		if err := pub.Publish(topic, message.NewMessage("marker", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := receive(t, strictDead, "the strict consumer's dead letter")
+	reason := dead.Metadata.Get(middleware.DeadLetterReasonKey)
+	if dead.Metadata.Get(cqrs.TypeNameMetadataKey) != "order-placed" ||
+		!strings.Contains(reason, `"order-placed"`) || !strings.Contains(reason, `"stock-reserved"`) {
+		t.Errorf("strict consumer's first dead letter %s (%v), want order-placed with a reason naming both types", dead.UUID, dead.Metadata)
+	}
+	if got := receive(t, skippingDead, "the skipping consumer's marker"); got.UUID != "marker" {
+		t.Errorf("skipping consumer dead-lettered %s (%v), want nothing", got.UUID, got.Metadata)
 	}
 }

@@ -49,4 +49,10 @@
 // topics.ConsumerGroup(service, type name), which is also its handler name,
 // behind the project's default middleware (correlation, logging, dead
 // letters and, for event consumers, idempotency).
+//
+// A consumer handles one type. A message on its topic with another type name
+// is poison and dead-lettered (ErrUnexpectedType), unless the consumer was
+// given SkipOtherTypes for a topic shared by several types; a message with
+// no type name at all, from a producer outside this package, is decoded as
+// the consumer's type.
 package cqrs

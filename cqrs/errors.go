@@ -28,6 +28,10 @@ var (
 	// not run.
 	ErrNotStarted = errors.New("cqrs: command dispatcher not started")
 
+	// ErrUnexpectedType is wrapped by the error that dead-letters a
+	// message whose type name is not its consumer's (see SkipOtherTypes).
+	ErrUnexpectedType = errors.New("cqrs: message of an unexpected type")
+
 	// ErrClosed is returned by a dispatcher or service after Close.
 	ErrClosed = errors.New("cqrs: closed")
 )
