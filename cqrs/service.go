@@ -104,7 +104,7 @@ type Service struct {
 	regMu sync.Mutex // serialises Register
 
 	mu       sync.Mutex
-	closed   bool
+	closed   atomic.Bool       // set under mu
 	pub      message.Publisher // cfg.Publisher or ownPub
 	ownPub   message.Publisher
 	memStore *idempotency.MemoryStore
@@ -208,14 +208,16 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 }
 
 // Close closes what the Service created: its publisher and its in-memory
-// store. Close the router first. Calling it twice is fine.
+// store. Close the router first: after Close, the idempotency checks of the
+// service's consumers fail with middleware.Transient(ErrClosed), so a
+// message that still arrives is nacked. Calling it twice is fine.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil
 	}
-	s.closed = true
+	s.closed.Store(true)
 	var errs []error
 	if s.ownPub != nil {
 		errs = append(errs, s.ownPub.Close())
@@ -321,7 +323,7 @@ func (s *Service) middleware(pub message.Publisher, p consumerPlan) ([]message.H
 func (s *Service) publisher() (message.Publisher, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, ErrClosed
 	}
 	if s.pub != nil {
@@ -336,19 +338,23 @@ func (s *Service) publisher() (message.Publisher, error) {
 }
 
 // currentStore returns the store in use, creating the in-memory default on
-// first use.
-func (s *Service) currentStore() idempotency.Store {
-	if b := s.store.Load(); b != nil {
-		return b.Store
+// first use. After Close it returns middleware.Transient(ErrClosed), and
+// creates nothing that no one would close.
+func (s *Service) currentStore() (idempotency.Store, error) {
+	if b := s.store.Load(); b != nil && !s.closed.Load() {
+		return b.Store, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b := s.store.Load(); b != nil {
-		return b.Store
+	switch b := s.store.Load(); {
+	case s.closed.Load():
+		return nil, middleware.Transient(fmt.Errorf("cqrs: idempotency store of %s: %w", s.cfg.Name, ErrClosed))
+	case b != nil:
+		return b.Store, nil
 	}
 	s.memStore = idempotency.NewMemoryStore(s.cfg.IdempotencyWindow)
 	s.store.Store(&storeBox{s.memStore})
-	return s.memStore
+	return s.memStore, nil
 }
 
 // serviceStore is the store the middleware sees: whatever the service uses
@@ -357,12 +363,20 @@ type serviceStore struct{ s *Service }
 
 // IsProcessed asks the service's current store.
 func (st serviceStore) IsProcessed(ctx context.Context, key string) (bool, error) {
-	return st.s.currentStore().IsProcessed(ctx, key)
+	store, err := st.s.currentStore()
+	if err != nil {
+		return false, err
+	}
+	return store.IsProcessed(ctx, key)
 }
 
 // MarkProcessed marks key in the service's current store.
 func (st serviceStore) MarkProcessed(ctx context.Context, key string) error {
-	return st.s.currentStore().MarkProcessed(ctx, key)
+	store, err := st.s.currentStore()
+	if err != nil {
+		return err
+	}
+	return store.MarkProcessed(ctx, key)
 }
 
 // watermillLogger adapts logger for Watermill and watermill-kafka. Their
