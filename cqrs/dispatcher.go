@@ -87,10 +87,11 @@ func (c *CommandDispatcherConfig) setDefaults() {
 	}
 }
 
-// Validate reports what is wrong with the configuration once the defaults
-// are applied. Errors wrap ErrInvalidConfig, or ErrInvalidRoute for a bad
-// route or reply topic.
+// Validate reports what is wrong with the configuration, zero fields
+// counting as their defaults. Errors wrap ErrInvalidConfig, or
+// ErrInvalidRoute for a bad route or reply topic.
 func (c CommandDispatcherConfig) Validate() error {
+	c.setDefaults()
 	if err := validateService(c.Service, c.Routes); err != nil {
 		return err
 	}

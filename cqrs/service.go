@@ -77,9 +77,10 @@ func (c *ServiceConfig) setDefaults() {
 	}
 }
 
-// Validate reports what is wrong with the configuration once the defaults
-// are applied. Errors wrap ErrInvalidConfig.
+// Validate reports what is wrong with the configuration, zero fields
+// counting as their defaults. Errors wrap ErrInvalidConfig.
 func (c ServiceConfig) Validate() error {
+	c.setDefaults()
 	if err := validateService(c.Name, nil); err != nil {
 		return err
 	}

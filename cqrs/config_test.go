@@ -1,0 +1,29 @@
+package cqrs_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/cqrs"
+)
+
+// TestValidateMinimalConfigs checks that Validate counts zero fields as
+// their defaults: a configuration with only its required fields is valid.
+func TestValidateMinimalConfigs(t *testing.T) {
+	brokers := broker.Config{Brokers: []string{"127.0.0.1:1"}}
+	configs := map[string]interface{ Validate() error }{
+		"ServiceConfig":           cqrs.ServiceConfig{Name: "orders", Broker: brokers},
+		"CommandDispatcherConfig": cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers},
+		"EventPublisherConfig":    cqrs.EventPublisherConfig{Service: "orders"},
+	}
+	for name, cfg := range configs {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s.Validate() of a minimal config: %v", name, err)
+		}
+	}
+	bad := cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, ReplyTopic: "no spaces"}
+	if err := bad.Validate(); !errors.Is(err, cqrs.ErrInvalidRoute) {
+		t.Errorf("Validate() of an invalid ReplyTopic: %v, want ErrInvalidRoute", err)
+	}
+}
