@@ -184,7 +184,8 @@ func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
 // be auto-created by the cluster; partitions added to it later are not
 // read until the dispatcher is restarted.
 //
-// The subscription runs until Close. ctx bounds only the start.
+// The subscription runs until Close. ctx bounds only the start. A second
+// Start returns ErrAlreadyStarted, a Start after Close ErrClosed.
 func (d *CommandDispatcher) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -198,7 +199,7 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	defer d.mu.Unlock()
 	switch d.state {
 	case dispatcherStarted:
-		return errors.New("cqrs: command dispatcher already started")
+		return ErrAlreadyStarted
 	case dispatcherClosed:
 		return ErrClosed
 	}

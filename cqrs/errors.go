@@ -32,6 +32,10 @@ var (
 	// message whose type name is not its consumer's (see SkipOtherTypes).
 	ErrUnexpectedType = errors.New("cqrs: message of an unexpected type")
 
+	// ErrAlreadyStarted is returned by the Start of a dispatcher that
+	// Start already started.
+	ErrAlreadyStarted = errors.New("cqrs: command dispatcher already started")
+
 	// ErrClosed is returned by a dispatcher or service after Close.
 	ErrClosed = errors.New("cqrs: closed")
 )

@@ -292,18 +292,27 @@ func newGroupSubscriber(t *testing.T, brokers []string) message.Subscriber {
 	return sub
 }
 
-func TestRequestBeforeStartAndAfterClose(t *testing.T) {
-	pub := newPublisher(t, kafkatest.Brokers(t))
+// TestDispatcherLifecycle checks the errors of Request and Start before
+// Start, after Start and after Close.
+func TestDispatcherLifecycle(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	pub := newPublisher(t, brokers)
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: "orders",
-		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
-		Broker:  broker.Config{Brokers: []string{"127.0.0.1:1"}},
+		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
+		Broker: broker.Config{Brokers: brokers},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrNotStarted) {
 		t.Errorf("before Start: %v, want ErrNotStarted", err)
+	}
+	if err := d.Start(testContext(t)); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := d.Start(testContext(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
+		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
