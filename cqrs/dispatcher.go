@@ -203,37 +203,43 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	case dispatcherClosed:
 		return ErrClosed
 	}
+	r, err := d.connectReplies(ctx)
+	if err != nil {
+		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, err)
+	}
+	d.replies, d.state = r, dispatcherStarted
+	return nil
+}
+
+// connectReplies starts the reply reader and waits for it until ctx ends.
+// Connecting may take until the client's own timeouts: a reader that
+// connects after ctx ended is closed in the background, and Close waits for
+// that.
+func (d *CommandDispatcher) connectReplies(ctx context.Context) (*replyReader, error) {
 	type result struct {
 		r   *replyReader
 		err error
 	}
-	started := make(chan result, 1)
+	started, abandoned := make(chan result), make(chan struct{})
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
 		r, err := startReplyReader(d.cfg.Broker, d.cfg.ReplyTopic, d.logger, d.deliver)
-		started <- result{r, err}
-	}()
-	var res result
-	select {
-	case res = <-started:
-	case <-ctx.Done():
-		// Connecting may take until the client's own timeouts; let it
-		// finish in the background and clean up there. Close waits for it.
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
-			if res := <-started; res.r != nil {
-				_ = res.r.Close()
+		select {
+		case started <- result{r, err}:
+		case <-abandoned:
+			if r != nil {
+				_ = r.Close()
 			}
-		}()
-		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, ctx.Err())
+		}
+	}()
+	select {
+	case res := <-started:
+		return res.r, res.err
+	case <-ctx.Done():
+		close(abandoned)
+		return nil, ctx.Err()
 	}
-	if res.err != nil {
-		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, res.err)
-	}
-	d.replies, d.state = res.r, dispatcherStarted
-	return nil
 }
 
 // Close stops the reply subscription and fails the requests still waiting
@@ -335,47 +341,25 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 	if cmd == nil {
 		return nil, errors.New("cqrs: Request of a nil command")
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.cfg.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := d.withTimeout(ctx)
+	defer cancel()
 	deadline, _ := ctx.Deadline()
 	wait := time.Until(deadline)
 	if err := ctx.Err(); err != nil {
 		return nil, waitError(name, "(not sent)", wait, err)
 	}
 	ctx, _ = correlation.Ensure(ctx)
-
 	op := newMessageID()
-	ch := make(chan *message.Message, 1)
-	d.mu.Lock()
-	switch d.state {
-	case dispatcherNew:
-		d.mu.Unlock()
-		return nil, ErrNotStarted
-	case dispatcherClosed:
-		d.mu.Unlock()
-		return nil, ErrClosed
-	}
-	d.pending[op] = ch
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.pending, op)
-		d.mu.Unlock()
-	}()
-
-	err := d.bus.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
-		msg.Metadata.Set(OperationIDMetadataKey, op)
-		msg.Metadata.Set(ReplyToMetadataKey, d.cfg.ReplyTopic)
-		return nil
-	})
+	replies, err := d.await(op)
 	if err != nil {
+		return nil, err
+	}
+	defer d.forget(op)
+	if err := d.sendRequest(ctx, cmd, op); err != nil {
 		return nil, fmt.Errorf("cqrs: sending %s: %w", name, err)
 	}
 	select {
-	case reply := <-ch:
+	case reply := <-replies:
 		return reply, nil
 	case <-ctx.Done():
 		return nil, waitError(name, op, wait, ctx.Err())
@@ -384,7 +368,49 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 	}
 }
 
-// waitError is the error of a request whose context ended.
+// sendRequest sends cmd as the request op, to be replied on the reply
+// topic.
+func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, op string) error {
+	return d.bus.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
+		msg.Metadata.Set(OperationIDMetadataKey, op)
+		msg.Metadata.Set(ReplyToMetadataKey, d.cfg.ReplyTopic)
+		return nil
+	})
+}
+
+// withTimeout gives ctx the dispatcher's Timeout, unless it has a deadline.
+func (d *CommandDispatcher) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d.cfg.Timeout)
+}
+
+// await registers a request that waits for the reply to op, and returns
+// the channel the reply will come on.
+func (d *CommandDispatcher) await(op string) (<-chan *message.Message, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch d.state {
+	case dispatcherNew:
+		return nil, ErrNotStarted
+	case dispatcherClosed:
+		return nil, ErrClosed
+	}
+	ch := make(chan *message.Message, 1)
+	d.pending[op] = ch
+	return ch, nil
+}
+
+// forget drops the request waiting for op: a reply from now on is late.
+func (d *CommandDispatcher) forget(op string) {
+	d.mu.Lock()
+	delete(d.pending, op)
+	d.mu.Unlock()
+}
+
+// waitError is the error of a request whose context ended; wait is how
+// long the request could wait.
 func waitError(name, op string, wait time.Duration, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %s (operation %s) got no reply within %s: %w",

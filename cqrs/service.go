@@ -1,6 +1,7 @@
 package cqrs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,33 +170,16 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	if err != nil {
 		return err
 	}
-	chains := make([][]message.HandlerMiddleware, len(plans))
-	for i, p := range plans {
-		if chains[i], err = s.middleware(pub, p); err != nil {
-			return err
-		}
+	chains, err := s.middlewares(pub, plans)
+	if err != nil {
+		return err
 	}
-	if s.cfg.AutoProvisionTopics {
-		var names []string
-		for _, p := range plans {
-			names = append(names, p.topic, p.deadLetterTopic)
-		}
-		if err := broker.ProvisionTopics(ctx, s.cfg.Provision, names...); err != nil {
-			return fmt.Errorf("cqrs: provisioning the topics of %s: %w", s.cfg.Name, err)
-		}
+	if err := s.provision(ctx, plans); err != nil {
+		return err
 	}
-	subs := make([]message.Subscriber, 0, len(plans))
-	for _, p := range plans {
-		bcfg := s.cfg.Broker
-		bcfg.ConsumerGroup = p.group
-		sub, err := broker.NewSubscriber(bcfg, watermillLogger(s.logger))
-		if err != nil {
-			for _, sub := range subs {
-				_ = sub.Close()
-			}
-			return fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err)
-		}
-		subs = append(subs, sub)
+	subs, err := s.subscribers(plans)
+	if err != nil {
+		return err
 	}
 	for i, p := range plans {
 		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger}
@@ -206,6 +190,41 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		h.AddMiddleware(chains[i]...)
 	}
 	return nil
+}
+
+// provision creates the topics and dead-letter topics of plans when
+// AutoProvisionTopics asks for it.
+func (s *Service) provision(ctx context.Context, plans []consumerPlan) error {
+	if !s.cfg.AutoProvisionTopics {
+		return nil
+	}
+	names := make([]string, 0, 2*len(plans))
+	for _, p := range plans {
+		names = append(names, p.topic, p.deadLetterTopic)
+	}
+	if err := broker.ProvisionTopics(ctx, s.cfg.Provision, names...); err != nil {
+		return fmt.Errorf("cqrs: provisioning the topics of %s: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+// subscribers returns one subscriber per plan, in its consumer group, or
+// none.
+func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error) {
+	subs := make([]message.Subscriber, 0, len(plans))
+	for _, p := range plans {
+		bcfg := s.cfg.Broker
+		bcfg.ConsumerGroup = p.group
+		sub, err := broker.NewSubscriber(bcfg, watermillLogger(s.logger))
+		if err != nil {
+			for _, sub := range subs {
+				_ = sub.Close()
+			}
+			return nil, fmt.Errorf("cqrs: subscriber for %s: %w", p.group, err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nil
 }
 
 // Close closes what the Service created: its publisher and its in-memory
@@ -266,41 +285,56 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	if spec.typeName == "" {
 		return p, fmt.Errorf("%w: %s consumer of %s: the type has no name; use a named type", ErrInvalidConfig, spec.kind, spec.goType)
 	}
-	o := spec.opts
-	switch {
-	case o.topic != "":
-		p.topic = o.topic
-	case spec.kind == commandKind && o.from != "":
-		return p, fmt.Errorf("%w: command consumer of %s: From does not apply to commands, which are read from the handling service's topic; use Topic for another one",
-			ErrInvalidConfig, spec.typeName)
-	case spec.kind == commandKind:
-		p.topic = topics.Event(s.cfg.Name, spec.typeName)
-	case o.from != "":
-		p.topic = topics.Event(o.from, spec.typeName)
-	default:
-		return p, fmt.Errorf("%w: event consumer of %s has no topic; add cqrs.From(producing service) or cqrs.Topic(topic)",
-			ErrInvalidConfig, spec.typeName)
+	var err error
+	if p.topic, err = s.topicOf(spec); err != nil {
+		return p, err
 	}
-	if err := topics.Validate(p.topic); err != nil {
-		return p, fmt.Errorf("%w: %s consumer of %s: topic: %w", ErrInvalidRoute, spec.kind, spec.typeName, err)
-	}
-	p.group = o.group
-	if p.group == "" {
-		p.group = topics.ConsumerGroup(s.cfg.Name, spec.typeName)
-	}
-	p.deadLetterTopic = s.cfg.DeadLetter.Topic
-	if p.deadLetterTopic == "" {
-		p.deadLetterTopic = topics.DeadLetter(p.group)
-	}
+	p.group = cmp.Or(spec.opts.group, topics.ConsumerGroup(s.cfg.Name, spec.typeName))
+	p.deadLetterTopic = cmp.Or(s.cfg.DeadLetter.Topic, topics.DeadLetter(p.group))
 	if err := topics.Validate(p.deadLetterTopic); err != nil {
 		return p, fmt.Errorf("%w: %s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
 			ErrInvalidRoute, spec.kind, spec.typeName, p.group, err)
 	}
 	p.idempotent = spec.kind == eventKind
-	if o.idempotent != nil {
-		p.idempotent = *o.idempotent
+	if spec.opts.idempotent != nil {
+		p.idempotent = *spec.opts.idempotent
 	}
 	return p, nil
+}
+
+// topicOf returns the topic a consumer reads: Topic's, or the convention.
+func (s *Service) topicOf(spec *consumerSpec) (string, error) {
+	o, topic := spec.opts, ""
+	switch {
+	case o.topic != "":
+		topic = o.topic
+	case spec.kind == commandKind && o.from != "":
+		return "", fmt.Errorf("%w: command consumer of %s: From does not apply to commands, which are read from the handling service's topic; use Topic for another one",
+			ErrInvalidConfig, spec.typeName)
+	case spec.kind == commandKind:
+		topic = topics.Event(s.cfg.Name, spec.typeName)
+	case o.from != "":
+		topic = topics.Event(o.from, spec.typeName)
+	default:
+		return "", fmt.Errorf("%w: event consumer of %s has no topic; add cqrs.From(producing service) or cqrs.Topic(topic)",
+			ErrInvalidConfig, spec.typeName)
+	}
+	if err := topics.Validate(topic); err != nil {
+		return "", fmt.Errorf("%w: %s consumer of %s: topic: %w", ErrInvalidRoute, spec.kind, spec.typeName, err)
+	}
+	return topic, nil
+}
+
+// middlewares builds the chain of each plan.
+func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([][]message.HandlerMiddleware, error) {
+	chains := make([][]message.HandlerMiddleware, len(plans))
+	for i, p := range plans {
+		var err error
+		if chains[i], err = s.middleware(pub, p); err != nil {
+			return nil, err
+		}
+	}
+	return chains, nil
 }
 
 // middleware builds the chain of one consumer.

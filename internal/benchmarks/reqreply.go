@@ -74,25 +74,36 @@ func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSi
 	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers}, b.raw, b.ping, pong, cqrs.ReplyTopic(caller)); err != nil {
 		return nil, err
 	}
+	if err := b.startRaw(bcfg, prefix, pong); err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if err := b.startHandler(ctx, bcfg, handler, logger); err != nil {
+		return nil, err
+	}
+	return b, b.startDispatcher(ctx, bcfg, caller, handler, logger)
+}
 
-	// Raw and ping-pong subscriptions, and the echo loop.
+// startRaw subscribes to the raw and pong topics and starts the echo loop
+// from the ping topic to pong.
+func (b *ReqReply) startRaw(bcfg broker.Config, prefix, pong string) (err error) {
 	subCtx, cancelSubs := context.WithCancel(context.Background())
 	b.closers = append(b.closers, func() error { cancelSubs(); return nil })
 	if b.rawMsgs, err = b.subscribe(subCtx, bcfg, prefix+".raw-consumer", b.raw); err != nil {
-		return nil, err
+		return err
 	}
 	if b.pongMsgs, err = b.subscribe(subCtx, bcfg, prefix+".pong-consumer", pong); err != nil {
-		return nil, err
+		return err
 	}
 	pingMsgs, err := b.subscribe(subCtx, bcfg, prefix+".ping-consumer", b.ping)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	echoDone := make(chan struct{})
 	go func() {
 		defer close(echoDone)
 		for msg := range pingMsgs {
-			if err := pub.Publish(pong, message.NewMessage(msg.UUID, msg.Payload)); err != nil {
+			if err := b.pub.Publish(pong, message.NewMessage(msg.UUID, msg.Payload)); err != nil {
 				msg.Nack()
 				continue
 			}
@@ -100,49 +111,58 @@ func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSi
 		}
 	}()
 	b.closers = append(b.closers, func() error { cancelSubs(); <-echoDone; return nil })
+	return nil
+}
 
-	// Request/reply: a handling service on a router, and a dispatcher.
-	logger := slog.New(slog.DiscardHandler)
+// startHandler runs the handling service: an echo command consumer on a
+// router of its own.
+func (b *ReqReply) startHandler(ctx context.Context, bcfg broker.Config, handler string, logger *slog.Logger) error {
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{
-		Name: handler, Broker: bcfg, Publisher: pub, AutoProvisionTopics: true, Logger: logger,
+		Name: handler, Broker: bcfg, Publisher: b.pub, AutoProvisionTopics: true, Logger: logger,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.closers = append(b.closers, svc.Close)
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	err = svc.Register(ctx, router, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *EchoCommand) (EchoReply, error) {
 		return EchoReply(*cmd), nil
 	}))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	routerDone := make(chan error, 1)
 	go func() { routerDone <- router.Run(context.Background()) }()
 	b.closers = append(b.closers, func() error { err := router.Close(); <-routerDone; return err })
 	select {
 	case <-router.Running():
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	disp, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
+}
+
+// startDispatcher starts the calling service's dispatcher, which sends
+// EchoCommand to the handling service.
+func (b *ReqReply) startDispatcher(ctx context.Context, bcfg broker.Config, caller, handler string, logger *slog.Logger) error {
+	disp, err := cqrs.NewCommandDispatcher(b.pub, cqrs.CommandDispatcherConfig{
 		Service: caller,
 		Routes:  []cqrs.Route{cqrs.RouteOf[EchoCommand](topics.Event(handler, topics.TypeName(EchoCommand{})))},
 		Broker:  bcfg,
 		Logger:  logger,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	b.closers = append(b.closers, disp.Close)
 	if err := disp.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	b.disp = disp
-	b.closers = append(b.closers, disp.Close)
-	return b, nil
+	return nil
 }
 
 // subscribe subscribes to topic in group; the subscriber closes with b.

@@ -1,0 +1,235 @@
+package cqrs
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/components/requestreply"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// NewCommandConsumer returns a Consumer of commands of type C that produce
+// no result, Koto's IntegrationCommandConsumerBase<C>. It is
+// NewCommandConsumerWithResult with an empty result: a requester waits
+// with Request[struct{}].
+func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, opts ...ConsumerOption) Consumer {
+	return NewCommandConsumerWithResult(func(ctx context.Context, cmd *C) (struct{}, error) {
+		return struct{}{}, handle(ctx, cmd)
+	}, opts...)
+}
+
+// NewCommandConsumerWithResult returns a Consumer of commands of type C
+// whose handler returns a result of type R to the requester.
+//
+// Registered on a Service, the consumer listens on topics.Event(service,
+// type name) unless Topic says otherwise, and logs each command with its
+// type, message ID, correlation ID, duration and outcome.
+//
+// A command sent with Request gets a reply: the result as JSON, or the
+// handler's error (message and kind, see HandlerError). The command is then
+// acked either way: the requester has the outcome and decides what to do.
+// The handler runs once per delivery: a reply that fails to publish is
+// retried on its own, with ServiceConfig.DeadLetter.Backoff, until it is
+// published or the message's context ends; then the command is nacked as an
+// outage (middleware.Transient) and redelivered, never dead-lettered.
+// A panic is replied as a KindInternal error and the command dead-lettered;
+// a payload that does not decode is replied as KindBadRequest and
+// dead-lettered. A command of another type is dead-lettered (or skipped,
+// see SkipOtherTypes) without a reply: its own consumer may answer it.
+//
+// A command sent with Send is fire-and-forget: a handler error is retried
+// with backoff and then dead-lettered, like an event's.
+func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd *C) (R, error), opts ...ConsumerOption) Consumer {
+	s := newSpec[C](commandKind, opts)
+	s.handle = func(msg *message.Message, env *handlerEnv) error {
+		if skip, err := s.checkType(msg, env); skip || err != nil {
+			return err
+		}
+		c := newCommandCall(msg, env, s.typeName)
+		result := runCommand(c, handle)
+		return c.finish(result)
+	}
+	return s
+}
+
+// Outcomes of a command, in its log line.
+const (
+	outcomeOK          = "ok"
+	outcomeError       = "error"
+	outcomePanic       = "panic"
+	outcomeBadRequest  = "bad-request"
+	outcomeReplyFailed = "reply-failed"
+)
+
+// commandCall is one delivery of a command to its handler.
+type commandCall struct {
+	ctx      context.Context
+	msg      *message.Message
+	env      *handlerEnv
+	typeName string
+	replyTo  string // with op, set when the sender waits for a reply
+	op       string
+	start    time.Time
+
+	outcome string
+	err     error                  // the handler's, or the decoding error
+	panic   *middleware.PanicError // recovered when the sender waits
+}
+
+func newCommandCall(msg *message.Message, env *handlerEnv, typeName string) *commandCall {
+	return &commandCall{
+		ctx:      wcqrs.CtxWithOriginalMessage(msg.Context(), msg),
+		msg:      msg,
+		env:      env,
+		typeName: typeName,
+		replyTo:  msg.Metadata.Get(ReplyToMetadataKey),
+		op:       msg.Metadata.Get(OperationIDMetadataKey),
+		start:    time.Now(),
+	}
+}
+
+// waiting reports whether the sender waits for a reply.
+func (c *commandCall) waiting() bool { return c.replyTo != "" && c.op != "" }
+
+// runCommand decodes the command and calls handle. When the sender waits,
+// a panic is recovered so that it can be replied; otherwise it is left to
+// the dead-letter middleware.
+func runCommand[C, R any](c *commandCall, handle func(context.Context, *C) (R, error)) (result R) {
+	cmd := new(C)
+	if err := json.Unmarshal(c.msg.Payload, cmd); err != nil {
+		c.outcome = outcomeBadRequest
+		c.err = &HandlerError{Kind: KindBadRequest, Message: fmt.Sprintf("decoding %s: %v", c.typeName, err)}
+		return result
+	}
+	if c.waiting() {
+		defer c.recoverPanic()
+	}
+	result, c.err = handle(c.ctx, cmd)
+	c.outcome = outcomeOK
+	if c.err != nil {
+		c.outcome = outcomeError
+	}
+	return result
+}
+
+// recoverPanic, deferred, turns a panic of the handler into a reply.
+func (c *commandCall) recoverPanic() {
+	if v := recover(); v != nil {
+		c.outcome = outcomePanic
+		c.panic = &middleware.PanicError{Value: v, Stack: string(debug.Stack())}
+		c.err = &HandlerError{Kind: KindInternal, Message: fmt.Sprintf("handler panicked: %v", v)}
+	}
+}
+
+// finish replies when the sender waits, logs the command, and returns
+// what the dead-letter middleware is to do with it.
+func (c *commandCall) finish(result any) error {
+	if c.waiting() {
+		// Reply first: the requester waits, the log line does not.
+		if err := c.reply(result); err != nil {
+			c.log(outcomeReplyFailed, errors.Join(c.err, err))
+			return err
+		}
+	}
+	c.log(c.outcome, c.err)
+	switch {
+	case c.panic != nil:
+		return c.panic
+	case c.outcome == outcomeBadRequest:
+		return middleware.Permanent(c.err)
+	case c.waiting():
+		return nil // the requester has the outcome
+	}
+	return c.err
+}
+
+// reply publishes the reply to a request in the format of Watermill's
+// requestreply.BackendPubsubJSONMarshaler (the result as JSON, the error in
+// its metadata keys), plus the operation ID, the error kind and the
+// correlation ID.
+func (c *commandCall) reply(result any) error {
+	if err := topics.Validate(c.replyTo); err != nil {
+		return middleware.Permanent(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", c.op, err))
+	}
+	payload, err := json.Marshal(result)
+	if err != nil {
+		return middleware.Permanent(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
+	}
+	reply := message.NewMessage(newMessageID(), payload)
+	reply.Metadata = make(message.Metadata, 6)
+	reply.Metadata[OperationIDMetadataKey] = c.op
+	reply.Metadata[requestreply.HasErrorMetadataKey] = "0"
+	if c.err != nil {
+		he := replyError(c.err)
+		reply.Metadata[requestreply.HasErrorMetadataKey] = "1"
+		reply.Metadata[requestreply.ErrorMetadataKey] = he.Message
+		reply.Metadata[ErrorKindMetadataKey] = he.Kind
+	}
+	if id := cmp.Or(correlation.FromContext(c.ctx), correlation.FromMessage(c.msg)); id != "" {
+		reply.Metadata[correlation.MetadataKey] = id
+	}
+	return publishReply(c.ctx, c.env, c.replyTo, c.op, reply)
+}
+
+// publishReply publishes reply to topic. The handler has already run, so a
+// failed publish is retried here, in place, with env.backoff, until it
+// succeeds or ctx ends: returned to the dead-letter middleware, it would run
+// the handler again. An error that outlives ctx is marked
+// middleware.Transient, an outage: the command is nacked, not
+// dead-lettered.
+func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply *message.Message) error {
+	delay := cmp.Or(env.backoff.InitialInterval, 100*time.Millisecond) // middleware.Backoff's defaults
+	maxDelay, factor := cmp.Or(env.backoff.MaxInterval, 10*time.Second), cmp.Or(env.backoff.Multiplier, 2)
+	for attempt := 1; ; attempt++ {
+		err := env.pub.Publish(topic, reply)
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, topic, err)
+		env.logger.WarnContext(ctx, "reply not published; retrying",
+			middleware.HandlerAttr, env.handlerName, "operation_id", op, middleware.AttemptsAttr, attempt,
+			middleware.RetryDelayAttr, delay, middleware.ErrorAttr, err.Error())
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return middleware.Transient(err)
+		}
+		delay = min(time.Duration(float64(delay)*factor), maxDelay)
+	}
+}
+
+// log logs the command once handled.
+func (c *commandCall) log(outcome string, err error) {
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	if !c.env.logger.Enabled(c.ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("type", c.typeName),
+		slog.String(middleware.MessageUUIDAttr, c.msg.UUID),
+		slog.String(middleware.CorrelationAttr, correlation.FromContext(c.ctx)),
+		slog.Duration(middleware.DurationAttr, time.Since(c.start)),
+		slog.String(middleware.OutcomeAttr, outcome),
+	}
+	if c.op != "" {
+		attrs = append(attrs, slog.String("operation_id", c.op))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String(middleware.ErrorAttr, err.Error()))
+	}
+	c.env.logger.LogAttrs(c.ctx, level, "command handled", attrs...)
+}
