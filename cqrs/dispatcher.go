@@ -76,15 +76,7 @@ func (c *CommandDispatcherConfig) setDefaults() {
 	if c.ReplyTopic == "" && c.Service != "" {
 		c.ReplyTopic = ReplyTopic(c.Service)
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if len(c.Provision.Brokers) == 0 {
-		c.Provision.Brokers = c.Broker.Brokers
-	}
-	if c.Provision.ClientID == "" {
-		c.Provision.ClientID = c.Broker.ClientID
-	}
+	c.Logger, c.Provision = sharedDefaults(c.Logger, c.Provision, c.Broker)
 }
 
 // Validate reports what is wrong with the configuration, zero fields

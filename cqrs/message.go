@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/ThreeDotsLabs/watermill"
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/google/uuid"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -103,28 +102,17 @@ func (marshaler) NameFromMessage(msg *message.Message) string {
 }
 
 // newMessageID returns a UUIDv7, which keeps the idempotency index
-// append-mostly.
-func newMessageID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return watermill.NewUUID()
-	}
-	return id.String()
-}
+// append-mostly; correlation.NewID makes the same.
+func newMessageID() string { return correlation.NewID() }
 
 // implements returns v as an I when v, or a pointer to a copy of v, has I's
 // methods.
 func implements[I any](v any) (I, bool) {
-	if i, ok := v.(I); ok {
-		return i, true
+	i, ok := v.(I)
+	if ok || v == nil || !reflect.PointerTo(reflect.TypeOf(v)).Implements(reflect.TypeFor[I]()) {
+		return i, ok
 	}
-	var zero I
-	t := reflect.TypeOf(v)
-	if t == nil || t.Kind() == reflect.Pointer || !reflect.PointerTo(t).Implements(reflect.TypeFor[I]()) {
-		return zero, false
-	}
-	p := reflect.New(t)
+	p := reflect.New(reflect.TypeOf(v))
 	p.Elem().Set(reflect.ValueOf(v))
-	i, ok := p.Interface().(I)
-	return i, ok
+	return p.Interface().(I), true
 }

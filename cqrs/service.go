@@ -67,15 +67,18 @@ func (c *ServiceConfig) setDefaults() {
 	if c.IdempotencyWindow == 0 {
 		c.IdempotencyWindow = idempotency.DefaultWindow
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
+	c.Logger, c.Provision = sharedDefaults(c.Logger, c.Provision, c.Broker)
+}
+
+// sharedDefaults returns the defaults that ServiceConfig and
+// CommandDispatcherConfig share: slog.Default() for a nil logger, and the
+// Brokers and ClientID of b for those that prov leaves empty.
+func sharedDefaults(logger *slog.Logger, prov broker.ProvisionConfig, b broker.Config) (*slog.Logger, broker.ProvisionConfig) {
+	if len(prov.Brokers) == 0 {
+		prov.Brokers = b.Brokers
 	}
-	if len(c.Provision.Brokers) == 0 {
-		c.Provision.Brokers = c.Broker.Brokers
-	}
-	if c.Provision.ClientID == "" {
-		c.Provision.ClientID = c.Broker.ClientID
-	}
+	prov.ClientID = cmp.Or(prov.ClientID, b.ClientID)
+	return cmp.Or(logger, slog.Default()), prov
 }
 
 // Validate reports what is wrong with the configuration, zero fields
