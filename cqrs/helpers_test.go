@@ -172,3 +172,22 @@ func (p *flakyPublisher) failedCalls() int {
 	defer p.mu.Unlock()
 	return p.failed
 }
+
+// nackedErrors adds an outermost middleware to r and returns the errors it
+// sees, what the router nacks; it keeps the first 8.
+func nackedErrors(r *message.Router) <-chan error {
+	errs := make(chan error, 8)
+	r.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			out, err := h(msg)
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+			return out, err
+		}
+	})
+	return errs
+}

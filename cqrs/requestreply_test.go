@@ -339,24 +339,10 @@ func TestReplyPublishFailure(t *testing.T) {
 	flaky := &flakyPublisher{Publisher: pub}
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true})
 	r := newRouter(t)
-	chainErrs := make(chan error, 8)
-	r.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc { // outermost: sees what the router acks or nacks
-		return func(msg *message.Message) ([]*message.Message, error) {
-			out, err := h(msg)
-			if err != nil {
-				chainErrs <- err
-			}
-			return out, err
-		}
-	})
-	var mu sync.Mutex
-	calls := map[string]int{}
-	handled := make(chan string, 8)
+	nacked := nackedErrors(r)
+	c := newCounter()
 	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
-		mu.Lock()
-		calls[cmd.ID]++
-		mu.Unlock()
-		handled <- cmd.ID
+		c.add(cmd.ID)
 		return CardCharged{ID: cmd.ID}, nil
 	}))
 	if err != nil {
@@ -367,11 +353,6 @@ func TestReplyPublishFailure(t *testing.T) {
 		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card"))},
 	})
-	callsOf := func(id string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return calls[id]
-	}
 
 	// Two failed publishes, then the reply goes out.
 	flaky.failFor(2)
@@ -379,7 +360,7 @@ func TestReplyPublishFailure(t *testing.T) {
 	if err != nil || got.ID != "c-flaky" {
 		t.Fatalf("Request = %+v, %v; want the reply to c-flaky", got, err)
 	}
-	if n, f := callsOf("c-flaky"), flaky.failedCalls(); n != 1 || f != 2 {
+	if n, f := c.count("c-flaky"), flaky.failedCalls(); n != 1 || f != 2 {
 		t.Errorf("handler ran %d times over %d failed reply publishes, want once over 2", n, f)
 	}
 
@@ -390,7 +371,7 @@ func TestReplyPublishFailure(t *testing.T) {
 	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"}); !errors.Is(err, cqrs.ErrTimeout) {
 		t.Fatalf("Request with the reply publisher down: %v, want ErrTimeout", err)
 	}
-	for receive(t, handled, "the handler") != "c-down" {
+	for receive(t, c.handled, "the handler") != "c-down" {
 	}
 	for wait := testContext(t); flaky.failedCalls() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
 		if wait.Err() != nil {
@@ -400,11 +381,11 @@ func TestReplyPublishFailure(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = receive(t, chainErrs, "the error of the unanswered command")
+	err = receive(t, nacked, "the error of the unanswered command")
 	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
 		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
 	}
-	if n := callsOf("c-down"); n != 1 {
+	if n := c.count("c-down"); n != 1 {
 		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
 }
