@@ -9,6 +9,7 @@
 //
 // Subcommands:
 //
+//	e2e       idempotent consumer end to end vs the same without idempotency
 //	reqreply  cqrs request/reply vs raw produce→consume round trip
 //	store     PostgreSQL idempotency store vs raw pgx (check+mark)
 //
@@ -37,6 +38,7 @@ type command struct {
 // commands lists the subcommands. Each lives in its own file.
 func commands() map[string]command {
 	return map[string]command{
+		"e2e":      e2eCommand(),
 		"reqreply": reqreplyCommand(),
 		"store":    storeCommand(),
 	}

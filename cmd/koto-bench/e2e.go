@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+func e2eCommand() command {
+	return command{
+		summary: "idempotent consumer end to end (Kafka → router → middleware → handler writing to PostgreSQL) vs no idempotency",
+		run:     runE2E,
+	}
+}
+
+// e2eFlags are the e2e subcommand's settings.
+type e2eFlags struct {
+	messages, rounds, conns int
+	direct                  bool
+	brokers                 []string
+}
+
+func parseE2EFlags(args []string) (e2eFlags, error) {
+	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
+	messages := fs.Int("messages", 3000, "messages per run; each variant runs once per round")
+	rounds := fs.Int("rounds", 5, "rounds; each runs every variant, in an order rotated by one per round")
+	conns := fs.Int("conns", 2*benchmarks.E2EPartitions, "PostgreSQL pool size (at least partitions + 2)")
+	direct := fs.Bool("direct", true, "also run each variant's chain and handler without Kafka and the router")
+	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
+		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker)")
+	if err := fs.Parse(args); err != nil {
+		return e2eFlags{}, err
+	}
+	f := e2eFlags{messages: *messages, rounds: *rounds, conns: *conns, direct: *direct}
+	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
+		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
+	}
+	for _, b := range strings.Split(*brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			f.brokers = append(f.brokers, b)
+		}
+	}
+	return f, nil
+}
+
+func runE2E(ctx context.Context, args []string, out io.Writer) error {
+	f, err := parseE2EFlags(args)
+	if err != nil {
+		return err
+	}
+	where := "the Kafka cluster at " + strings.Join(f.brokers, ",")
+	if len(f.brokers) == 0 {
+		b, err := embedded.Start(ctx)
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		f.brokers, where = b.Addrs(), "an embedded broker"
+	}
+	pool, cleanup, err := benchPool(ctx, int32(f.conns))
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	e, err := benchmarks.NewE2E(ctx, f.brokers, pool, pgtest.Name("koto_bench_e2e"))
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+
+	fmt.Fprintf(out, "%d messages per run on %s, %d partitions, router → middleware.Defaults → handler;\n"+
+		"PostgreSQL pool of %d connections; %d rounds, each variant once per round in a rotating order\n\n",
+		f.messages, where, benchmarks.E2EPartitions, pool.Config().MaxConns, f.rounds)
+	results, err := benchmarks.CompareE2E(ctx, e.Consume, benchmarks.E2EVariants(), f.messages, f.rounds)
+	if err != nil {
+		return err
+	}
+	if err := printE2E(out, results); err != nil || !f.direct {
+		return err
+	}
+	fmt.Fprintf(out, "\nthe same chains and handlers called directly, without Kafka and the router, from %d goroutines:\n\n",
+		benchmarks.E2EPartitions)
+	if results, err = benchmarks.CompareE2E(ctx, e.Direct, benchmarks.E2EVariants(), f.messages, f.rounds); err != nil {
+		return err
+	}
+	return printE2E(out, results)
+}
+
+func printE2E(out io.Writer, results []benchmarks.E2EResult) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "variant\tmsg/s\tvs baseline\tper round\ttarget\t")
+	for _, r := range results {
+		ratio, spread, target := "baseline", "", "-"
+		if r.Variant.Baseline != "" {
+			ratio = fmt.Sprintf("%.2f × %s", r.Ratio, r.Variant.Baseline)
+			spread = fmt.Sprintf("%.2f–%.2f", r.MinRatio, r.MaxRatio)
+		}
+		if r.Variant.Target > 0 {
+			target = fmt.Sprintf("≥ %.1f", r.Variant.Target)
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%s\t%s\t%s\t\n", r.Variant.Name, r.Rate(), ratio, spread, target)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printOwnTx(out, results)
+	for _, r := range results {
+		if r.Variant.Target > 0 && r.Ratio < r.Variant.Target {
+			fmt.Fprintf(out, "%s: %.2f of %s, below the %.1f target\n", r.Variant.Name, r.Ratio, r.Variant.Baseline, r.Variant.Target)
+		}
+	}
+	return nil
+}
+
+// printOwnTx compares the transactional mode with the handler that writes
+// in a transaction of its own: the case in which, as DESIGN.md puts it, the
+// claim rides in a commit the handler pays for anyway.
+func printOwnTx(out io.Writer, results []benchmarks.E2EResult) {
+	rates := map[string]float64{}
+	for _, r := range results {
+		rates[r.Variant.Name] = r.Rate()
+	}
+	tx, own := rates[benchmarks.E2EWriteTransactional], rates[benchmarks.E2EWriteOwnTx]
+	if tx > 0 && own > 0 {
+		fmt.Fprintf(out, "\n%s vs %s: %.2f\n", benchmarks.E2EWriteTransactional, benchmarks.E2EWriteOwnTx, tx/own)
+	}
+}

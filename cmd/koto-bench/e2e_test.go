@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+)
+
+func TestParseE2EFlags(t *testing.T) {
+	f, err := parseE2EFlags([]string{"-messages", "100", "-rounds", "2", "-conns", "10", "-direct=false", "-brokers", "a:1, b:2"})
+	if err != nil || f.messages != 100 || f.rounds != 2 || f.conns != 10 || f.direct || len(f.brokers) != 2 || f.brokers[1] != "b:2" {
+		t.Fatalf("parseE2EFlags = %+v, %v", f, err)
+	}
+	for _, bad := range [][]string{{"-messages", "0"}, {"-rounds", "0"}, {"-conns", "3"}} {
+		if _, err := parseE2EFlags(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestPrintE2E checks the table and the verdict lines. (The measurement
+// itself runs in middleware's TestConsumerEndToEndVariants; running it here
+// would start sarama, whose metrics goroutine never stops.)
+func TestPrintE2E(t *testing.T) {
+	variants := benchmarks.E2EVariants()
+	results := make([]benchmarks.E2EResult, len(variants))
+	for i, v := range variants {
+		results[i] = benchmarks.E2EResult{Variant: v, Messages: 1000, Elapsed: time.Second}
+	}
+	results[1].Elapsed, results[1].Ratio = 2*time.Second, 0.5  // check-handle-mark: on target
+	results[2].Elapsed, results[2].Ratio = 4*time.Second, 0.25 // transactional: below
+	results[2].MinRatio, results[2].MaxRatio = 0.2, 0.3
+	results[3].Elapsed = 2 * time.Second // write in own tx
+	var out bytes.Buffer
+	if err := printE2E(&out, results); err != nil {
+		t.Fatal(err)
+	}
+	squeezed := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"write + transactional 250 0.25 × write 0.20–0.30 ≥ 0.8", "no-op 1000 baseline -",
+		"write + transactional vs write in own tx: 0.50", "write + transactional: 0.25 of write, below the 0.8 target"} {
+		if !strings.Contains(squeezed, want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "check-handle-mark: 0.50") {
+		t.Errorf("a ratio on target is reported below it:\n%s", out.String())
+	}
+}

@@ -1,0 +1,103 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// E2EResult is the throughput of one variant, summed over rounds.
+type E2EResult struct {
+	Variant  E2EVariant
+	Messages int
+	Elapsed  time.Duration
+	// Ratio is Rate over the Rate of Variant.Baseline; 0 for a baseline.
+	Ratio float64
+	// MinRatio and MaxRatio are the least and the greatest ratio to the
+	// baseline in one round, each run compared with the baseline's run of
+	// the same round: how much the machine's noise moves the ratio.
+	MinRatio, MaxRatio float64
+	rounds             []time.Duration // the time of each round's run
+}
+
+// Rate returns messages per second.
+func (r E2EResult) Rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Messages) / r.Elapsed.Seconds()
+}
+
+// E2ERunner runs a variant with n messages and returns the time they took:
+// [E2E.Consume] or [E2E.Direct].
+type E2ERunner func(ctx context.Context, v E2EVariant, n int) (time.Duration, error)
+
+// CompareE2E runs each variant rounds times with n messages per run, with
+// run, rotating the order in every round so that no variant always gets
+// the warmest or the coldest machine, and sums each one's messages and
+// time. It returns one result per variant, in the order given, with the
+// ratios to its baseline, which must be among them.
+func CompareE2E(ctx context.Context, run E2ERunner, variants []E2EVariant, n, rounds int) ([]E2EResult, error) {
+	out := make([]E2EResult, len(variants))
+	for i, v := range variants {
+		out[i].Variant = v
+	}
+	for round := range max(rounds, 1) {
+		for j := range variants {
+			i := (j + round) % len(variants)
+			d, err := run(ctx, variants[i], n)
+			if err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", variants[i].Name, round+1, err)
+			}
+			out[i].Messages += n
+			out[i].Elapsed += d
+			out[i].rounds = append(out[i].rounds, d)
+		}
+	}
+	return out, setRatios(out)
+}
+
+// setRatios fills in each result's ratios to its baseline's.
+func setRatios(results []E2EResult) error {
+	byName := map[string]E2EResult{}
+	for _, r := range results {
+		byName[r.Variant.Name] = r
+	}
+	for i, r := range results {
+		if r.Variant.Baseline == "" {
+			continue
+		}
+		base, ok := byName[r.Variant.Baseline]
+		if !ok {
+			return fmt.Errorf("variant %q: baseline %q was not measured", r.Variant.Name, r.Variant.Baseline)
+		}
+		if base.Rate() > 0 {
+			results[i].Ratio = r.Rate() / base.Rate()
+		}
+		perRound := make([]float64, 0, len(r.rounds))
+		for k, d := range r.rounds {
+			if k < len(base.rounds) && d > 0 {
+				perRound = append(perRound, float64(base.rounds[k])/float64(d)) // same n: the ratio of rates
+			}
+		}
+		if len(perRound) > 0 {
+			results[i].MinRatio, results[i].MaxRatio = slices.Min(perRound), slices.Max(perRound)
+		}
+	}
+	return nil
+}
+
+// Consume starts a run of v with n messages, waits for all of them and
+// returns the time they took.
+func (e *E2E) Consume(ctx context.Context, v E2EVariant, n int) (time.Duration, error) {
+	run, err := e.Start(ctx, v, n)
+	if err != nil {
+		return 0, err
+	}
+	d, err := run.Wait(ctx)
+	if cerr := run.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close the router: %w", cerr)
+	}
+	return d, err
+}

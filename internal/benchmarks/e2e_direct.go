@@ -1,0 +1,62 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+)
+
+// Direct runs variant v without Kafka and the router: E2EPartitions
+// goroutines, one per partition the router would consume, call v's chain
+// and handler directly with n new messages between them, one at a time
+// each, as the router does. It returns the time they took. Beside
+// [E2E.Consume] it tells the cost of the chain and the database from that
+// of the transport; the ratios between variants it gives are the most the
+// router could show on the same machine.
+func (e *E2E) Direct(ctx context.Context, v E2EVariant, n int) (time.Duration, error) {
+	group := e.prefix + "-" + strconv.FormatInt(e.runs.Add(1), 10) + ".direct-consumer"
+	chain, err := e.chain(v, func(*message.Message) string { return group })
+	if err != nil {
+		return 0, err
+	}
+	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
+		return nil, e.handler(v.Handler)(msg)
+	})
+	for i := len(chain) - 1; i >= 0; i-- {
+		h = chain[i](h)
+	}
+	return runWorkers(ctx, E2EPartitions, n, h)
+}
+
+// runWorkers calls h with n new messages from workers goroutines and
+// returns the time it took, or the first error.
+func runWorkers(ctx context.Context, workers, n int, h message.HandlerFunc) (time.Duration, error) {
+	var (
+		next     atomic.Int64
+		once     sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n) && ctx.Err() == nil; i = next.Add(1) {
+				msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), []byte(`{"order_id":`+strconv.FormatInt(i, 10)+`,"amount":10}`))
+				msg.SetContext(ctx)
+				if _, err := h(msg); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	return d, errors.Join(firstErr, ctx.Err())
+}

@@ -1,0 +1,135 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// E2ERun is one run of a variant: a router consuming n messages. The clock
+// starts when the first message enters the chain, after the consumer group
+// has been joined, and stops when the n-th has left it (committed, in the
+// transactional mode).
+type E2ERun struct {
+	n       int64
+	handled atomic.Int64
+	first   chan struct{}
+	once    sync.Once
+	done    chan struct{}
+	start   time.Time // written once, before first is closed
+	end     time.Time // written once, before done is closed
+	router  *message.Router
+	stopped chan error
+}
+
+// Start fills a new topic with n messages, then starts a router that
+// consumes it with variant v in a new consumer group. It returns once the
+// router runs; messages flow soon after. Close the run when done.
+func (e *E2E) Start(ctx context.Context, v E2EVariant, n int) (*E2ERun, error) {
+	id := e.prefix + "-" + strconv.FormatInt(e.runs.Add(1), 10)
+	topic, group := id+".e2e", id+".e2e-consumer"
+	cfg := broker.ProvisionConfig{Brokers: e.brokers, Partitions: E2EPartitions}
+	if err := broker.ProvisionTopics(ctx, cfg, topic); err != nil {
+		return nil, err
+	}
+	if err := fill(ctx, e.brokers, topic, n); err != nil {
+		return nil, err
+	}
+	r := &E2ERun{n: int64(n), first: make(chan struct{}), done: make(chan struct{}), stopped: make(chan error, 1)}
+	if err := e.route(r, v, topic, group); err != nil {
+		return nil, err
+	}
+	go func() { r.stopped <- r.router.Run(context.Background()) }()
+	select {
+	case <-r.router.Running():
+		return r, nil
+	case err := <-r.stopped:
+		return nil, fmt.Errorf("router stopped at start: %w", err)
+	case <-ctx.Done():
+		_ = r.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// route builds r's router: the clock middleware, the chain of v and its
+// handler.
+func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
+	chain, err := e.chain(v, nil)
+	if err != nil {
+		return err
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return err
+	}
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group}, nil)
+	if err != nil {
+		return err
+	}
+	router.AddConsumerHandler(group, topic, sub, e.handler(v.Handler)).
+		AddMiddleware(append([]message.HandlerMiddleware{r.clock}, chain...)...)
+	r.router = router
+	return nil
+}
+
+// chain returns middleware.Defaults with the idempotency of v, logging to
+// a discarding logger; a nil scope means the default, the handler name.
+func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) ([]message.HandlerMiddleware, error) {
+	cfg := middleware.Config{Publisher: e.pub, Logger: slog.New(slog.DiscardHandler)}
+	cfg.Idempotency.Scope = scope
+	switch v.Idempotency {
+	case CheckHandleMark:
+		cfg.Store = e.store
+	case Transactional:
+		cfg.Store, cfg.Transactional = e.store, e.pool
+	}
+	return middleware.Defaults(cfg)
+}
+
+// clock is the outermost middleware: it starts the clock at the first
+// message and stops it when n messages have been handled.
+func (r *E2ERun) clock(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		r.once.Do(func() { r.start = time.Now(); close(r.first) })
+		produced, err := h(msg)
+		if err == nil && r.handled.Add(1) == r.n {
+			r.end = time.Now()
+			close(r.done)
+		}
+		return produced, err
+	}
+}
+
+// First is closed when the first message enters the chain.
+func (r *E2ERun) First() <-chan struct{} { return r.first }
+
+// Wait waits until all n messages have been handled, and returns the time
+// from the first one entering the chain to the last one leaving it.
+func (r *E2ERun) Wait(ctx context.Context) (time.Duration, error) {
+	select {
+	case <-r.done:
+		return r.end.Sub(r.start), nil
+	case err := <-r.stopped:
+		r.stopped <- err // for Close
+		return 0, fmt.Errorf("router stopped after %d of %d messages: %v", r.handled.Load(), r.n, err)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%d of %d messages handled: %w", r.handled.Load(), r.n, ctx.Err())
+	}
+}
+
+// Close stops the router and waits for it.
+func (r *E2ERun) Close() error {
+	err := r.router.Close()
+	return errors.Join(err, <-r.stopped)
+}

@@ -1,0 +1,108 @@
+package benchmarks
+
+import (
+	"context"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+)
+
+// E2EHandler is what the handler of an end-to-end variant does.
+type E2EHandler int
+
+const (
+	// NoopHandler does nothing.
+	NoopHandler E2EHandler = iota
+	// WriteHandler inserts one row per message: with the transaction in
+	// its context when there is one (the transactional mode), otherwise
+	// straight on the pool, as one autocommitted statement.
+	WriteHandler
+	// WriteOwnTxHandler inserts the row in a transaction of its own
+	// (pgx.BeginFunc: BEGIN, INSERT, COMMIT), as handlers that write more
+	// than one statement do.
+	WriteOwnTxHandler
+)
+
+// E2EMode is the idempotency of an end-to-end variant.
+type E2EMode int
+
+const (
+	// NoIdempotency leaves idempotency out of the chain.
+	NoIdempotency E2EMode = iota
+	// CheckHandleMark is middleware.Idempotency with the PostgreSQL store.
+	CheckHandleMark
+	// Transactional is middleware.TransactionalIdempotency.
+	Transactional
+)
+
+// E2EVariant is one consumer pipeline of the end-to-end benchmark.
+type E2EVariant struct {
+	Name        string
+	Handler     E2EHandler
+	Idempotency E2EMode
+	// Baseline names the variant this one is compared with; "" for a
+	// baseline.
+	Baseline string
+	// Target is the least ratio to the baseline that DESIGN.md asks for;
+	// 0 when it sets none.
+	Target float64
+}
+
+// Names of the variants that E2EVariants returns.
+const (
+	E2EWrite                = "write"
+	E2EWriteCheckHandleMark = "write + check-handle-mark"
+	E2EWriteTransactional   = "write + transactional"
+	E2EWriteOwnTx           = "write in own tx"
+	E2ENoop                 = "no-op"
+	E2ENoopCheckHandleMark  = "no-op + check-handle-mark"
+	E2ENoopTransactional    = "no-op + transactional"
+)
+
+// E2EVariants returns the variants DESIGN.md's performance targets speak
+// of, baselines first: a handler that writes one row, without idempotency,
+// with check-handle-mark (target 0.5 of the baseline) and in the
+// transactional mode (target 0.8); the same row written in the handler's
+// own transaction, for reference; and a no-op handler without and with
+// each idempotency.
+func E2EVariants() []E2EVariant {
+	return []E2EVariant{
+		{Name: E2EWrite, Handler: WriteHandler},
+		{Name: E2EWriteCheckHandleMark, Handler: WriteHandler, Idempotency: CheckHandleMark, Baseline: E2EWrite, Target: 0.5},
+		{Name: E2EWriteTransactional, Handler: WriteHandler, Idempotency: Transactional, Baseline: E2EWrite, Target: 0.8},
+		{Name: E2EWriteOwnTx, Handler: WriteOwnTxHandler, Baseline: E2EWrite},
+		{Name: E2ENoop, Handler: NoopHandler},
+		{Name: E2ENoopCheckHandleMark, Handler: NoopHandler, Idempotency: CheckHandleMark, Baseline: E2ENoop},
+		{Name: E2ENoopTransactional, Handler: NoopHandler, Idempotency: Transactional, Baseline: E2ENoop},
+	}
+}
+
+// handler returns the handler function of kind h.
+func (e *E2E) handler(h E2EHandler) message.NoPublishHandlerFunc {
+	insert := "INSERT INTO " + e.table + " (message_uuid, payload) VALUES ($1, $2)"
+	write := func(ctx context.Context, q interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}, msg *message.Message) error {
+		_, err := q.Exec(ctx, insert, msg.UUID, []byte(msg.Payload))
+		return err
+	}
+	switch h {
+	case WriteHandler:
+		return func(msg *message.Message) error {
+			ctx := msg.Context()
+			if tx, ok := postgres.TxFromContext(ctx); ok {
+				return write(ctx, tx, msg)
+			}
+			return write(ctx, e.pool, msg)
+		}
+	case WriteOwnTxHandler:
+		return func(msg *message.Message) error {
+			ctx := msg.Context()
+			return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return write(ctx, tx, msg) })
+		}
+	}
+	return func(*message.Message) error { return nil }
+}

@@ -1,0 +1,87 @@
+package middleware_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+// newE2E sets up the end-to-end consumer benchmark on a broker of the test
+// and the test database, with a pool of E2EPartitions+4 connections.
+func newE2E(tb testing.TB) *benchmarks.E2E {
+	tb.Helper()
+	cfg := pgtest.Config(tb)
+	cfg.MaxConns = benchmarks.E2EPartitions + 4
+	pool := pgtest.PoolWith(tb, cfg)
+	e, err := benchmarks.NewE2E(context.Background(), kafkatest.Brokers(tb), pool, pgtest.Name("koto_e2e"))
+	if err != nil {
+		tb.Fatalf("NewE2E: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			tb.Errorf("E2E close: %v", err)
+		}
+	})
+	return e
+}
+
+// BenchmarkConsumerEndToEnd measures DESIGN.md's idempotent consumer end to
+// end (embedded Kafka, 4 partitions → router → middleware.Defaults →
+// handler), one sub-benchmark per variant; each op is one message, and
+// msg/s is reported. Only consumption is timed, from the first message
+// entering the chain. Ratios between variants mean something only within
+// one run; cmd/koto-bench e2e interleaves the variants and prints them.
+// Try -benchtime=5000x.
+func BenchmarkConsumerEndToEnd(b *testing.B) {
+	e := newE2E(b)
+	for _, v := range benchmarks.E2EVariants() {
+		b.Run(v.Name, func(b *testing.B) {
+			b.StopTimer()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			run, err := e.Start(ctx, v, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer run.Close()
+			<-run.First()
+			b.StartTimer()
+			d, err := run.Wait(ctx)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/d.Seconds(), "msg/s")
+		})
+	}
+}
+
+// TestConsumerEndToEndVariants runs every variant of the benchmark on a few
+// messages, through the router and directly, and checks that the handlers
+// that write wrote a row for each.
+func TestConsumerEndToEndVariants(t *testing.T) {
+	e := newE2E(t)
+	const n = 40
+	writers := 0
+	for _, run := range []benchmarks.E2ERunner{e.Consume, e.Direct} {
+		results, err := benchmarks.CompareE2E(t.Context(), run, benchmarks.E2EVariants(), n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range results {
+			if r.Messages != n || r.Rate() <= 0 || (r.Variant.Baseline != "") != (r.Ratio > 0) {
+				t.Errorf("%s: %+v", r.Variant.Name, r)
+			}
+			if r.Variant.Handler != benchmarks.NoopHandler {
+				writers++
+			}
+		}
+	}
+	if rows, err := e.Rows(t.Context()); err != nil || rows != int64(writers*n) {
+		t.Errorf("%d rows written (%v), want %d", rows, err, writers*n)
+	}
+}
