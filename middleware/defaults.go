@@ -23,7 +23,8 @@ type Config struct {
 	// pool: the chain gets [TransactionalIdempotency] in place of
 	// [Idempotency], and the handler finds the transaction with
 	// postgres.TxFromContext(msg.Context()). Store must then be the
-	// *postgres.Store of the same database.
+	// *postgres.Store of the same database. Give the pool a connection per
+	// partition the router consumes, and some to spare.
 	Transactional *pgxpool.Pool
 	// Logger receives the [Logging] lines. Nil means slog.Default().
 	Logger *slog.Logger

@@ -45,9 +45,10 @@ import (
 //
 // Of cfg, Key, Scope and OnDuplicate work as in [Idempotency]; StoreTimeout
 // bounds beginning with the claim, and the commit (a claim that waits on a
-// concurrent delivery for longer is an outage, and retried); MarkBackoff
-// is not used; IgnoreStoreErrors cannot apply, since the handler's writes
-// need the database, and is refused. store must keep its table in pool's
+// concurrent delivery for longer is an outage, and retried);
+// IgnoreStoreErrors cannot apply, since the handler's writes need the
+// database, and is refused; the other fields, which tune the mark of
+// [Idempotency], are not used. store must keep its table in pool's
 // database; usually it is built on pool. Size pool for one connection per
 // message handled at once (a router handles one message per partition at a
 // time), plus the store's own use.

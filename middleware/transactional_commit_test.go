@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -39,5 +40,51 @@ func TestTransactionalAbortedCommitIsAnError(t *testing.T) {
 	done, err := e.store.IsProcessed(context.Background(), idempotency.ScopedKey("race", msg.UUID))
 	if err != nil || done {
 		t.Errorf("claim kept from a rolled-back transaction: IsProcessed = %v, %v", done, err)
+	}
+}
+
+// TestTransactionalPanicRollsBack: a handler that panics after its write
+// leaves neither the write nor the claim, and gives its connection back to
+// the pool; so do duplicates and failures.
+func TestTransactionalPanicRollsBack(t *testing.T) {
+	e := newRaceEnv(t)
+	var fail atomic.Int64 // 1: return an error, 2: panic
+	handler := e.wrap(t, func(msg *message.Message) error {
+		if err := e.fx.insert(msg); err != nil {
+			return err
+		}
+		switch fail.Load() {
+		case 1:
+			return errors.New("failed after writing")
+		case 2:
+			panic("boom")
+		}
+		return nil
+	})
+	msg := newMessages(1)[0]
+	fail.Store(2)
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("recovered %v, want the handler's panic", v)
+			}
+		}()
+		_, _ = handler(msg)
+	}()
+	fail.Store(1)
+	if _, err := handler(republish(msg)); err == nil {
+		t.Error("a failing handler's error was dropped")
+	}
+	fail.Store(0)
+	for range 2 { // handled, then a duplicate
+		if _, err := handler(republish(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, _ := e.fx.counts(); rows != 1 || e.duplicates.Load() != 1 {
+		t.Errorf("%d effect rows and %d duplicates, want 1 of each", rows, e.duplicates.Load())
+	}
+	if n := e.pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections still acquired", n)
 	}
 }

@@ -9,9 +9,12 @@ import (
 
 // E2EResult is the throughput of one variant, summed over rounds.
 type E2EResult struct {
-	Variant  E2EVariant
+	// Variant is the variant measured.
+	Variant E2EVariant
+	// Messages is how many messages it handled over all rounds.
 	Messages int
-	Elapsed  time.Duration
+	// Elapsed is the time they took, first message to last in each run.
+	Elapsed time.Duration
 	// Ratio is Rate over the Rate of Variant.Baseline; 0 for a baseline.
 	Ratio float64
 	// MinRatio and MaxRatio are the least and the greatest ratio to the

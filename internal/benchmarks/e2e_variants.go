@@ -40,8 +40,11 @@ const (
 
 // E2EVariant is one consumer pipeline of the end-to-end benchmark.
 type E2EVariant struct {
-	Name        string
-	Handler     E2EHandler
+	// Name names the variant in results; the E2E* constants.
+	Name string
+	// Handler is what the handler does.
+	Handler E2EHandler
+	// Idempotency is the idempotency middleware in the chain, if any.
 	Idempotency E2EMode
 	// Baseline names the variant this one is compared with; "" for a
 	// baseline.
