@@ -42,13 +42,20 @@ type kafkaEnv struct {
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {
 	t.Helper()
-	brokers := kafkatest.Brokers(t)
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	e := &kafkaEnv{brokers: kafkatest.Brokers(t)}
+	e.pub = e.newPublisher(t)
+	t.Cleanup(func() { _ = e.pub.Close() })
+	return e
+}
+
+// newPublisher returns a new Kafka publisher; the caller closes it.
+func (e *kafkaEnv) newPublisher(t *testing.T) *kafka.Publisher {
+	t.Helper()
+	pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
-	t.Cleanup(func() { _ = pub.Close() })
-	return &kafkaEnv{brokers: brokers, pub: pub}
+	return pub
 }
 
 // topic returns a new provisioned topic.
@@ -87,7 +94,8 @@ func (e *kafkaEnv) publish(t *testing.T, topic string, msgs ...*message.Message)
 
 // handlerSpec is one handler of a test router. Its name is also its
 // consumer group, as the project's convention has it. With produce set, the
-// messages it returns are published to publishTopic.
+// messages it returns are published to publishTopic, with publisher or, when
+// it is nil, a new Kafka publisher.
 type handlerSpec struct {
 	name         string
 	topic        string
@@ -95,6 +103,7 @@ type handlerSpec struct {
 	handle       message.NoPublishHandlerFunc
 	produce      message.HandlerFunc
 	publishTopic string
+	publisher    message.Publisher
 }
 
 // runRouter starts a router with the given handlers and returns a function
@@ -143,9 +152,9 @@ func (e *kafkaEnv) addHandler(t *testing.T, router *message.Router, s handlerSpe
 		h = router.AddConsumerHandler(s.name, s.topic, sub, s.handle)
 	} else {
 		// The router closes a handler's publisher when it stops.
-		pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
-		if err != nil {
-			t.Fatalf("NewPublisher: %v", err)
+		pub := s.publisher
+		if pub == nil {
+			pub = e.newPublisher(t)
 		}
 		h = router.AddHandler(s.name, s.topic, sub, s.publishTopic, pub, s.produce)
 	}

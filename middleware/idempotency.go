@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -40,6 +41,12 @@ type IdempotencyConfig struct {
 	StoreTimeout time.Duration
 	// MarkBackoff spaces the retries of a failed mark.
 	MarkBackoff Backoff
+	// MarkAfterAckTimeout bounds the retries of the mark of a message whose
+	// handler returned messages, which [Idempotency] makes once the router
+	// acked it. Past it the mark is given up and logged; only a later
+	// duplicate of the message would then run the handler again. Default
+	// 1 min.
+	MarkAfterAckTimeout time.Duration
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
 	// to count them. Handlers run concurrently, and so may it.
 	OnDuplicate func(msg *message.Message, scope, key string)
@@ -55,6 +62,9 @@ func (c *IdempotencyConfig) setDefaults() {
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 5 * time.Second
 	}
+	if c.MarkAfterAckTimeout == 0 {
+		c.MarkAfterAckTimeout = time.Minute
+	}
 	c.MarkBackoff.setDefaults()
 }
 
@@ -62,8 +72,11 @@ func (c *IdempotencyConfig) setDefaults() {
 // their defaults. NewIdempotency calls it.
 func (c IdempotencyConfig) Validate() error {
 	c.setDefaults()
-	if c.StoreTimeout < 0 {
+	switch {
+	case c.StoreTimeout < 0:
 		return fmt.Errorf("IdempotencyConfig.StoreTimeout is negative (%v)", c.StoreTimeout)
+	case c.MarkAfterAckTimeout < 0:
+		return fmt.Errorf("IdempotencyConfig.MarkAfterAckTimeout is negative (%v)", c.MarkAfterAckTimeout)
 	}
 	return c.MarkBackoff.validate("IdempotencyConfig.MarkBackoff")
 }
@@ -76,10 +89,22 @@ func (c IdempotencyConfig) Validate() error {
 // handler marks nothing, so its retry or redelivery runs it again. Delivery
 // stays at-least-once: a crash between handler and mark redelivers.
 //
-// Messages the handler returns are published by the router after the mark;
-// if that publish fails the redelivery is skipped as a duplicate. Handlers
-// that emit messages should publish them themselves, through this
-// project's buses or outbox, before returning.
+// When the handler returns messages, the router publishes them after the
+// whole chain has returned, and acks the message only if that publish
+// succeeds (it nacks it otherwise). So the key of such a message is not
+// marked when the handler returns but once the message is acked: a failed
+// publish marks nothing, and the redelivery runs the handler again and
+// returns its messages again. A goroutine waits for the ack, the nack or the
+// end of the message's context; after an ack it marks, retrying a store
+// error with MarkBackoff for up to cfg.MarkAfterAckTimeout. A delivery of
+// the same key that arrives meanwhile (a duplicate right behind it on its
+// partition) waits for that mark, up to StoreTimeout, and is then skipped.
+// The message must therefore be acked or nacked, as the router does, or its
+// context end. A crash, or a mark that fails for longer than
+// MarkAfterAckTimeout, between the ack and the mark leaves the message
+// unmarked: delivery is still at least once, only a later duplicate of it
+// would run the handler again. Such a failed mark is logged on a line of
+// its own, at warn.
 //
 // Idempotency panics if store is nil or cfg is invalid; [NewIdempotency]
 // returns the error instead. See [Defaults] for where it goes in the chain.
@@ -101,13 +126,18 @@ func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (message.Han
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("middleware: Idempotency: %w", err)
 	}
-	d := &dedup{store: store, cfg: cfg}
+	d := &dedup{store: store, cfg: cfg, pending: map[string]chan struct{}{}}
 	return d.middleware, nil
 }
 
 type dedup struct {
 	store idempotency.Store
 	cfg   IdempotencyConfig
+
+	mu sync.Mutex
+	// pending holds, per stored key, a channel closed when the delivery that
+	// waits for its ack to mark the key (markOnAck) is done.
+	pending map[string]chan struct{}
 }
 
 func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -117,6 +147,7 @@ func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, err
 		}
 		ctx := msg.Context()
+		d.awaitPending(ctx, k.stored)
 		done, err := d.isProcessed(ctx, k.stored)
 		if err != nil {
 			return nil, err
@@ -129,10 +160,89 @@ func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return produced, err
 		}
+		if len(produced) > 0 {
+			d.markOnAck(ctx, msg, k.stored)
+			return produced, nil
+		}
 		if err := d.mark(ctx, k.stored); err != nil {
-			return nil, err
+			if !d.cfg.IgnoreStoreErrors {
+				return nil, err
+			}
+			reportFrom(ctx).note(slog.String(IdempotencyStoreErrorAttr, err.Error()))
 		}
 		return produced, nil
+	}
+}
+
+// markOnAck marks key once the router acks msg, which it does after it
+// published the messages the handler returned. A nack, or the end of ctx
+// (msg's context) before an ack, marks nothing: the redelivery runs the
+// handler again. Until it is done, deliveries of key wait in awaitPending.
+func (d *dedup) markOnAck(ctx context.Context, msg *message.Message, key string) {
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.pending[key] = done
+	d.mu.Unlock()
+	go func() {
+		defer d.settle(key, done)
+		if !acked(ctx, msg) {
+			return
+		}
+		// msg's context may end right after the ack (watermill-kafka cancels
+		// it then), so the mark gets a context of its own.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.MarkAfterAckTimeout)
+		defer cancel()
+		if err := d.mark(ctx, key); err != nil {
+			reportFrom(ctx).late("idempotency mark after the ack failed; a later duplicate of the message would run the handler again", err)
+		}
+	}()
+}
+
+// acked waits until msg is acked (true), or nacked or ctx ends (false).
+func acked(ctx context.Context, msg *message.Message) bool {
+	select {
+	case <-msg.Acked():
+		return true
+	case <-msg.Nacked():
+		return false
+	case <-ctx.Done():
+		select { // the subscriber may end ctx right after the ack
+		case <-msg.Acked():
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// settle ends the pending mark of key that done stands for.
+func (d *dedup) settle(key string, done chan struct{}) {
+	d.mu.Lock()
+	if d.pending[key] == done {
+		delete(d.pending, key)
+	}
+	d.mu.Unlock()
+	close(done)
+}
+
+// awaitPending waits while an earlier delivery of key waits for its ack to
+// mark it, so that a duplicate right behind it is skipped; at most
+// StoreTimeout, or until ctx ends, after which the check goes ahead.
+func (d *dedup) awaitPending(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
+	defer cancel()
+	for {
+		d.mu.Lock()
+		done := d.pending[key]
+		d.mu.Unlock()
+		if done == nil {
+			return
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -155,7 +265,8 @@ func (d *dedup) isProcessed(ctx context.Context, key string) (bool, error) {
 
 // mark records key after the handler succeeded. A store error is retried
 // in place, with backoff, until the mark succeeds or ctx ends, so the
-// handler does not run twice because of an outage.
+// handler does not run twice because of an outage; with IgnoreStoreErrors
+// it is returned at once.
 func (d *dedup) mark(ctx context.Context, key string) error {
 	for n := 0; ; n++ {
 		err := d.markOnce(ctx, key)
@@ -164,8 +275,7 @@ func (d *dedup) mark(ctx context.Context, key string) error {
 		}
 		err = fmt.Errorf("middleware: idempotency mark: %w", err)
 		if d.cfg.IgnoreStoreErrors {
-			reportFrom(ctx).note(slog.String(IdempotencyStoreErrorAttr, err.Error()))
-			return nil
+			return err
 		}
 		delay := d.cfg.MarkBackoff.delay(n)
 		reportFrom(ctx).retry(retryNote{err: err, class: Outage, attempt: n + 1, delay: delay})

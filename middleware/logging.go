@@ -42,7 +42,9 @@ const (
 //
 // The router publishes the messages a handler returns after the chain, so
 // after the line: if that publish fails, the line says ok and the router
-// nacks the message (and logs the error itself).
+// nacks the message (and logs the error itself). [Idempotency] marks such a
+// message only once the router acks it; a mark that fails then is logged on
+// a line of its own, at warn, with the message's attributes and error.
 func Logging(logger *slog.Logger) message.HandlerMiddleware {
 	if logger == nil {
 		logger = slog.Default()
@@ -52,7 +54,12 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 			start := time.Now()
 			ctx := msg.Context()
 			base := messageAttrs(ctx, msg)
-			rep := &report{onRetry: func(n retryNote) { logRetry(ctx, logger, base, n) }}
+			rep := &report{
+				onRetry: func(n retryNote) { logRetry(ctx, logger, base, n) },
+				onLate: func(text string, err error) {
+					logger.LogAttrs(ctx, slog.LevelWarn, text, append(base[:len(base):len(base)], slog.String(ErrorAttr, err.Error()))...)
+				},
+			}
 			msg.SetContext(withReport(ctx, rep))
 			produced, err := h(msg)
 			logDone(ctx, logger, base, rep, time.Since(start), err)

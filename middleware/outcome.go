@@ -37,6 +37,7 @@ type report struct {
 	attempts int
 	attrs    []slog.Attr
 	onRetry  func(retryNote)
+	onLate   func(msg string, err error)
 }
 
 // retryNote describes a failed attempt that is about to be retried.
@@ -95,6 +96,15 @@ func (r *report) retry(n retryNote) {
 		return
 	}
 	r.onRetry(n)
+}
+
+// late reports a failure that happened after the delivery's line was
+// logged.
+func (r *report) late(msg string, err error) {
+	if r == nil || r.onLate == nil {
+		return
+	}
+	r.onLate(msg, err)
 }
 
 // snapshot returns the recorded outcome, attempts and attributes.

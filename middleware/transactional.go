@@ -53,9 +53,14 @@ import (
 // message handled at once (a router handles one message per partition at a
 // time), plus the store's own use.
 //
-// Messages the handler returns are published by the router after the
-// commit; if that publish fails, the redelivery is skipped as a duplicate.
-// Write outgoing messages to the outbox in the transaction instead.
+// Messages the handler returns are not safe here: the router publishes
+// them after the commit, and if that publish fails it nacks the message,
+// whose redelivery finds the claim and is skipped as a duplicate, so the
+// returned messages are lost. [Idempotency] avoids this by marking only
+// once the router acked the message; this mode cannot, because the claim
+// must commit with the handler's writes before the ack (committing after
+// it could lose the writes). Write outgoing messages to the outbox in the
+// transaction instead of returning them.
 //
 // See [Defaults] (Config.Transactional) for where it goes in the chain.
 func TransactionalIdempotency(pool *pgxpool.Pool, store *postgres.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {

@@ -1,0 +1,134 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// failingPublisher is a real publisher whose first Publish calls fail, as
+// many as fails says.
+type failingPublisher struct {
+	message.Publisher
+	fails atomic.Int64
+}
+
+var errPublishDown = errors.New("publisher down")
+
+func (p *failingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if p.fails.Add(-1) >= 0 {
+		return errPublishDown
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// TestReturnedMessagesSurviveAFailedPublish: a handler behind Defaults
+// returns a message, and the router's first publish of it fails, so the
+// router nacks the input. The redelivery is not skipped as a duplicate: the
+// handler runs again and its message is delivered. Once the input is acked
+// it is marked: a re-publication of it is a duplicate.
+func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
+	env := newKafkaEnv(t)
+	in, out := env.topic(t, "orders"), env.topic(t, "receipts")
+	order := newMessages(1)[0]
+	env.publish(t, in, order)
+
+	handled := newCounter()
+	produce := func(msg *message.Message) ([]*message.Message, error) {
+		handled.add(msg.UUID)
+		return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte(msg.UUID))}, nil
+	}
+	pub := &failingPublisher{Publisher: env.newPublisher(t)}
+	pub.fails.Store(1)
+	var duplicates atomic.Int64
+	env.runRouter(t, handlerSpec{
+		name: kafkatest.Group(t, "billing"), topic: in,
+		middlewares: defaults(t, env.pub, memoryStore(t), &duplicates),
+		produce:     produce, publishTopic: out, publisher: pub,
+	})
+
+	receipts := env.collect(t, out, 1)
+	if string(receipts[0].Payload) != order.UUID {
+		t.Fatalf("receipt for %q, want %s", receipts[0].Payload, order.UUID)
+	}
+	env.publish(t, in, republish(order))
+	waitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
+	if n := handled.get(order.UUID); n != 2 {
+		t.Errorf("handler ran %d times, want 2: once before the failed publish, once after", n)
+	}
+}
+
+// TestIdempotencyMarksReturnedMessagesOnAck: when the handler returns
+// messages, the key is marked once the message is acked (the router
+// published them), not when the handler returns. A nack, or a context that
+// ends first, marks nothing; a delivery of the same key right after the ack
+// waits for the mark and is a duplicate.
+func TestIdempotencyMarksReturnedMessagesOnAck(t *testing.T) {
+	var calls atomic.Int64
+	m, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m(func(*message.Message) ([]*message.Message, error) {
+		calls.Add(1)
+		return []*message.Message{message.NewMessage("receipt", nil)}, nil
+	})
+	deliver := func(ctx context.Context, id string) *message.Message {
+		msg := message.NewMessage(id, nil)
+		msg.SetContext(ctx)
+		if _, err := h(msg); err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	const id = "0190c5a4-9d7e-7000-8000-000000000005"
+	bg := context.Background()
+
+	deliver(bg, id).Nack() // the router failed to publish
+	deliver(bg, id).Ack()
+	deliver(bg, id) // a duplicate: no goroutine waits for its ack
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2: after the nack, not after the ack", n)
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	deliver(ctx, "0190c5a4-9d7e-7000-8000-000000000006")
+	cancel() // the subscriber closed before the ack
+	deliver(bg, "0190c5a4-9d7e-7000-8000-000000000006").Ack()
+	if n := calls.Load(); n != 4 {
+		t.Fatalf("handler ran %d times, want 4: an unacked message is not marked", n)
+	}
+}
+
+// TestFailedMarkAfterAckIsLogged: a mark made after the ack that fails
+// (here with IgnoreStoreErrors, which gives up at once) is logged on a
+// warn line of its own, since the delivery's line is already written.
+func TestFailedMarkAfterAckIsLogged(t *testing.T) {
+	store := &failingStore{Store: memoryStore(t)}
+	store.failNext(0, 1)
+	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logCapture{}
+	h := middleware.Logging(logs.logger())(dedup(func(*message.Message) ([]*message.Message, error) {
+		return []*message.Message{message.NewMessage("receipt", nil)}, nil
+	}))
+	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-000000000007", nil)
+	if _, err := h(msg); err != nil {
+		t.Fatal(err)
+	}
+	msg.Ack()
+	waitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
+	late := logs.lines(t)[1]
+	if late["level"] != "WARN" || late[middleware.MessageUUIDAttr] != msg.UUID || late[middleware.ErrorAttr] == nil {
+		t.Errorf("line of the failed mark: %v", late)
+	}
+}
