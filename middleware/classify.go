@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/IBM/sarama"
 	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -50,7 +51,31 @@ func (c ErrorClass) String() string {
 // timed out), any net.Error, a pgconn.ConnectError, a pgx error that pgconn
 // reports safe to retry or a timeout, and a PostgreSQL error of SQLSTATE
 // class 08 (connection), 53 (insufficient resources), 57P (shutdown,
-// cannot connect now) or 58 (system error).
+// cannot connect now) or 58 (system error); and these Kafka errors, also
+// inside a sarama.ProducerError, or when every message of a
+// sarama.ProducerErrors batch failed with one:
+//   - sarama's ErrOutOfBrokers, ErrNotConnected and ErrControllerNotAvailable
+//     (no broker or controller can be reached), ErrClosedClient and
+//     ErrShuttingDown (the process's own client is closing, usually because
+//     the service stops: the message is nacked, not dead-lettered);
+//   - the Kafka protocol errors that say a broker, a partition leader, the
+//     in-sync replicas, the controller, a coordinator or the network is
+//     unavailable for now (sarama's KError of each name):
+//     LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+//     BROKER_NOT_AVAILABLE, REPLICA_NOT_AVAILABLE, NETWORK_EXCEPTION,
+//     COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+//     NOT_COORDINATOR, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+//     NOT_CONTROLLER, KAFKA_STORAGE_ERROR (an offline log directory),
+//     FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+//     PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE and
+//     THROTTLING_QUOTA_EXCEEDED. Kafka flags all of them retriable but
+//     BROKER_NOT_AVAILABLE, which says the same of a broker.
+//
+// Kafka flags a few errors of the request retriable too; they are not
+// outages here, because retrying them for ever would block the partition
+// when the request is wrong: UNKNOWN_TOPIC_OR_PARTITION (a misspelt topic),
+// CORRUPT_MESSAGE, and the consumer's offset and fetch-session errors. They
+// and every other Kafka error are Retryable.
 //
 // Then these are Poison: a payload that does not decode as JSON
 // (*json.SyntaxError, *json.UnmarshalTypeError) and a panic recovered by
@@ -101,7 +126,8 @@ func isOutage(err error) bool {
 		errors.As(err, &netErr),
 		errors.As(err, &connectErr),
 		pgconn.SafeToRetry(err),
-		pgconn.Timeout(err):
+		pgconn.Timeout(err),
+		isKafkaOutage(err):
 		return true
 	case errors.As(err, &pgErr):
 		return outageSQLState(pgErr.Code)
@@ -114,6 +140,67 @@ func isOutage(err error) bool {
 func outageSQLState(code string) bool {
 	for _, prefix := range []string{"08", "53", "57P", "58"} {
 		if strings.HasPrefix(code, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// kafkaOutageCodes are the Kafka protocol errors that say a broker, a
+// partition leader, replicas, the controller, a coordinator or the network is
+// unavailable for now. Kafka flags each of them retriable, except
+// BROKER_NOT_AVAILABLE, which says the same of a broker.
+var kafkaOutageCodes = map[sarama.KError]bool{
+	sarama.ErrLeaderNotAvailable:              true, // 5 LEADER_NOT_AVAILABLE
+	sarama.ErrNotLeaderForPartition:           true, // 6 NOT_LEADER_OR_FOLLOWER
+	sarama.ErrRequestTimedOut:                 true, // 7 REQUEST_TIMED_OUT
+	sarama.ErrBrokerNotAvailable:              true, // 8 BROKER_NOT_AVAILABLE
+	sarama.ErrReplicaNotAvailable:             true, // 9 REPLICA_NOT_AVAILABLE
+	sarama.ErrNetworkException:                true, // 13 NETWORK_EXCEPTION
+	sarama.ErrOffsetsLoadInProgress:           true, // 14 COORDINATOR_LOAD_IN_PROGRESS
+	sarama.ErrConsumerCoordinatorNotAvailable: true, // 15 COORDINATOR_NOT_AVAILABLE
+	sarama.ErrNotCoordinatorForConsumer:       true, // 16 NOT_COORDINATOR
+	sarama.ErrNotEnoughReplicas:               true, // 19 NOT_ENOUGH_REPLICAS
+	sarama.ErrNotEnoughReplicasAfterAppend:    true, // 20 NOT_ENOUGH_REPLICAS_AFTER_APPEND
+	sarama.ErrNotController:                   true, // 41 NOT_CONTROLLER
+	sarama.ErrKafkaStorageError:               true, // 56 KAFKA_STORAGE_ERROR (offline log directory)
+	sarama.ErrFencedLeaderEpoch:               true, // 74 FENCED_LEADER_EPOCH
+	sarama.ErrUnknownLeaderEpoch:              true, // 75 UNKNOWN_LEADER_EPOCH
+	sarama.ErrPreferredLeaderNotAvailable:     true, // 80 PREFERRED_LEADER_NOT_AVAILABLE
+	sarama.ErrEligibleLeadersNotAvailable:     true, // 83 ELIGIBLE_LEADERS_NOT_AVAILABLE
+	sarama.ErrThrottlingQuotaExceeded:         true, // 89 THROTTLING_QUOTA_EXCEEDED
+}
+
+// kafkaClientOutages are sarama's own errors for a cluster it cannot reach
+// or a client that is shutting down.
+var kafkaClientOutages = []error{
+	sarama.ErrOutOfBrokers,
+	sarama.ErrNotConnected,
+	sarama.ErrControllerNotAvailable,
+	sarama.ErrClosedClient,
+	sarama.ErrShuttingDown,
+}
+
+// isKafkaOutage reports whether err is one of the Kafka outages that
+// [Classify] lists, anywhere in its chain. A sarama.ProducerError counts as
+// the error it wraps; sarama.ProducerErrors (a failed batch, which does not
+// unwrap) is an outage when every message in it failed with one.
+func isKafkaOutage(err error) bool {
+	var batch sarama.ProducerErrors
+	if errors.As(err, &batch) && len(batch) > 0 {
+		for _, pe := range batch {
+			if pe == nil || !isKafkaOutage(pe.Err) {
+				return false
+			}
+		}
+		return true
+	}
+	var code sarama.KError
+	if errors.As(err, &code) && kafkaOutageCodes[code] {
+		return true
+	}
+	for _, target := range kafkaClientOutages {
+		if errors.Is(err, target) {
 			return true
 		}
 	}

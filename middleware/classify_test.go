@@ -8,6 +8,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -80,6 +81,40 @@ func TestClassify(t *testing.T) {
 	for _, c := range cases {
 		if got := middleware.Classify(c.err); got != c.want {
 			t.Errorf("%s: Classify(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// TestClassifyKafka: Kafka errors that say the cluster is unavailable for
+// now are outages, also inside sarama's producer errors; errors of the
+// request itself stay retryable.
+func TestClassifyKafka(t *testing.T) {
+	produced := func(err error) *sarama.ProducerError {
+		return &sarama.ProducerError{Msg: &sarama.ProducerMessage{Topic: "orders"}, Err: err}
+	}
+	outages := []error{
+		sarama.ErrOutOfBrokers, sarama.ErrNotConnected, sarama.ErrClosedClient, sarama.ErrShuttingDown,
+		sarama.ErrControllerNotAvailable, sarama.ErrLeaderNotAvailable, sarama.ErrNotLeaderForPartition,
+		sarama.ErrRequestTimedOut, sarama.ErrBrokerNotAvailable, sarama.ErrReplicaNotAvailable,
+		sarama.ErrNetworkException, sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend,
+		sarama.ErrNotController, sarama.ErrKafkaStorageError, sarama.ErrThrottlingQuotaExceeded,
+		sarama.Wrap(sarama.ErrOutOfBrokers, errors.New("dial tcp: refused")),
+		fmt.Errorf("publish: %w", produced(sarama.ErrNotEnoughReplicas)),
+		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrRequestTimedOut)},
+	}
+	for _, err := range outages {
+		if got := middleware.Classify(fmt.Errorf("handler: %w", err)); got != middleware.Outage {
+			t.Errorf("Classify(%v) = %v, want outage", err, got)
+		}
+	}
+	retryable := []error{
+		sarama.ErrMessageSizeTooLarge, sarama.ErrUnknownTopicOrPartition, sarama.ErrInvalidMessage,
+		sarama.ErrTopicAuthorizationFailed, produced(sarama.ErrInvalidPartition),
+		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrMessageSizeTooLarge)},
+	}
+	for _, err := range retryable {
+		if got := middleware.Classify(err); got != middleware.Retryable {
+			t.Errorf("Classify(%v) = %v, want retryable", err, got)
 		}
 	}
 }

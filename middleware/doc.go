@@ -45,7 +45,8 @@
 // DeadLetter sorts handler errors with [Classify] into three classes.
 // Poison ([Permanent] errors, panics, payloads that do not decode as JSON)
 // is dead-lettered at once. Outages ([Transient] errors, store errors,
-// unreachable networks and databases, dependency timeouts) are retried
+// unreachable networks, databases and Kafka brokers, partitions without a
+// leader or enough in-sync replicas, dependency timeouts) are retried
 // with backoff until they succeed and never dead-lettered. Anything else is
 // retried a bounded number of times, then dead-lettered.
 //
