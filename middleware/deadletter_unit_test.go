@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,44 +15,49 @@ import (
 
 const unitDLQ = "unit.dlq"
 
-// newGoChannel returns Watermill's in-process pubsub, keeping messages for
-// subscribers that come later.
-func newGoChannel(t *testing.T) *gochannel.GoChannel {
-	t.Helper()
-	gc := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, nil)
-	t.Cleanup(func() { _ = gc.Close() })
-	return gc
+// unitChannel is Watermill's in-process pubsub with a subscriber on
+// unitDLQ that records every dead letter. Publish returns once the
+// subscriber has recorded the message, so what deadLetters returns is
+// complete without waiting.
+type unitChannel struct {
+	*gochannel.GoChannel
+	mu  sync.Mutex
+	got []*message.Message
 }
 
-// deadLetters returns what was published to unitDLQ so far: it publishes a
-// sentinel and reads up to it, so absence needs no waiting.
-func deadLetters(t *testing.T, gc *gochannel.GoChannel) []*message.Message {
+func newGoChannel(t *testing.T) *unitChannel {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	ch, err := gc.Subscribe(ctx, unitDLQ)
+	gc := &unitChannel{GoChannel: gochannel.NewGoChannel(gochannel.Config{BlockPublishUntilSubscriberAck: true}, nil)}
+	ch, err := gc.Subscribe(context.Background(), unitDLQ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gc.Publish(unitDLQ, message.NewMessage("sentinel", nil)); err != nil {
-		t.Fatal(err)
-	}
-	var got []*message.Message
-	for {
-		select {
-		case m := <-ch:
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range ch {
+			gc.mu.Lock()
+			gc.got = append(gc.got, m)
+			gc.mu.Unlock()
 			m.Ack()
-			if m.UUID == "sentinel" {
-				return got
-			}
-			got = append(got, m)
-		case <-ctx.Done():
-			t.Fatal("sentinel never arrived")
 		}
-	}
+	}()
+	t.Cleanup(func() {
+		_ = gc.Close()
+		<-done
+	})
+	return gc
 }
 
-func deadLetterUnit(t *testing.T, gc *gochannel.GoChannel, cfg middleware.DeadLetterConfig, h message.HandlerFunc) message.HandlerFunc {
+// deadLetters returns what was published to unitDLQ so far.
+func deadLetters(t *testing.T, gc *unitChannel) []*message.Message {
+	t.Helper()
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	return append([]*message.Message(nil), gc.got...)
+}
+
+func deadLetterUnit(t *testing.T, gc *unitChannel, cfg middleware.DeadLetterConfig, h message.HandlerFunc) message.HandlerFunc {
 	t.Helper()
 	cfg.Topic = unitDLQ
 	cfg.Backoff = middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
