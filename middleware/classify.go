@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -77,9 +76,13 @@ func (c ErrorClass) String() string {
 // CORRUPT_MESSAGE, and the consumer's offset and fetch-session errors. They
 // and every other Kafka error are Retryable.
 //
-// Then these are Poison: a payload that does not decode as JSON
-// (*json.SyntaxError, *json.UnmarshalTypeError) and a panic recovered by
-// Watermill's Recoverer. Everything else is Retryable.
+// Then a panic recovered by Watermill's Recoverer is Poison. Everything
+// else is Retryable, JSON errors included: a *json.SyntaxError may come
+// from a dependency that answers with an HTML error page during its own
+// outage, which says nothing about the message. A handler that decodes its
+// message's payload should wrap the decode error with [Permanent], so that
+// a payload that cannot decode is dead-lettered at once (this project's
+// cqrs consumers do).
 func Classify(err error) ErrorClass {
 	if class, ok := markedClass(err); ok {
 		return class
@@ -208,10 +211,6 @@ func isKafkaOutage(err error) bool {
 }
 
 func isPoison(err error) bool {
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
 	var recovered wmmiddleware.RecoveredPanicError
-	return errors.As(err, &syntaxErr) ||
-		errors.As(err, &typeErr) ||
-		errors.As(err, &recovered)
+	return errors.As(err, &recovered)
 }

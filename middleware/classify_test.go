@@ -62,8 +62,12 @@ func TestClassify(t *testing.T) {
 		{"permanent", middleware.Permanent(plain), middleware.Poison},
 		{"panic", &middleware.PanicError{Value: "boom"}, middleware.Poison},
 		{"watermill Recoverer panic", recovered, middleware.Poison},
-		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.Poison},
-		{"JSON type", typeErr, middleware.Poison},
+		// A dependency's HTML error page during its own outage, or any other
+		// bare JSON error, says nothing about the message: retryable. Decoders
+		// of the message's payload mark their errors Permanent.
+		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.Retryable},
+		{"JSON type", typeErr, middleware.Retryable},
+		{"payload decode marked permanent", middleware.Permanent(fmt.Errorf("decode: %w", decodeErr)), middleware.Poison},
 		{"transient", middleware.Transient(plain), middleware.Outage},
 		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), middleware.Outage},
 		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), middleware.Outage},
@@ -75,7 +79,7 @@ func TestClassify(t *testing.T) {
 		{"outermost mark wins: transient", middleware.Transient(middleware.Permanent(plain)), middleware.Outage},
 		{"outermost mark wins: permanent", middleware.Permanent(middleware.Transient(plain)), middleware.Poison},
 		{"mark beats heuristics", middleware.Permanent(dialErr), middleware.Poison},
-		{"outage beats poison", errors.Join(decodeErr, dialErr), middleware.Outage},
+		{"outage beats poison", errors.Join(recovered, dialErr), middleware.Outage},
 		{"mark inside a join", errors.Join(plain, middleware.Permanent(plain)), middleware.Poison},
 	}
 	for _, c := range cases {

@@ -81,8 +81,8 @@ func HandlerName(msg *message.Message) string {
 // the dead-letter topic with pub and acks it, so the partition moves on.
 //
 // What happens to an error depends on its [ErrorClass] (cfg.Classify):
-// Poison ([Permanent] errors, panics, payloads that do not decode) is
-// dead-lettered at once; Retryable errors are retried up to
+// Poison ([Permanent] errors, such as a payload that does not decode, and
+// panics) is dead-lettered at once; Retryable errors are retried up to
 // cfg.MaxAttempts and cfg.MaxElapsedTime, then dead-lettered; an Outage
 // ([Transient] errors, unreachable databases, store errors) is retried
 // with backoff for as long as the message's context lives and never

@@ -25,12 +25,14 @@ type order struct {
 	Kind string `json:"kind"`
 }
 
-// handleOrder decodes an order and fails as its kind says.
+// handleOrder decodes an order and fails as its kind says. A payload that
+// does not decode can never succeed, so it marks the decode error
+// Permanent, as every decoder of a message's payload should.
 func handleOrder(processed *counter, seq *[]string) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
-			return fmt.Errorf("decode order: %w", err)
+			return middleware.Permanent(fmt.Errorf("decode order: %w", err))
 		}
 		switch o.Kind {
 		case "permanent":

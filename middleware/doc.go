@@ -43,12 +43,15 @@
 // # Errors
 //
 // DeadLetter sorts handler errors with [Classify] into three classes.
-// Poison ([Permanent] errors, panics, payloads that do not decode as JSON)
-// is dead-lettered at once. Outages ([Transient] errors, store errors,
-// unreachable networks, databases and Kafka brokers, partitions without a
-// leader or enough in-sync replicas, dependency timeouts) are retried
-// with backoff until they succeed and never dead-lettered. Anything else is
-// retried a bounded number of times, then dead-lettered.
+// Poison ([Permanent] errors and panics) is dead-lettered at once. A
+// handler that decodes its payload should wrap the decode error with
+// [Permanent] (this project's cqrs consumers do): a bare JSON error is not
+// poison, since it may as well come from a dependency's error page. Outages
+// ([Transient] errors, store errors, unreachable networks, databases and
+// Kafka brokers, partitions without a leader or enough in-sync replicas,
+// dependency timeouts) are retried with backoff until they succeed and
+// never dead-lettered. Anything else is retried a bounded number of times,
+// then dead-lettered.
 //
 // # Outcomes
 //

@@ -13,6 +13,10 @@ type PermanentError struct {
 
 // Permanent marks err as permanent: [DeadLetter] sends the message to the
 // dead-letter topic without retrying it. Permanent(nil) is nil.
+//
+// Wrap with it the error of decoding a message's payload: [Classify] does
+// not take a bare JSON error for poison, since it may come from a
+// dependency rather than from the message.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
