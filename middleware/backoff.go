@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -35,11 +34,11 @@ func (b Backoff) validate(prefix string) error {
 	b.setDefaults()
 	switch {
 	case b.InitialInterval < 0:
-		return fmt.Errorf("%s.InitialInterval is negative (%v)", prefix, b.InitialInterval)
+		return invalid("%s.InitialInterval is negative (%v); use 0 for the default (100ms) or a positive duration", prefix, b.InitialInterval)
 	case b.MaxInterval < b.InitialInterval:
-		return fmt.Errorf("%s.MaxInterval (%v) is less than InitialInterval (%v)", prefix, b.MaxInterval, b.InitialInterval)
+		return invalid("%s.MaxInterval (%v) is less than InitialInterval (%v); raise MaxInterval or lower InitialInterval", prefix, b.MaxInterval, b.InitialInterval)
 	case b.Multiplier < 1:
-		return fmt.Errorf("%s.Multiplier (%v) is less than 1", prefix, b.Multiplier)
+		return invalid("%s.Multiplier (%v) is less than 1; use 0 for the default (2) or a value of at least 1", prefix, b.Multiplier)
 	}
 	return nil
 }

@@ -1,20 +1,29 @@
 package middleware_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // TestConfigErrorsNameTheField: a bad configuration fails at construction
-// with an error that names the field.
+// with an error that wraps ErrInvalidConfig and names the field.
 func TestConfigErrorsNameTheField(t *testing.T) {
 	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
 	defer pub.Close()
 	store := memoryStore(t)
+	pool, err := pgxpool.New(context.Background(), pgtest.URL()) // connects lazily
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	cases := []struct {
 		field string
 		err   func() error
@@ -58,11 +67,27 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{StoreTimeout: -1}})
 			return err
 		}},
+		{"IdempotencyConfig.MarkAfterAckTimeout", func() error {
+			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{MarkAfterAckTimeout: -1})
+			return err
+		}},
+		{"Config.Store must be a *postgres.Store", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: pool})
+			return err
+		}},
+		{"IdempotencyConfig.IgnoreStoreErrors", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: postgresStoreIn(t, pool, "unused"), Transactional: pool,
+				Idempotency: middleware.IdempotencyConfig{IgnoreStoreErrors: true}})
+			return err
+		}},
+		{"DeadLetterConfig.Backoff.InitialInterval", func() error {
+			return middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: -1}}.Validate()
+		}},
 	}
 	for _, c := range cases {
 		err := c.err()
-		if err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("want an error naming %s, got %v", c.field, err)
+		if err == nil || !strings.Contains(err.Error(), c.field) || !errors.Is(err, middleware.ErrInvalidConfig) {
+			t.Errorf("want an error wrapping ErrInvalidConfig and naming %s, got %v", c.field, err)
 		}
 	}
 }

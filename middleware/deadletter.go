@@ -52,19 +52,20 @@ func (c *DeadLetterConfig) setDefaults() {
 }
 
 // Validate reports the first invalid field of c, zero fields counting as
-// their defaults. DeadLetter calls it.
+// their defaults, with an error that wraps [ErrInvalidConfig]. DeadLetter
+// calls it.
 func (c DeadLetterConfig) Validate() error {
 	c.setDefaults()
 	if c.Topic != "" {
 		if err := topics.Validate(c.Topic); err != nil {
-			return fmt.Errorf("DeadLetterConfig.Topic: %w", err)
+			return invalid("DeadLetterConfig.Topic: %w; or leave it empty for the default, topics.DeadLetter(consumer group)", err)
 		}
 	}
 	switch {
 	case c.MaxAttempts < 0:
-		return fmt.Errorf("DeadLetterConfig.MaxAttempts is negative (%d)", c.MaxAttempts)
+		return invalid("DeadLetterConfig.MaxAttempts is negative (%d); use 0 for the default (5) or a positive count", c.MaxAttempts)
 	case c.MaxElapsedTime < 0:
-		return fmt.Errorf("DeadLetterConfig.MaxElapsedTime is negative (%v)", c.MaxElapsedTime)
+		return invalid("DeadLetterConfig.MaxElapsedTime is negative (%v); use 0 for the default (1m) or a positive duration", c.MaxElapsedTime)
 	}
 	return c.Backoff.validate("DeadLetterConfig.Backoff")
 }
@@ -95,16 +96,20 @@ func HandlerName(msg *message.Message) string {
 // redelivered, never lost. Messages the handler returned are dropped with a
 // dead-lettered message.
 //
+// A message for which there is no valid dead-letter topic (no Topic, and no
+// consumer group, or one that gives an invalid topic name) is nacked with
+// an error that wraps [ErrInvalidConfig].
+//
 // DeadLetter recovers panics of the handler ([PanicError]), so Watermill's
 // Recoverer is not needed inside it. It reports retries and its outcome to
 // [Logging]. See [Defaults] for where it goes in the chain.
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
 	if pub == nil {
-		return nil, errors.New("middleware: DeadLetter: publisher is nil")
+		return nil, invalid("DeadLetter: the publisher is nil; pass the publisher that sends dead letters")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("middleware: DeadLetter: %w", err)
+		return nil, err
 	}
 	d := &deadLetter{pub: pub, cfg: cfg}
 	return d.middleware, nil
@@ -205,11 +210,11 @@ func (d *deadLetter) topic(group string) (string, error) {
 		return d.cfg.Topic, nil
 	}
 	if group == "" {
-		return "", errors.New("middleware: no dead-letter topic: no consumer group (no handler name in the message context); set DeadLetterConfig.Topic or ConsumerGroup")
+		return "", invalid("no dead-letter topic: no consumer group (no handler name in the message context); set DeadLetterConfig.Topic or ConsumerGroup")
 	}
 	topic := topics.DeadLetter(group)
 	if err := topics.Validate(topic); err != nil {
-		return "", fmt.Errorf("middleware: dead-letter topic of consumer group %q: %w", group, err)
+		return "", invalid("dead-letter topic of consumer group %q: %w; set DeadLetterConfig.Topic or ConsumerGroup", group, err)
 	}
 	return topic, nil
 }

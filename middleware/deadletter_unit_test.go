@@ -144,8 +144,8 @@ func TestNoConsumerGroupNacks(t *testing.T) {
 	_, err = m(func(*message.Message) ([]*message.Message, error) {
 		return nil, middleware.Permanent(errors.New("bad"))
 	})(message.NewMessage("nowhere", nil))
-	if err == nil {
-		t.Fatal("poison without a dead-letter topic was acked")
+	if !errors.Is(err, middleware.ErrInvalidConfig) {
+		t.Fatalf("poison without a dead-letter topic: err %v, want a nack with ErrInvalidConfig", err)
 	}
 }
 

@@ -52,22 +52,32 @@ type Config struct {
 // transactional mode, so that each retry is a transaction of its own, whose
 // claim rolls back with the failed attempt.
 //
-// It returns an error that names the field when cfg is invalid.
+// When cfg is invalid it returns an error that wraps [ErrInvalidConfig]
+// and names the field.
 func Defaults(cfg Config) ([]message.HandlerMiddleware, error) {
-	if cfg.Publisher == nil {
-		return nil, errors.New("middleware: Defaults: Config.Publisher is nil")
+	chain, err := cfg.chain()
+	if err != nil && !errors.Is(err, ErrInvalidConfig) {
+		err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	deadLetter, err := DeadLetter(cfg.Publisher, cfg.DeadLetter)
+	return chain, err
+}
+
+// chain builds the chain of [Defaults].
+func (c Config) chain() ([]message.HandlerMiddleware, error) {
+	if c.Publisher == nil {
+		return nil, invalid("Defaults: Config.Publisher is nil; set it to the publisher that sends dead letters")
+	}
+	deadLetter, err := DeadLetter(c.Publisher, c.DeadLetter)
 	if err != nil {
-		return nil, fmt.Errorf("middleware: Defaults: %w", err)
+		return nil, err
 	}
-	chain := []message.HandlerMiddleware{Correlation, Logging(cfg.Logger), deadLetter}
-	if cfg.Store == nil && cfg.Transactional == nil {
+	chain := []message.HandlerMiddleware{Correlation, Logging(c.Logger), deadLetter}
+	if c.Store == nil && c.Transactional == nil {
 		return chain, nil
 	}
-	dedup, err := cfg.idempotency()
+	dedup, err := c.idempotency()
 	if err != nil {
-		return nil, fmt.Errorf("middleware: Defaults: %w", err)
+		return nil, err
 	}
 	return append(chain, dedup), nil
 }
@@ -79,7 +89,7 @@ func (c Config) idempotency() (message.HandlerMiddleware, error) {
 	}
 	store, ok := c.Store.(*postgres.Store)
 	if !ok {
-		return nil, fmt.Errorf("Config.Transactional is set, so Config.Store must be a *postgres.Store of the same database, not %T", c.Store)
+		return nil, invalid("Defaults: Config.Transactional is set, so Config.Store must be a *postgres.Store of the same database, not %T", c.Store)
 	}
 	return TransactionalIdempotency(c.Transactional, store, c.Idempotency)
 }

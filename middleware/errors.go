@@ -1,8 +1,22 @@
 package middleware
 
 import (
+	"errors"
 	"fmt"
 )
+
+// ErrInvalidConfig is wrapped by every error that rejects a configuration:
+// of the constructors ([DeadLetter], [NewIdempotency], [Defaults]), of the
+// Validate methods, and of [DeadLetter] when it finds no valid dead-letter
+// topic for a message. Test for it with errors.Is; the error's text names
+// the field and says what to change.
+var ErrInvalidConfig = errors.New("middleware: invalid configuration")
+
+// invalid returns a configuration error: ErrInvalidConfig followed by the
+// formatted text.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+}
 
 // PermanentError marks a handler error that no retry can fix: the message
 // is dead-lettered at once. Create one with [Permanent]; test for one with

@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -69,14 +68,15 @@ func (c *IdempotencyConfig) setDefaults() {
 }
 
 // Validate reports the first invalid field of c, zero fields counting as
-// their defaults. NewIdempotency calls it.
+// their defaults, with an error that wraps [ErrInvalidConfig].
+// NewIdempotency calls it.
 func (c IdempotencyConfig) Validate() error {
 	c.setDefaults()
 	switch {
 	case c.StoreTimeout < 0:
-		return fmt.Errorf("IdempotencyConfig.StoreTimeout is negative (%v)", c.StoreTimeout)
+		return invalid("IdempotencyConfig.StoreTimeout is negative (%v); use 0 for the default (5s) or a positive duration", c.StoreTimeout)
 	case c.MarkAfterAckTimeout < 0:
-		return fmt.Errorf("IdempotencyConfig.MarkAfterAckTimeout is negative (%v)", c.MarkAfterAckTimeout)
+		return invalid("IdempotencyConfig.MarkAfterAckTimeout is negative (%v); use 0 for the default (1m) or a positive duration", c.MarkAfterAckTimeout)
 	}
 	return c.MarkBackoff.validate("IdempotencyConfig.MarkBackoff")
 }
@@ -116,15 +116,15 @@ func Idempotency(store idempotency.Store, cfg IdempotencyConfig) message.Handler
 	return m
 }
 
-// NewIdempotency is [Idempotency] that returns a configuration error
-// instead of panicking.
+// NewIdempotency is [Idempotency] that returns a configuration error,
+// which wraps [ErrInvalidConfig], instead of panicking.
 func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
 	if store == nil {
-		return nil, errors.New("middleware: Idempotency: store is nil")
+		return nil, invalid("Idempotency: the store is nil; pass an idempotency.Store, such as idempotency.NewMemoryStore or postgres.NewStore")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("middleware: Idempotency: %w", err)
+		return nil, err
 	}
 	d := &dedup{store: store, cfg: cfg, pending: map[string]chan struct{}{}}
 	return d.middleware, nil
