@@ -6,7 +6,8 @@ import (
 )
 
 // Backoff is an exponential backoff: the n-th wait (from 0) is
-// InitialInterval × Multiplier^n, capped at MaxInterval. There is no jitter.
+// InitialInterval × Multiplier^n, capped at MaxInterval ([Backoff.Delay]).
+// There is no jitter.
 type Backoff struct {
 	// InitialInterval is the first wait. Default 100 ms.
 	InitialInterval time.Duration
@@ -43,16 +44,25 @@ func (b Backoff) validate(prefix string) error {
 	return nil
 }
 
-// delay returns the n-th wait, counting from 0.
-func (b Backoff) delay(n int) time.Duration {
+// Delay returns the wait before retry number attempt, counting from 0:
+// InitialInterval × Multiplier^attempt, capped at MaxInterval. Zero fields
+// count as their defaults, and a negative attempt as 0. [DeadLetter] and
+// [Idempotency] space their retries with it; use it to retry something of
+// your own on the same schedule. It does not validate b: the Validate
+// methods of the configs that hold a Backoff do.
+func (b Backoff) Delay(attempt int) time.Duration {
+	b.setDefaults()
 	d := float64(b.InitialInterval)
-	for range n {
+	for range max(attempt, 0) {
+		if b.Multiplier <= 1 {
+			break
+		}
 		d *= b.Multiplier
 		if d >= float64(b.MaxInterval) {
 			return b.MaxInterval
 		}
 	}
-	return time.Duration(d)
+	return min(time.Duration(d), b.MaxInterval)
 }
 
 // sleep waits for d or until ctx is done, and reports whether it waited the

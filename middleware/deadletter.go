@@ -145,7 +145,7 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 				return nil, err
 			}
 			class := d.cfg.Classify(err)
-			delay := d.cfg.Backoff.delay(s.retries)
+			delay := d.cfg.Backoff.Delay(s.retries)
 			if d.giveUp(&s, class, delay) {
 				return d.send(msg, err, class, s.attempts)
 			}

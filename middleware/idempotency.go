@@ -277,7 +277,7 @@ func (d *dedup) mark(ctx context.Context, key string) error {
 		if d.cfg.IgnoreStoreErrors {
 			return err
 		}
-		delay := d.cfg.MarkBackoff.delay(n)
+		delay := d.cfg.MarkBackoff.Delay(n)
 		reportFrom(ctx).retry(retryNote{err: err, class: Outage, attempt: n + 1, delay: delay})
 		if !sleep(ctx, delay) {
 			return Transient(err)
