@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
-	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -337,25 +335,9 @@ func where(lines []map[string]any, key string, value any) []map[string]any {
 	return out
 }
 
-// proxiedPool returns a pool that connects to PostgreSQL through a TCP
-// proxy the test can cut.
+// proxiedPool is pgtest.ProxiedPool: a pool that reaches PostgreSQL through
+// a TCP proxy the test can cut.
 func proxiedPool(t *testing.T) (*pgxpool.Pool, *tcpproxy.Proxy) {
 	t.Helper()
-	cfg := pgtest.Config(t)
-	p, err := tcpproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(p.Addr())
-	n, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	pool := pgtest.PoolWith(t, cfg)
-	t.Cleanup(func() {
-		pool.Close()
-		if err := p.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			t.Errorf("proxy close: %v", err)
-		}
-	})
-	return pool, p
+	return pgtest.ProxiedPool(t)
 }

@@ -3,17 +3,12 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
 )
 
 // TestOutage reaches PostgreSQL through a proxy and cuts it: calls fail
@@ -23,7 +18,7 @@ import (
 func TestOutage(t *testing.T) {
 	direct := pgtest.Pool(t)
 	schema := pgtest.Schema(t, direct)
-	proxy, pool := proxiedPool(t)
+	pool, proxy := pgtest.ProxiedPool(t)
 	s := newStore(t, pool, postgres.Config{Schema: schema})
 	late := newStore(t, pool, postgres.Config{Schema: schema, Table: "late"})
 	mustMark(t, s, "before")
@@ -75,21 +70,4 @@ func unwrapAll(err error) []error {
 		return u.Unwrap()
 	}
 	return nil
-}
-
-// proxiedPool returns a pool that reaches the test database through a
-// proxy the test can cut.
-func proxiedPool(t *testing.T) (*tcpproxy.Proxy, *pgxpool.Pool) {
-	t.Helper()
-	cfg := pgtest.Config(t)
-	proxy, err := tcpproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	host, port, _ := net.SplitHostPort(proxy.Addr())
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	return proxy, pgtest.PoolWith(t, cfg)
 }

@@ -10,12 +10,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
 )
 
 // DefaultURL is the database URL used when DATABASE_URL is not set.
@@ -65,6 +70,35 @@ func PoolWith(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// ProxiedPool connects to the test database through a TCP proxy that the
+// test can cut and restore, to stage an outage. The pool's connection
+// timeout is 2 s, so that calls fail fast while the proxy is cut. The pool
+// and the proxy are closed when the test ends.
+func ProxiedPool(t testing.TB) (*pgxpool.Pool, *tcpproxy.Proxy) {
+	t.Helper()
+	cfg := Config(t)
+	proxy, err := tcpproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatalf("pgtest: start the proxy: %v", err)
+	}
+	t.Cleanup(func() { // after the pool's, registered below
+		if err := proxy.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("pgtest: close the proxy: %v", err)
+		}
+	})
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		t.Fatalf("pgtest: proxy address %q: %v", proxy.Addr(), err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatalf("pgtest: proxy port %q: %v", port, err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	return PoolWith(t, cfg), proxy
 }
 
 func unreachable(t testing.TB, err error) {
