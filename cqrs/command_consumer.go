@@ -189,9 +189,8 @@ func (c *commandCall) reply(result any) error {
 // middleware.Transient, an outage: the command is nacked, not
 // dead-lettered.
 func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply *message.Message) error {
-	delay := cmp.Or(env.backoff.InitialInterval, 100*time.Millisecond) // middleware.Backoff's defaults
-	maxDelay, factor := cmp.Or(env.backoff.MaxInterval, 10*time.Second), cmp.Or(env.backoff.Multiplier, 2)
 	for attempt := 1; ; attempt++ {
+		delay := env.backoff.Delay(attempt - 1)
 		err := env.pub.Publish(topic, reply)
 		if err == nil {
 			return nil
@@ -205,7 +204,6 @@ func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply 
 		case <-ctx.Done():
 			return middleware.Transient(err)
 		}
-		delay = min(time.Duration(float64(delay)*factor), maxDelay)
 	}
 }
 

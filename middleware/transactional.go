@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -66,12 +65,12 @@ import (
 func TransactionalIdempotency(pool *pgxpool.Pool, store *postgres.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
 	switch {
 	case pool == nil:
-		return nil, errors.New("middleware: TransactionalIdempotency: pool is nil")
+		return nil, fmt.Errorf("%w: TransactionalIdempotency: pool is nil; pass the pool of the handler's database", ErrInvalidConfig)
 	case store == nil:
-		return nil, errors.New("middleware: TransactionalIdempotency: store is nil")
+		return nil, fmt.Errorf("%w: TransactionalIdempotency: store is nil; pass a postgres.Store of the same database", ErrInvalidConfig)
 	case cfg.IgnoreStoreErrors:
-		return nil, errors.New("middleware: TransactionalIdempotency: IdempotencyConfig.IgnoreStoreErrors is set, " +
-			"but the transactional mode cannot run a handler without its database; unset it")
+		return nil, fmt.Errorf("%w: TransactionalIdempotency: IdempotencyConfig.IgnoreStoreErrors is set, "+
+			"but the transactional mode cannot run a handler without its database; unset it", ErrInvalidConfig)
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -62,6 +63,9 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 		err := c.err()
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("want an error naming %s, got %v", c.field, err)
+		}
+		if !errors.Is(err, middleware.ErrInvalidConfig) {
+			t.Errorf("%s: %v does not wrap ErrInvalidConfig", c.field, err)
 		}
 	}
 	mws, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: pool})
