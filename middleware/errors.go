@@ -86,3 +86,8 @@ func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
+
+// ErrMarkPending is returned, as an outage, for a delivery of a key whose
+// earlier delivery is still waiting for its ack to be marked, after
+// StoreTimeout: the delivery is retried rather than run a second time.
+var ErrMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,13 +95,15 @@ func (c IdempotencyConfig) Validate() error {
 // succeeds (it nacks it otherwise). So the key of such a message is not
 // marked when the handler returns but once the message is acked: a failed
 // publish marks nothing, and the redelivery runs the handler again and
-// returns its messages again. A goroutine waits for the ack, the nack or the
-// end of the message's context; after an ack it marks, retrying a store
-// error with MarkBackoff for up to cfg.MarkAfterAckTimeout. A delivery of
-// the same key that arrives meanwhile (a duplicate right behind it on its
-// partition) waits for that mark, up to StoreTimeout, and is then skipped.
-// The message must therefore be acked or nacked, as the router does, or its
-// context end. A crash, or a mark that fails for longer than
+// returns its messages again. A goroutine waits for the ack or the nack, at
+// most cfg.MarkAfterAckTimeout (not for the message's context, which an
+// outer middleware may cancel before the router acks); after an ack it
+// marks, retrying a store error with MarkBackoff for up to
+// MarkAfterAckTimeout. A delivery of the same key that arrives meanwhile (a
+// duplicate right behind it on its partition) waits for that mark and is
+// then skipped; if the mark is still pending after StoreTimeout, the
+// delivery fails as an outage (ErrMarkPending) and is retried, rather than
+// running the handler a second time. A crash, or a mark that fails for longer than
 // MarkAfterAckTimeout, between the ack and the mark leaves the message
 // unmarked: delivery is still at least once, only a later duplicate of it
 // would run the handler again. Such a failed mark is logged on a line of
@@ -126,7 +129,7 @@ func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (message.Han
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &dedup{store: store, cfg: cfg, pending: map[string]chan struct{}{}}
+	d := &dedup{store: store, cfg: cfg, pending: map[string][]chan struct{}{}}
 	return d.middleware, nil
 }
 
@@ -137,7 +140,7 @@ type dedup struct {
 	mu sync.Mutex
 	// pending holds, per stored key, a channel closed when the delivery that
 	// waits for its ack to mark the key (markOnAck) is done.
-	pending map[string]chan struct{}
+	pending map[string][]chan struct{}
 }
 
 func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -147,7 +150,9 @@ func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, err
 		}
 		ctx := msg.Context()
-		d.awaitPending(ctx, k.stored)
+		if err := d.awaitPending(ctx, k.stored); err != nil {
+			return nil, err
+		}
 		done, err := d.isProcessed(ctx, k.stored)
 		if err != nil {
 			return nil, err
@@ -175,17 +180,20 @@ func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 }
 
 // markOnAck marks key once the router acks msg, which it does after it
-// published the messages the handler returned. A nack, or the end of ctx
-// (msg's context) before an ack, marks nothing: the redelivery runs the
-// handler again. Until it is done, deliveries of key wait in awaitPending.
+// published the messages the handler returned. A nack, or no ack within
+// MarkAfterAckTimeout, marks nothing: the redelivery runs the handler again.
+// The wait does not end with msg's context, since an outer middleware (a
+// timeout, say) may cancel it before the router publishes and acks. Until
+// the goroutine is done, deliveries of key wait in awaitPending. It lives at
+// most twice MarkAfterAckTimeout: the wait for the ack, then the mark.
 func (d *dedup) markOnAck(ctx context.Context, msg *message.Message, key string) {
 	done := make(chan struct{})
 	d.mu.Lock()
-	d.pending[key] = done
+	d.pending[key] = append(d.pending[key], done)
 	d.mu.Unlock()
 	go func() {
 		defer d.settle(key, done)
-		if !acked(ctx, msg) {
+		if !acked(msg, d.cfg.MarkAfterAckTimeout) {
 			return
 		}
 		// msg's context may end right after the ack (watermill-kafka cancels
@@ -198,50 +206,52 @@ func (d *dedup) markOnAck(ctx context.Context, msg *message.Message, key string)
 	}()
 }
 
-// acked waits until msg is acked (true), or nacked or ctx ends (false).
-func acked(ctx context.Context, msg *message.Message) bool {
+// acked waits until msg is acked (true), or nacked or timeout passes (false).
+func acked(msg *message.Message, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-msg.Acked():
 		return true
 	case <-msg.Nacked():
 		return false
-	case <-ctx.Done():
-		select { // the subscriber may end ctx right after the ack
-		case <-msg.Acked():
-			return true
-		default:
-			return false
-		}
+	case <-t.C:
+		return false
 	}
 }
 
 // settle ends the pending mark of key that done stands for.
 func (d *dedup) settle(key string, done chan struct{}) {
 	d.mu.Lock()
-	if d.pending[key] == done {
+	d.pending[key] = slices.DeleteFunc(d.pending[key], func(c chan struct{}) bool { return c == done })
+	if len(d.pending[key]) == 0 {
 		delete(d.pending, key)
 	}
 	d.mu.Unlock()
 	close(done)
 }
 
-// awaitPending waits while an earlier delivery of key waits for its ack to
-// mark it, so that a duplicate right behind it is skipped; at most
-// StoreTimeout, or until ctx ends, after which the check goes ahead.
-func (d *dedup) awaitPending(ctx context.Context, key string) {
+// awaitPending waits while earlier deliveries of key wait for their ack to
+// mark it, so that a duplicate right behind one is skipped. After
+// StoreTimeout it returns ErrMarkPending as an outage, so the delivery is
+// retried later instead of running the handler a second time.
+func (d *dedup) awaitPending(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
 	for {
 		d.mu.Lock()
-		done := d.pending[key]
+		var done chan struct{}
+		if p := d.pending[key]; len(p) > 0 {
+			done = p[0]
+		}
 		d.mu.Unlock()
 		if done == nil {
-			return
+			return nil
 		}
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return
+			return Transient(fmt.Errorf("%w (key %s): %w", ErrMarkPending, key, ctx.Err()))
 		}
 	}
 }

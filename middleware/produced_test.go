@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -98,12 +99,47 @@ func TestIdempotencyMarksReturnedMessagesOnAck(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2: after the nack, not after the ack", n)
 	}
 
+	// An outer middleware (Watermill's Timeout, say) cancels the context
+	// when the chain returns, before the router publishes and acks.
 	ctx, cancel := context.WithCancel(bg)
-	deliver(ctx, "0190c5a4-9d7e-7000-8000-000000000006")
-	cancel() // the subscriber closed before the ack
-	deliver(bg, "0190c5a4-9d7e-7000-8000-000000000006").Ack()
-	if n := calls.Load(); n != 4 {
-		t.Fatalf("handler ran %d times, want 4: an unacked message is not marked", n)
+	first := deliver(ctx, "0190c5a4-9d7e-7000-8000-000000000006")
+	cancel()
+	first.Ack()
+	deliver(bg, "0190c5a4-9d7e-7000-8000-000000000006")
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("handler ran %d times, want 3: a message acked after its context ended is marked", n)
+	}
+}
+
+// TestPendingMarkIsAnOutage: a delivery of a key whose earlier delivery
+// still waits for its ack fails as an outage after StoreTimeout, rather
+// than running the handler a second time; once the first is acked, it is
+// a duplicate.
+func TestPendingMarkIsAnOutage(t *testing.T) {
+	var calls atomic.Int64
+	m, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{StoreTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m(func(*message.Message) ([]*message.Message, error) {
+		calls.Add(1)
+		return []*message.Message{message.NewMessage("receipt", nil)}, nil
+	})
+	const id = "0190c5a4-9d7e-7000-8000-000000000007"
+	first := message.NewMessage(id, nil)
+	if _, err := h(first); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h(message.NewMessage(id, nil))
+	if !errors.Is(err, middleware.ErrMarkPending) || middleware.Classify(err) != middleware.Outage {
+		t.Fatalf("second delivery while the first awaits its ack: %v (class %v), want an ErrMarkPending outage", err, middleware.Classify(err))
+	}
+	first.Ack()
+	if _, err := h(message.NewMessage(id, nil)); err != nil {
+		t.Fatalf("after the ack: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
 
