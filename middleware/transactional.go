@@ -76,7 +76,7 @@ func TransactionalIdempotency(pool *pgxpool.Pool, store *postgres.Store, cfg Ide
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("middleware: TransactionalIdempotency: %w", err)
 	}
-	d := &txDedup{pool: pool, store: store, claim: store.Statements().MarkProcessed, cfg: cfg}
+	d := &txDedup{pool: pool, store: store, claim: store.Statements().Claim, cfg: cfg}
 	return d.middleware, nil
 }
 

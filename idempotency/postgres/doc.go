@@ -8,7 +8,10 @@
 // it only checks that the table exists, and SchemaSQL gives the DDL for your
 // migrations. IsProcessed counts only marks younger than the window, in
 // SQL. A background cleanup deletes expired marks every CleanupInterval, in
-// bounded batches, one instance at a time.
+// bounded batches, one instance at a time. MarkProcessed commits its mark
+// without waiting for the WAL flush, for its own statement only: a crash of
+// PostgreSQL can lose the last marks, whose redeliveries then run again, as
+// after a crash between the handler and the mark (at least once).
 //
 // For handlers whose side effects live in the same database,
 // MarkProcessedTx claims a key inside the handler's own transaction: the

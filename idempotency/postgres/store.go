@@ -77,6 +77,15 @@ func (s *Store) IsProcessed(ctx context.Context, key string) (bool, error) {
 
 // MarkProcessed marks key as processed now. Marking a key with a fresh mark
 // changes nothing; a mark older than the window is renewed.
+//
+// The mark commits asynchronously (synchronous_commit off for its own
+// transaction; the session's setting is left alone): it is visible at
+// once, but does not wait for the WAL flush, which saves a disk sync per
+// message. A crash of PostgreSQL within the next moments (at most three
+// times wal_writer_delay, 600 ms by default) can lose it; a redelivery of
+// the message then runs the handler again, as after a crash between the
+// handler and the mark. A later synchronous commit on the server makes it
+// durable with everything before it. MarkProcessedTx is not affected.
 func (s *Store) MarkProcessed(ctx context.Context, key string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
@@ -104,7 +113,7 @@ func (s *Store) MarkProcessedTx(ctx context.Context, tx pgx.Tx, key string) (cla
 	if err := s.ensure(ctx); err != nil {
 		return false, err
 	}
-	tag, err := tx.Exec(ctx, s.sql.mark, keyArg(key))
+	tag, err := tx.Exec(ctx, s.sql.claim, keyArg(key))
 	if err != nil {
 		return false, unavailable("claim", err)
 	}
@@ -127,10 +136,10 @@ func (s *Store) Window() time.Duration { return s.cfg.Window }
 // included, quoted where needed.
 func (s *Store) Table() string { return s.sql.qualified }
 
-// Statements returns the SQL the store runs for IsProcessed and
-// MarkProcessed.
+// Statements returns the SQL the store runs for IsProcessed,
+// MarkProcessed and MarkProcessedTx.
 func (s *Store) Statements() Statements {
-	return Statements{IsProcessed: s.sql.isProcessed, MarkProcessed: s.sql.mark}
+	return Statements{IsProcessed: s.sql.isProcessed, MarkProcessed: s.sql.mark, Claim: s.sql.claim}
 }
 
 // keyArg is the argument a key is stored under: its KeyUUID.
