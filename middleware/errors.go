@@ -91,3 +91,9 @@ func (e *PanicError) Unwrap() error {
 // earlier delivery is still waiting for its ack to be marked, after
 // StoreTimeout: the delivery is retried rather than run a second time.
 var ErrMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
+
+// ErrReturnedMessagesInTx is the permanent error of a handler under
+// [TransactionalIdempotency] that returned messages: their publish after the
+// commit could fail with nothing to retry it, so the transaction is rolled
+// back and the message dead-lettered.
+var ErrReturnedMessagesInTx = errors.New("middleware: a handler in the transactional mode returned messages; publish them from the handler instead")

@@ -52,14 +52,14 @@ import (
 // message handled at once (a router handles one message per partition at a
 // time), plus the store's own use.
 //
-// Messages the handler returns are not safe here: the router publishes
-// them after the commit, and if that publish fails it nacks the message,
-// whose redelivery finds the claim and is skipped as a duplicate, so the
-// returned messages are lost. [Idempotency] avoids this by marking only
-// once the router acked the message; this mode cannot, because the claim
-// must commit with the handler's writes before the ack (committing after
-// it could lose the writes). Write outgoing messages to the outbox in the
-// transaction instead of returning them.
+// A handler here must not return messages: the router would publish them
+// after the commit, and if that publish failed, the redelivery would find
+// the claim and be skipped, losing them. ([Idempotency] avoids this by
+// marking only once the router acked the message; this mode cannot, since
+// the claim must commit with the handler's writes.) So a handler that
+// returns messages is rolled back and its message dead-lettered with
+// ErrReturnedMessagesInTx: a loud error instead of an occasional loss.
+// Publish from the handler instead.
 //
 // See [Defaults] (Config.Transactional) for where it goes in the chain.
 func TransactionalIdempotency(pool *pgxpool.Pool, store *postgres.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
@@ -111,9 +111,12 @@ func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return produced, failed(tx, err)
 		}
+		if len(produced) > 0 {
+			return nil, Permanent(fmt.Errorf("%w (it returned %d)", ErrReturnedMessagesInTx, len(produced)))
+		}
 		if err := d.commit(ctx, tx); err != nil {
 			return nil, err
 		}
-		return produced, nil
+		return nil, nil
 	}
 }

@@ -88,3 +88,27 @@ func TestTransactionalPanicRollsBack(t *testing.T) {
 		t.Errorf("%d connections still acquired", n)
 	}
 }
+
+// TestTransactionalRefusesReturnedMessages: a handler that returns messages
+// is rolled back and its message made poison, since the router's publish
+// after the commit could fail with nothing to retry it.
+func TestTransactionalRefusesReturnedMessages(t *testing.T) {
+	e := newRaceEnv(t)
+	mw, err := middleware.TransactionalIdempotency(e.pool, e.store, middleware.IdempotencyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := mw(func(msg *message.Message) ([]*message.Message, error) {
+		if err := e.fx.insert(msg); err != nil {
+			return nil, err
+		}
+		return []*message.Message{message.NewMessage("receipt", nil)}, nil
+	})
+	produced, err := handler(newMessages(1)[0])
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.Poison || produced != nil {
+		t.Fatalf("handler returning messages: %d produced, %v (class %v), want ErrReturnedMessagesInTx as poison", len(produced), err, middleware.Classify(err))
+	}
+	if rows, claims := e.fx.counts(); rows != 0 || claims != 0 {
+		t.Errorf("%d effect rows and %d claims committed, want none", rows, claims)
+	}
+}
