@@ -190,6 +190,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
 		})
+		h.AddMiddleware(growStackMiddleware) // outermost, see there
 		h.AddMiddleware(chains[i]...)
 	}
 	return nil
