@@ -183,11 +183,12 @@ func (c *commandCall) reply(result any) error {
 }
 
 // publishReply publishes reply to topic. The handler has already run, so a
-// failed publish is retried here, in place, with env.backoff, until it
-// succeeds or ctx ends: returned to the dead-letter middleware, it would run
-// the handler again. An error that outlives ctx is marked
-// middleware.Transient, an outage: the command is nacked, not
-// dead-lettered.
+// publish that fails with an outage (middleware.Classify) is retried here,
+// in place, with env.backoff, until it succeeds or ctx ends: returned to the
+// dead-letter middleware, it would run the handler again. An outage that
+// outlives ctx is marked middleware.Transient: the command is nacked, not
+// dead-lettered. Any other publish error is permanent: the command is
+// dead-lettered at once, without running the handler again.
 func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply *message.Message) error {
 	for attempt := 1; ; attempt++ {
 		delay := env.backoff.Delay(attempt - 1)
@@ -196,6 +197,12 @@ func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply 
 			return nil
 		}
 		err = fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, topic, err)
+		if middleware.Classify(err) != middleware.Outage {
+			// The broker refuses this reply for good (too large, no such
+			// topic): dead-letter the command rather than block its
+			// partition; the handler is not run again.
+			return middleware.Permanent(err)
+		}
 		env.logger.WarnContext(ctx, "reply not published; retrying",
 			middleware.HandlerAttr, env.handlerName, "operation_id", op, middleware.AttemptsAttr, attempt,
 			middleware.RetryDelayAttr, delay, middleware.ErrorAttr, err.Error())

@@ -144,7 +144,7 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		pending: make(map[string]chan *message.Message),
 		closing: make(chan struct{}),
 	}
-	bus, err := wcqrs.NewCommandBusWithConfig(outagePublisher{pub}, wcqrs.CommandBusConfig{
+	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
 		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
 			topic, ok := d.routes[params.CommandName]
 			if !ok {
@@ -277,8 +277,7 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 // type name, a UUIDv7 (or the MessageIDer ID), the partition key of a
 // PartitionKeyer, and the correlation ID of ctx, or a new one.
 //
-// An error of the publisher is marked middleware.Transient (an outage, see
-// EventPublisher.Publish).
+// An error of the publisher is wrapped, as EventPublisher.Publish's.
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if cmd == nil {
 		return errors.New("cqrs: Send of a nil command")
@@ -302,7 +301,7 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 // context.DeadlineExceeded). When the handler returns an error, the error
 // wraps a *HandlerError with the handler's message and kind. A cancelled ctx
 // returns context.Canceled; a closed dispatcher ErrClosed; an error of the
-// publisher is marked middleware.Transient, as Send's.
+// publisher is wrapped, as Send's.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)

@@ -17,10 +17,11 @@
 // JSON, the type name travels in the metadata key TypeNameMetadataKey, the
 // message UUID is a new UUIDv7 (or the event's own ID, see MessageIDer), the
 // correlation ID comes from the context, and the Kafka partition key from the
-// event (see PartitionKeyer). When the broker does not take a message, the
-// error of Publish, Send or Request is marked middleware.Transient: a
-// handler that returns it is retried until the broker is back, never
-// dead-lettered.
+// event (see PartitionKeyer). The error of Publish, Send or Request wraps
+// the publisher's, so middleware.Classify sees it: a broker that cannot be
+// reached is an outage, and a handler that returns it is retried until the
+// broker is back, never dead-lettered; a message the broker refuses for good
+// (too large, say) is not, and is dead-lettered after its retries.
 //
 // # Commands and request/reply
 //

@@ -1,8 +1,8 @@
 package cqrs_test
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -134,8 +135,9 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-// errPublishDown is the error of a flakyPublisher's failing calls.
-var errPublishDown = errors.New("injected: broker unreachable")
+// errPublishDown is the default error of a flakyPublisher's failing calls:
+// the one sarama returns when no broker can be reached.
+var errPublishDown = fmt.Errorf("injected: %w", sarama.ErrOutOfBrokers)
 
 // flakyPublisher is a real publisher whose calls to Publish fail while
 // fewer than failures of them have failed.
@@ -144,6 +146,7 @@ type flakyPublisher struct {
 	mu       sync.Mutex
 	failures int
 	failed   int
+	err      error // what a failing call returns; nil: errPublishDown
 }
 
 func (p *flakyPublisher) Publish(topic string, msgs ...*message.Message) error {
@@ -154,16 +157,19 @@ func (p *flakyPublisher) Publish(topic string, msgs ...*message.Message) error {
 	}
 	p.mu.Unlock()
 	if fail {
-		return fmt.Errorf("publishing to %s: %w", topic, errPublishDown)
+		return fmt.Errorf("publishing to %s: %w", topic, cmp.Or(p.err, errPublishDown))
 	}
 	return p.Publisher.Publish(topic, msgs...)
 }
 
-// failFor makes the next n calls fail.
-func (p *flakyPublisher) failFor(n int) {
+// failFor makes the next n calls fail with errPublishDown.
+func (p *flakyPublisher) failFor(n int) { p.failWith(n, nil) }
+
+// failWith makes the next n calls fail with err (nil: errPublishDown).
+func (p *flakyPublisher) failWith(n int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.failures, p.failed = n, 0
+	p.failures, p.failed, p.err = n, 0, err
 }
 
 // failedCalls returns how many calls failed since the last failFor.

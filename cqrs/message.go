@@ -11,6 +11,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -88,9 +89,13 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 	return msg, nil
 }
 
-// Unmarshal decodes the JSON payload of msg into v.
+// Unmarshal decodes the JSON payload of msg into v. A payload that does not
+// decode is marked middleware.Permanent: no retry can fix it.
 func (marshaler) Unmarshal(msg *message.Message, v any) error {
-	return json.Unmarshal(msg.Payload, v)
+	if err := json.Unmarshal(msg.Payload, v); err != nil {
+		return middleware.Permanent(err)
+	}
+	return nil
 }
 
 // Name returns topics.TypeName(v).

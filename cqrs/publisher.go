@@ -9,7 +9,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -60,7 +59,7 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 	}
 	routes, _ := routeTable(cfg.Routes)
 	p := &EventPublisher{service: cfg.Service, routes: routes}
-	bus, err := wcqrs.NewEventBusWithConfig(outagePublisher{pub}, wcqrs.EventBusConfig{
+	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
 		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {
 			return topicFor(p.service, p.routes, params.EventName)
 		},
@@ -81,10 +80,9 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 // returns once the publisher has it (for the broker's publisher: once Kafka
 // has acknowledged it).
 //
-// An error of the publisher is marked middleware.Transient, so a handler
-// that returns it during a broker outage is retried, not dead-lettered; it
-// still wraps the publisher's error. An event that cannot be encoded gives
-// an unmarked error.
+// An error of the publisher is wrapped, so middleware.Classify sees it: a
+// handler that returns it during a broker outage is retried, not
+// dead-lettered (see the package documentation).
 //
 // The message carries the event as JSON, its type name, the message ID of a
 // MessageIDer event or else a new UUIDv7, the Kafka partition key of a
@@ -115,16 +113,6 @@ func topicFor(service string, routes map[string]string, name string) (string, er
 		return "", fmt.Errorf("%w for %s: %w", ErrInvalidRoute, name, err)
 	}
 	return topic, nil
-}
-
-// outagePublisher marks the errors of its publisher as outages
-// (middleware.Transient): the message was encoded and routed, and the
-// broker did not take it.
-type outagePublisher struct{ message.Publisher }
-
-// Publish publishes msgs and marks an error as an outage.
-func (p outagePublisher) Publish(topic string, msgs ...*message.Message) error {
-	return middleware.Transient(p.Publisher.Publish(topic, msgs...))
 }
 
 // stampCorrelation copies the correlation ID of the message's context onto

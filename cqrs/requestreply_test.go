@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -364,6 +365,22 @@ func TestReplyPublishFailure(t *testing.T) {
 		t.Errorf("handler ran %d times over %d failed reply publishes, want once over 2", n, f)
 	}
 
+	// The broker refuses the reply for good: the command is dead-lettered
+	// at once, and the handler is not run again.
+	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
+	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
+	bigCtx, bigCancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	defer bigCancel()
+	if _, err := cqrs.Request[CardCharged](bigCtx, d, ChargeCardCommand{ID: "c-big"}); !errors.Is(err, cqrs.ErrTimeout) {
+		t.Fatalf("Request whose reply is refused: %v, want ErrTimeout", err)
+	}
+	if dead := receive(t, dlq, "the command whose reply was refused"); !strings.Contains(string(dead.Payload), "c-big") {
+		t.Errorf("dead letter %s, want c-big", dead.Payload)
+	}
+	if n := c.count("c-big"); n != 1 {
+		t.Errorf("handler ran %d times for c-big, want once", n)
+	}
+
 	// The reply cannot go out; the router closes while it is retried.
 	flaky.failFor(1 << 30)
 	ctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
@@ -395,10 +412,10 @@ type Unencodable struct {
 	C chan int `json:"c"`
 }
 
-// TestPublishFailuresAreOutages checks that Publish, Send and Request mark
-// a failure of the publisher as an outage, wrapping the publisher's error,
-// and leave an encoding failure unmarked.
-func TestPublishFailuresAreOutages(t *testing.T) {
+// TestPublishFailuresAreClassified checks that Publish, Send and Request
+// wrap the publisher's error, so an unreachable broker is an outage, while
+// a message the broker refuses for good, or an encoding failure, is not.
+func TestPublishFailuresAreClassified(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	flaky := &flakyPublisher{Publisher: newPublisher(t, brokers)}
 	events, err := cqrs.NewEventPublisher(flaky, cqrs.EventPublisherConfig{Service: "orders"})
@@ -421,6 +438,10 @@ func TestPublishFailuresAreOutages(t *testing.T) {
 		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
 			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
 		}
+	}
+	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
+	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.Outage {
+		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 	flaky.failFor(0)
 	err = events.Publish(ctx, Unencodable{})
