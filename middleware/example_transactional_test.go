@@ -100,7 +100,7 @@ func exampleDatabase(ctx context.Context) (*pgxpool.Pool, string) {
 	_, _ = rand.Read(suffix[:])
 	schema := "koto_example_" + hex.EncodeToString(suffix[:]) // a plain identifier: no quoting needed
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(err)
+		panic(fmt.Errorf("this example needs PostgreSQL at %s (set DATABASE_URL): %w", url, err))
 	}
 	return pool, schema
 }
