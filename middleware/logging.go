@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -53,11 +54,14 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			start := time.Now()
 			ctx := msg.Context()
-			base := messageAttrs(ctx, msg)
+			// Most lines are ok lines at debug, usually disabled: the
+			// attributes are built only for a line that is written.
+			base := sync.OnceValue(func() []slog.Attr { return messageAttrs(ctx, msg) })
 			rep := &report{
-				onRetry: func(n retryNote) { logRetry(ctx, logger, base, n) },
+				onRetry: func(n retryNote) { logRetry(ctx, logger, base(), n) },
 				onLate: func(text string, err error) {
-					logger.LogAttrs(ctx, slog.LevelWarn, text, append(base[:len(base):len(base)], slog.String(ErrorAttr, err.Error()))...)
+					b := base()
+					logger.LogAttrs(ctx, slog.LevelWarn, text, append(b[:len(b):len(b)], slog.String(ErrorAttr, err.Error()))...)
 				},
 			}
 			msg.SetContext(withReport(ctx, rep))
@@ -85,13 +89,18 @@ func messageAttrs(ctx context.Context, msg *message.Message) []slog.Attr {
 	return append(attrs, slog.String(MessageUUIDAttr, msg.UUID), slog.String(CorrelationAttr, id))
 }
 
-func logDone(ctx context.Context, logger *slog.Logger, base []slog.Attr, rep *report, d time.Duration, err error) {
+func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.Attr, rep *report, d time.Duration, err error) {
 	outcome, attempts, extra := rep.snapshot()
 	if err != nil {
 		outcome = OutcomeNacked
 	} else if outcome == "" {
 		outcome = OutcomeOK
 	}
+	level := outcomeLevel(outcome)
+	if !logger.Enabled(ctx, level) {
+		return
+	}
+	base := lazyBase()
 	attrs := append(base[:len(base):len(base)], slog.Duration(DurationAttr, d), slog.String(OutcomeAttr, string(outcome)))
 	if attempts > 1 {
 		attrs = append(attrs, slog.Int(AttemptsAttr, attempts))
@@ -100,7 +109,7 @@ func logDone(ctx context.Context, logger *slog.Logger, base []slog.Attr, rep *re
 	if err != nil {
 		attrs = append(attrs, slog.String(ErrorAttr, err.Error()))
 	}
-	logger.LogAttrs(ctx, outcomeLevel(outcome), "message handled", attrs...)
+	logger.LogAttrs(ctx, level, "message handled", attrs...)
 }
 
 func logRetry(ctx context.Context, logger *slog.Logger, base []slog.Attr, n retryNote) {
