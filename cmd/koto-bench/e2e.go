@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -43,11 +42,7 @@ func parseE2EFlags(args []string) (e2eFlags, error) {
 	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
 		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
 	}
-	for _, b := range strings.Split(*brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			f.brokers = append(f.brokers, b)
-		}
-	}
+	f.brokers = splitBrokers(*brokers)
 	return f, nil
 }
 
@@ -56,15 +51,12 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	where := "the Kafka cluster at " + strings.Join(f.brokers, ",")
-	if len(f.brokers) == 0 {
-		b, err := embedded.Start(ctx)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		f.brokers, where = b.Addrs(), "an embedded broker"
+	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	f.brokers = brokers
 	pool, cleanup, err := benchPool(ctx, int32(f.conns))
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -47,11 +46,7 @@ func parseReqReplyFlags(args []string) (reqreplyFlags, error) {
 	if f.rounds < 1 || f.warmup < 0 || f.size < 0 {
 		return reqreplyFlags{}, fmt.Errorf("-rounds must be at least 1, -warmup and -size not negative")
 	}
-	for _, b := range strings.Split(*brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			f.brokers = append(f.brokers, b)
-		}
-	}
+	f.brokers = splitBrokers(*brokers)
 	return f, nil
 }
 
@@ -60,16 +55,12 @@ func runReqReply(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	where := "the Kafka cluster at " + strings.Join(f.brokers, ",")
-	if len(f.brokers) == 0 {
-		b, err := embedded.Start(ctx)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		f.brokers = b.Addrs()
-		where = "an embedded broker"
+	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	if err != nil {
+		return err
 	}
+	defer stopKafka()
+	f.brokers = brokers
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
 	rr, err := benchmarks.NewReqReply(ctx, f.brokers, "koto-bench-"+hex.EncodeToString(suffix[:]), f.size)
