@@ -12,18 +12,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// testTimeout bounds every wait in these tests; a healthy run needs a
-// fraction of it.
-const testTimeout = 30 * time.Second
+// testTimeout bounds every wait in these tests.
+const testTimeout = kafkatest.Timeout
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testContext ends after testTimeout or with the test.
+func testContext(t *testing.T) context.Context { return kafkatest.Context(t) }
 
 func newPublisher(t *testing.T, cfg broker.Config) *kafka.Publisher {
 	t.Helper()

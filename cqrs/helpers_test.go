@@ -20,16 +20,11 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// testTimeout bounds every wait in these tests; a healthy run needs a
-// fraction of it.
-const testTimeout = 30 * time.Second
+// testTimeout bounds every wait in these tests.
+const testTimeout = kafkatest.Timeout
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
+// testContext ends after testTimeout or with the test.
+func testContext(t *testing.T) context.Context { return kafkatest.Context(t) }
 
 // testLogger logs errors to stderr with -v, and nothing otherwise: the
 // tests provoke retries, timeouts and dead letters on purpose.

@@ -53,3 +53,15 @@ func FromEnv() []string {
 	}
 	return addrs
 }
+
+// Timeout bounds every wait of a Kafka test; a healthy run needs a fraction
+// of it.
+const Timeout = 30 * time.Second
+
+// Context returns a context that ends after Timeout or when t finishes.
+func Context(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
