@@ -11,7 +11,7 @@ import (
 // [correlation.MetadataKey]), or makes a new one when the message has none,
 // and puts it in the message context, where [correlation.FromContext] finds
 // it inside the handler and anything the handler calls: this project's
-// buses and outbox read it there for the messages they publish. The
+// cqrs buses read it there for the messages they publish. The
 // [Logging] middleware and loggers built on [NewLogHandler] add it to their
 // records. Every message the handler returns that has no correlation ID gets
 // this one.

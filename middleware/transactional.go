@@ -21,7 +21,7 @@ import (
 // without calling the handler (outcome "duplicate" for [Logging],
 // cfg.OnDuplicate). Otherwise the handler runs with the transaction in its
 // message context, where postgres.TxFromContext(msg.Context()) finds it; it
-// must do its writes, outbox messages included, through that transaction
+// must do its database writes through that transaction
 // and must not commit or roll it back itself. When the handler succeeds the
 // transaction commits; when it fails or panics it rolls back, claim
 // included, so its retry or redelivery runs it again.

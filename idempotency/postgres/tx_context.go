@@ -10,7 +10,7 @@ type txKey struct{}
 
 // ContextWithTx returns a copy of ctx that carries tx: in the transactional
 // mode, the transaction that claimed the message with MarkProcessedTx, for
-// the handler to write its effects (and outbox messages) in.
+// the handler to write its effects in.
 func ContextWithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }
