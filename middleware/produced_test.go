@@ -174,3 +174,38 @@ func TestFailedMarkAfterAckIsLogged(t *testing.T) {
 		t.Errorf("line of the failed mark: %v", late)
 	}
 }
+
+// TestMarkAfterAckRetriesStoreErrors: with the default configuration, a
+// mark after the ack that fails is retried with MarkBackoff until it lands,
+// so a later duplicate is still skipped.
+func TestMarkAfterAckRetriesStoreErrors(t *testing.T) {
+	store := &failingStore{Store: memoryStore(t)}
+	store.failNext(0, 2)
+	var calls atomic.Int64
+	m, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{
+		MarkBackoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m(func(*message.Message) ([]*message.Message, error) {
+		calls.Add(1)
+		return []*message.Message{message.NewMessage("receipt", nil)}, nil
+	})
+	const id = "0190c5a4-9d7e-7000-8000-000000000008"
+	first := message.NewMessage(id, nil)
+	if _, err := h(first); err != nil {
+		t.Fatal(err)
+	}
+	first.Ack()
+	waitFor(t, "the duplicate to be skipped after the retried mark", func() bool {
+		_, err := h(message.NewMessage(id, nil))
+		if err != nil && !errors.Is(err, middleware.ErrMarkPending) {
+			t.Fatalf("duplicate: %v", err)
+		}
+		return err == nil
+	})
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1: the mark failed twice and was retried", n)
+	}
+}
