@@ -6,6 +6,13 @@ func Event(service, eventType string) string {
 	return service + "." + eventType
 }
 
+// Command returns the topic a service that handles a command type reads it
+// from: Command("inventory", "reserve-stock") == "inventory.reserve-stock".
+// The service is the handling one, not the sender.
+func Command(service, commandType string) string {
+	return service + "." + commandType
+}
+
 // ConsumerGroup returns the consumer group of a service that consumes an
 // event type: ConsumerGroup("payments", "order-placed") ==
 // "payments.order-placed-consumer".

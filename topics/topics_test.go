@@ -12,6 +12,7 @@ import (
 func TestNames(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{topics.Event("orders", "order-placed"), "orders.order-placed"},
+		{topics.Command("inventory", "reserve-stock"), "inventory.reserve-stock"},
 		{topics.ConsumerGroup("payments", "order-placed"), "payments.order-placed-consumer"},
 		{topics.DeadLetter("payments.order-placed-consumer"), "payments.order-placed-consumer.dlq"},
 	}
@@ -113,4 +114,11 @@ func ExampleTypeName() {
 	// orders.order-placed
 	// payments.order-placed-consumer
 	// payments.order-placed-consumer.dlq
+}
+
+// A command is read from the topic of the service that handles it.
+func ExampleCommand() {
+	type ReserveStockCommand struct{ SKU string }
+	fmt.Println(topics.Command("inventory", topics.TypeName(ReserveStockCommand{})))
+	// Output: inventory.reserve-stock
 }
