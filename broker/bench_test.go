@@ -23,10 +23,7 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
 	defer cancel()
 	brokers := kafkatest.Brokers(b)
-	topic := kafkatest.Topic(b, "bench")
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 4}, topic); err != nil {
-		b.Fatalf("ProvisionTopics: %v", err)
-	}
+	topic := newTopic(ctx, b, brokers, "bench", 4)
 	fill(ctx, b, brokers, topic, b.N)
 
 	var handled atomic.Int64

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -30,19 +32,29 @@ const (
 // nobody can change the default for the whole process.
 func defaultKafkaVersion() sarama.KafkaVersion { return sarama.V3_6_0_0 }
 
-// Config configures [NewPublisher] and [NewSubscriber]. The zero value of
+// Config configures every client of this package: [NewPublisher],
+// [NewSubscriber], [ProvisionTopics] and [NewTailReader]. The zero value of
 // every field but Brokers (and ConsumerGroup for a subscriber) means its
 // default.
 type Config struct {
 	// Brokers are the bootstrap addresses, host:port. Required.
+	// [SplitBrokers] parses a comma-separated list.
 	Brokers []string
 
 	// ClientID names this client in the brokers' logs, metrics and quotas.
 	// Default: DefaultClientID.
 	ClientID string
 
+	// SASL authenticates every connection. Zero: no SASL.
+	SASL SASLConfig
+
+	// TLS, if not nil, encrypts every connection with this configuration
+	// (each client gets a clone). Set RootCAs for a private CA; an empty
+	// ServerName is taken from the broker address. Nil: plaintext.
+	TLS *tls.Config
+
 	// ConsumerGroup is the Kafka consumer group of a subscriber; required by
-	// NewSubscriber, unused by NewPublisher. topics.ConsumerGroup builds the
+	// NewSubscriber, unused by the others. topics.ConsumerGroup builds the
 	// conventional name.
 	ConsumerGroup string
 
@@ -69,13 +81,32 @@ type Config struct {
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler
 
+	// Provision configures the topics ProvisionTopics creates.
+	Provision ProvisionConfig
+
 	// Sarama, if set, is called with the sarama configuration after this
-	// package has applied its defaults, to change anything else (TLS, SASL,
-	// compression, timeouts). It is called once per constructor call with a
-	// fresh configuration. The result must pass sarama's own validation;
-	// note that it can also undo the safe defaults described in the package
-	// documentation.
+	// package has applied its defaults, SASL and TLS included, to change
+	// anything else (other SASL mechanisms, compression, timeouts). It is
+	// called once per client with a fresh configuration. The result must
+	// pass sarama's own validation; note that it can also undo the safe
+	// defaults described in the package documentation.
 	Sarama func(*sarama.Config)
+}
+
+// SASLConfig is the SASL authentication of [Config]. Setting User turns
+// SASL on. For OAUTHBEARER or GSSAPI, leave it empty and configure sarama's
+// Net.SASL in Config.Sarama.
+type SASLConfig struct {
+	// Mechanism is sarama.SASLTypePlaintext ("PLAIN", the default),
+	// sarama.SASLTypeSCRAMSHA256 or sarama.SASLTypeSCRAMSHA512. PLAIN sends
+	// the password as it is: use it only over TLS.
+	Mechanism sarama.SASLMechanism
+
+	// User is the SASL user name.
+	User string
+
+	// Password is the user's password. Required with User.
+	Password string
 }
 
 func (c *Config) setDefaults() {
@@ -97,14 +128,18 @@ func (c *Config) setDefaults() {
 	if c.Marshaler == nil {
 		c.Marshaler = NewPartitionKeyMarshaler()
 	}
+	if c.SASL.User != "" && c.SASL.Mechanism == "" {
+		c.SASL.Mechanism = sarama.SASLTypePlaintext
+	}
+	c.Provision.setDefaults()
 }
 
 // Validate reports the first field that cannot be used, zero values
-// counting as their defaults. It checks what publishers and subscribers
-// share; NewSubscriber also requires ConsumerGroup. The constructors call
-// it; call it yourself to check a configuration early.
+// counting as their defaults, sub-configurations included. It checks what
+// all clients share; NewSubscriber also requires ConsumerGroup. The
+// constructors call it; call it yourself to check a configuration early.
 func (c Config) Validate() error {
-	if err := validateBrokers("Config.Brokers", c.Brokers); err != nil {
+	if err := validateBrokers(c.Brokers); err != nil {
 		return err
 	}
 	switch c.InitialOffset {
@@ -113,7 +148,28 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Config.InitialOffset is %d; use sarama.OffsetOldest (%d, also meant by 0) or sarama.OffsetNewest (%d)",
 			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
 	}
-	return nil
+	if err := c.SASL.Validate(); err != nil {
+		return err
+	}
+	return c.Provision.Validate()
+}
+
+// Validate reports what stops the SASL configuration from being used.
+func (c SASLConfig) Validate() error {
+	switch {
+	case c.User == "" && (c.Password != "" || c.Mechanism != ""):
+		return fmt.Errorf("%w: Config.SASL.User is empty but Password or Mechanism is set; set User to turn SASL on", ErrInvalidConfig)
+	case c.User == "":
+		return nil
+	case c.Password == "":
+		return fmt.Errorf("%w: Config.SASL.Password is empty for user %q", ErrInvalidConfig, c.User)
+	}
+	switch c.Mechanism {
+	case "", sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512:
+		return nil
+	}
+	return fmt.Errorf("%w: Config.SASL.Mechanism is %q; use %s, %s or %s, or configure other mechanisms in Config.Sarama",
+		ErrInvalidConfig, c.Mechanism, sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512)
 }
 
 func (c Config) validateSubscriber() error {
@@ -126,15 +182,30 @@ func (c Config) validateSubscriber() error {
 	return nil
 }
 
-// validateBrokers checks that field lists at least one host:port address.
-func validateBrokers(field string, brokers []string) error {
+// validateBrokers checks that Config.Brokers lists at least one host:port
+// address.
+func validateBrokers(brokers []string) error {
 	if len(brokers) == 0 {
-		return fmt.Errorf("%w: %s is empty; list at least one host:port, e.g. []string{\"127.0.0.1:9092\"}", ErrNoBrokers, field)
+		return fmt.Errorf("%w: Config.Brokers is empty; list at least one host:port, e.g. []string{\"127.0.0.1:9092\"}", ErrNoBrokers)
 	}
 	for i, addr := range brokers {
 		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
-			return fmt.Errorf("%w: %s[%d] is %q; want host:port, e.g. \"127.0.0.1:9092\"", ErrInvalidConfig, field, i, addr)
+			return fmt.Errorf("%w: Config.Brokers[%d] is %q; want host:port, e.g. \"127.0.0.1:9092\"", ErrInvalidConfig, i, addr)
 		}
 	}
 	return nil
+}
+
+// SplitBrokers splits a comma-separated list of host:port addresses, such
+// as a KAFKA_BROKERS variable or a -brokers flag, into Config.Brokers:
+// blanks around an address are trimmed, empty entries dropped. It returns
+// nil for a list without addresses.
+func SplitBrokers(list string) []string {
+	var brokers []string
+	for _, addr := range strings.Split(list, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			brokers = append(brokers, addr)
+		}
+	}
+	return brokers
 }

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,11 @@ func TestConstructorsRejectBadConfig(t *testing.T) {
 		{"no brokers", func(c *broker.Config) { c.Brokers = nil }, broker.ErrNoBrokers, "Config.Brokers"},
 		{"broker without port", func(c *broker.Config) { c.Brokers = []string{"localhost"} }, broker.ErrInvalidConfig, "Config.Brokers[0]"},
 		{"bad initial offset", func(c *broker.Config) { c.InitialOffset = 42 }, broker.ErrInvalidConfig, "Config.InitialOffset"},
+		{"SASL mechanism not supported", func(c *broker.Config) {
+			c.SASL = broker.SASLConfig{Mechanism: sarama.SASLTypeOAuth, User: "u", Password: "p"}
+		}, broker.ErrInvalidConfig, "Config.SASL.Mechanism"},
+		{"SASL password without user", func(c *broker.Config) { c.SASL.Password = "p" }, broker.ErrInvalidConfig, "Config.SASL.User"},
+		{"negative partitions", func(c *broker.Config) { c.Provision.Partitions = -2 }, broker.ErrInvalidConfig, "Config.Provision.Partitions"},
 		{"sarama hook breaks idempotence", func(c *broker.Config) {
 			c.Sarama = func(sc *sarama.Config) { sc.Net.MaxOpenRequests = 5; sc.Producer.Idempotent = true }
 		}, broker.ErrInvalidConfig, "Config.Sarama"},
@@ -69,14 +75,17 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 	}
 }
 
-func TestSaramaConsumerConfig(t *testing.T) {
-	sc, err := broker.SaramaConsumerConfig(broker.Config{Brokers: []string{"127.0.0.1:1"}})
-	if err != nil {
-		t.Fatalf("a config without a consumer group: %v", err)
+func TestSplitBrokers(t *testing.T) {
+	tests := map[string][]string{
+		"":                       nil,
+		" , ":                    nil,
+		"k1:9092":                {"k1:9092"},
+		" k1:9092, ,k2:9093 ,":   {"k1:9092", "k2:9093"},
+		"127.0.0.1:1,[::1]:9092": {"127.0.0.1:1", "[::1]:9092"},
 	}
-	if sc.Consumer.Offsets.Initial != sarama.OffsetOldest || sc.ClientID != broker.DefaultClientID {
-		t.Errorf("defaults not applied: initial offset %d, client ID %q", sc.Consumer.Offsets.Initial, sc.ClientID)
+	for in, want := range tests {
+		if got := broker.SplitBrokers(in); !slices.Equal(got, want) {
+			t.Errorf("SplitBrokers(%q) = %q, want %q", in, got, want)
+		}
 	}
-	_, err = broker.SaramaConsumerConfig(broker.Config{})
-	assertConfigErr(t, "SaramaConsumerConfig", err, broker.ErrNoBrokers, "Config.Brokers")
 }

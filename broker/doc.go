@@ -1,9 +1,11 @@
 // Package broker wires Watermill to Kafka (watermill-kafka on IBM/sarama)
-// with defaults that do not lose or skip messages, and provisions topics.
+// with defaults that do not lose or skip messages, provisions topics and
+// reads topics from their end.
 //
 // # Defaults
 //
-// One [Config] feeds both [NewPublisher] and [NewSubscriber]:
+// One [Config] feeds every client: [NewPublisher], [NewSubscriber],
+// [ProvisionTopics] and [NewTailReader].
 //
 //   - A new consumer group starts at the oldest offset, so it also receives
 //     what was published before it first joined (sarama would start at the
@@ -16,6 +18,15 @@
 //     partitions.
 //   - sarama is set to Kafka protocol version 3.6 and negotiates each request
 //     down to what the broker supports.
+//
+// # Security
+//
+// Config.SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and Config.TLS apply
+// to every connection of every client, topic provisioning included; other
+// mechanisms go through Config.Sarama, which every client applies as well.
+// Credentials that Kafka rejects fail the call that connects with an error
+// wrapping [ErrAuthenticationFailed], after sarama's few metadata retries
+// (about a second), never in an endless retry.
 //
 // # When offsets are committed
 //
@@ -31,6 +42,7 @@
 //
 // # Topics
 //
-// [ProvisionTopics] creates missing topics and leaves existing ones alone;
-// it is safe to call at every start of every instance.
+// [ProvisionTopics] creates missing topics with Config.Provision's settings
+// and leaves existing ones alone; it is safe to call at every start of every
+// instance.
 package broker

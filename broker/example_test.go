@@ -12,6 +12,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // Events of one order carry the order ID as partition key, so they share a
@@ -105,15 +106,55 @@ func ExampleProvisionTopics() {
 	}
 	defer kafkaBroker.Close()
 
-	cfg := broker.ProvisionConfig{Brokers: kafkaBroker.Addrs(), Partitions: 6}
+	cfg := broker.Config{
+		Brokers:   kafkaBroker.Addrs(),
+		Provision: broker.ProvisionConfig{Partitions: 6, TopicConfigs: map[string]string{"retention.ms": "604800000"}},
+	}
 	// Safe at every start of every instance: existing topics are left alone.
 	err = broker.ProvisionTopics(ctx, cfg, "orders.order-placed", "orders.order-placed")
 	fmt.Println(err)
 
 	// Invalid names fail before anything is sent to Kafka.
 	err = broker.ProvisionTopics(ctx, cfg, "orders/order-placed")
-	fmt.Println(errors.Is(err, broker.ErrInvalidTopic))
+	fmt.Println(errors.Is(err, topics.ErrInvalid))
 	// Output:
 	// <nil>
 	// true
+}
+
+// A tail reader sees what is published after it starts, on every partition,
+// without a consumer group: every reader of the topic gets every message.
+func ExampleNewTailReader() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kafkaBroker.Close()
+	cfg := broker.Config{Brokers: kafkaBroker.Addrs()}
+	if err := broker.ProvisionTopics(ctx, cfg, "orders.replies"); err != nil {
+		log.Fatal(err)
+	}
+
+	replies := make(chan *message.Message, 1)
+	reader, err := broker.NewTailReader(cfg, "orders.replies", func(msg *message.Message) { replies <- msg }, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reader.Close()
+	if err := reader.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	pub, err := broker.NewPublisher(cfg, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish("orders.replies", message.NewMessage(watermill.NewUUID(), []byte("stock reserved"))); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string((<-replies).Payload))
+	// Output: stock reserved
 }

@@ -21,6 +21,23 @@ const testTimeout = kafkatest.Timeout
 // testContext ends after testTimeout or with the test.
 func testContext(t *testing.T) context.Context { return kafkatest.Context(t) }
 
+// provisionCfg is a configuration that provisions topics with partitions
+// partitions.
+func provisionCfg(brokers []string, partitions int32) broker.Config {
+	return broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{Partitions: partitions}}
+}
+
+// newTopic provisions a new topic with partitions partitions and returns
+// its name, which starts with prefix.
+func newTopic(ctx context.Context, t testing.TB, brokers []string, prefix string, partitions int32) string {
+	t.Helper()
+	topic := kafkatest.Topic(t, prefix)
+	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, partitions), topic); err != nil {
+		t.Fatalf("ProvisionTopics: %v", err)
+	}
+	return topic
+}
+
 func newPublisher(t *testing.T, cfg broker.Config) *kafka.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(cfg, nil)
@@ -143,5 +160,25 @@ func waitCommitted(ctx context.Context, t *testing.T, adm *kadm.Client, group, t
 		case <-ctx.Done():
 			t.Fatalf("group %s committed offset on %s is %d, want %d: %v", group, topic, got, want, ctx.Err())
 		}
+	}
+}
+
+func startTailReader(ctx context.Context, t *testing.T, cfg broker.Config, topic string, handle func(*message.Message)) *broker.TailReader {
+	t.Helper()
+	r, err := broker.NewTailReader(cfg, topic, handle, nil)
+	if err != nil {
+		t.Fatalf("NewTailReader: %v", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		_ = r.Close()
+		t.Fatalf("TailReader.Start: %v", err)
+	}
+	return r
+}
+
+func closeTailReader(t *testing.T, r *broker.TailReader) {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Errorf("TailReader.Close: %v", err)
 	}
 }

@@ -56,10 +56,7 @@ func TestUnmarshalTakesPartitionKeyFromForeignRecordKey(t *testing.T) {
 func TestSamePartitionKeySamePartition(t *testing.T) {
 	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Topic(t, "keys")
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 4}, topic); err != nil {
-		t.Fatalf("ProvisionTopics: %v", err)
-	}
+	topic := newTopic(ctx, t, brokers, "keys", 4)
 	pub := newPublisher(t, broker.Config{Brokers: brokers})
 	keys := []string{"order-1", "order-2", "order-3", "order-4", "order-5", "order-6"}
 	const perKey = 5

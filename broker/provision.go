@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/IBM/sarama"
 
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // Defaults applied to the zero values of [ProvisionConfig].
 const (
-	// DefaultPartitions is the partition count of provisioned topics.
+	// DefaultPartitions is the partition count of provisioned topics, and
+	// of the topics the embedded broker creates.
 	DefaultPartitions = 3
 	// DefaultReplicationFactor is the replication factor of provisioned
 	// topics. 1 suits a single development broker; production clusters
@@ -23,14 +22,9 @@ const (
 	DefaultReplicationFactor = 1
 )
 
-// ProvisionConfig configures [ProvisionTopics].
+// ProvisionConfig is Config.Provision: the settings of the topics that
+// [ProvisionTopics] creates.
 type ProvisionConfig struct {
-	// Brokers are the bootstrap addresses, host:port. Required.
-	Brokers []string
-
-	// ClientID names this client to Kafka. Default: DefaultClientID.
-	ClientID string
-
 	// Partitions of each new topic. Default: DefaultPartitions.
 	Partitions int32
 
@@ -44,9 +38,6 @@ type ProvisionConfig struct {
 }
 
 func (c *ProvisionConfig) setDefaults() {
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
@@ -56,86 +47,76 @@ func (c *ProvisionConfig) setDefaults() {
 }
 
 // Validate reports the first field that cannot be used, zero values
-// counting as their defaults. ProvisionTopics calls it.
+// counting as their defaults. Config.Validate calls it.
 func (c ProvisionConfig) Validate() error {
-	if err := validateBrokers("ProvisionConfig.Brokers", c.Brokers); err != nil {
-		return err
-	}
 	if c.Partitions < 0 {
-		return fmt.Errorf("%w: ProvisionConfig.Partitions is %d; use 1 or more (0 means %d)", ErrInvalidConfig, c.Partitions, DefaultPartitions)
+		return fmt.Errorf("%w: Config.Provision.Partitions is %d; use 1 or more (0 means %d)", ErrInvalidConfig, c.Partitions, DefaultPartitions)
 	}
 	if c.ReplicationFactor < 0 {
-		return fmt.Errorf("%w: ProvisionConfig.ReplicationFactor is %d; use 1 or more (0 means %d, production wants 3)",
+		return fmt.Errorf("%w: Config.Provision.ReplicationFactor is %d; use 1 or more (0 means %d, production wants 3)",
 			ErrInvalidConfig, c.ReplicationFactor, DefaultReplicationFactor)
 	}
 	return nil
 }
 
 // ProvisionTopics creates those of the topics that do not exist yet, with
-// cfg's partitions, replication factor and configs, and waits until Kafka
-// reports each of them with a leader for every partition. Existing topics
-// are left exactly as they are, even if their settings differ from cfg.
+// cfg.Provision's settings, and waits until Kafka reports each of them with
+// a leader for every partition. Existing topics are left exactly as they
+// are, even if their settings differ. It connects as the publisher and the
+// subscriber of cfg do (SASL, TLS and Config.Sarama included);
+// cfg.ConsumerGroup is not used.
 //
 // It is safe to call from many instances at once: a topic that another
-// caller created first counts as success. Every name is checked against
-// Kafka's naming rules before anything is sent to Kafka; an invalid one
-// fails the whole call with an error that wraps ErrInvalidTopic and names
-// the topic and the rule it breaks.
-func ProvisionTopics(ctx context.Context, cfg ProvisionConfig, names ...string) error {
+// caller created first counts as success. Every name is checked with
+// topics.Validate before anything is sent to Kafka; an invalid one fails
+// the whole call with an error that wraps topics.ErrInvalid and names the
+// topic and the rule it breaks. ctx bounds the whole call.
+func ProvisionTopics(ctx context.Context, cfg Config, names ...string) error {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if err := validateTopics(names); err != nil {
-		return err
+	for _, name := range names {
+		if err := topics.Validate(name); err != nil {
+			return fmt.Errorf("broker: provision topics: %w", err)
+		}
 	}
 	names = unique(names)
 	if len(names) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID(cfg.ClientID))
-	if err != nil {
-		return fmt.Errorf("broker: provision topics: Kafka client for %v: %w", cfg.Brokers, err)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("broker: provision topics %v: %w", names, err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	sc, err := cfg.adminSarama(ctx)
+	if err != nil {
+		return err
+	}
+	adm, err := sarama.NewClusterAdmin(cfg.Brokers, sc)
+	if err != nil {
+		return connectError(cfg, "provision topics: cluster admin", err)
+	}
+	defer adm.Close()
 	if err := createTopics(ctx, adm, cfg, names); err != nil {
 		return err
 	}
 	return waitForTopics(ctx, adm, names)
 }
 
-// ValidateTopic checks name against Kafka's topic naming rules and returns
-// an error wrapping ErrInvalidTopic (and topics.ErrInvalid) that names the
-// topic and the rule it breaks.
-func ValidateTopic(name string) error {
-	if err := topics.Validate(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidTopic, err)
-	}
-	return nil
-}
-
-func validateTopics(names []string) error {
-	for _, name := range names {
-		if err := ValidateTopic(name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // createTopics asks Kafka to create every topic; TOPIC_ALREADY_EXISTS is
 // success.
-func createTopics(ctx context.Context, adm *kadm.Client, cfg ProvisionConfig, names []string) error {
-	resps, err := adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, topicConfigs(cfg.TopicConfigs), names...)
-	if err != nil {
-		return fmt.Errorf("broker: create topics %v on %v: %w", names, cfg.Brokers, err)
-	}
+func createTopics(ctx context.Context, adm sarama.ClusterAdmin, cfg Config, names []string) error {
+	p := cfg.Provision
+	detail := &sarama.TopicDetail{NumPartitions: p.Partitions, ReplicationFactor: p.ReplicationFactor, ConfigEntries: topicConfigs(p.TopicConfigs)}
 	var errs []error
-	for _, r := range resps.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			errs = append(errs, fmt.Errorf("broker: create topic %q (%d partitions, replication factor %d): %w%s",
-				r.Topic, cfg.Partitions, cfg.ReplicationFactor, r.Err, detail(r.ErrMessage)))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("broker: create topics %v: %w", names, err)
+		}
+		err := adm.CreateTopic(name, detail, false)
+		if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			errs = append(errs, connectError(cfg,
+				fmt.Sprintf("create topic %q (%d partitions, replication factor %d)", name, p.Partitions, p.ReplicationFactor), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -155,20 +136,13 @@ func unique(names []string) []string {
 	return out
 }
 
-func detail(msg string) string {
-	if msg == "" {
-		return ""
-	}
-	return ": " + msg
-}
-
 func topicConfigs(in map[string]string) map[string]*string {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make(map[string]*string, len(in))
 	for k, v := range in {
-		out[k] = kadm.StringPtr(v)
+		out[k] = &v
 	}
 	return out
 }
@@ -179,11 +153,11 @@ const topicPollInterval = 100 * time.Millisecond
 
 // waitForTopics polls metadata until every topic has a leader for each of
 // its partitions, or ctx ends.
-func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error {
+func waitForTopics(ctx context.Context, adm sarama.ClusterAdmin, names []string) error {
 	tick := time.NewTicker(topicPollInterval)
 	defer tick.Stop()
 	for {
-		pending, err := topicsNotReady(ctx, adm, names)
+		pending, err := topicsNotReady(adm, names)
 		if err == nil && len(pending) == 0 {
 			return nil
 		}
@@ -195,26 +169,30 @@ func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error 
 	}
 }
 
-func topicsNotReady(ctx context.Context, adm *kadm.Client, names []string) ([]string, error) {
-	details, err := adm.ListTopics(ctx, names...)
+func topicsNotReady(adm sarama.ClusterAdmin, names []string) ([]string, error) {
+	details, err := adm.DescribeTopics(names)
 	if err != nil {
 		return names, err
 	}
+	ready := make(map[string]bool, len(details))
+	for _, d := range details {
+		ready[d.Name] = isReady(d)
+	}
 	var pending []string
 	for _, name := range names {
-		if !ready(details[name]) {
+		if !ready[name] {
 			pending = append(pending, name)
 		}
 	}
 	return pending, nil
 }
 
-func ready(d kadm.TopicDetail) bool {
-	if d.Err != nil || len(d.Partitions) == 0 {
+func isReady(d *sarama.TopicMetadata) bool {
+	if !errors.Is(d.Err, sarama.ErrNoError) || len(d.Partitions) == 0 {
 		return false
 	}
 	for _, p := range d.Partitions {
-		if p.Err != nil || p.Leader < 0 {
+		if !errors.Is(p.Err, sarama.ErrNoError) || p.Leader < 0 {
 			return false
 		}
 	}

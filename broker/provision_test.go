@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -14,14 +16,16 @@ import (
 func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
 	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
-	cfg := broker.ProvisionConfig{Brokers: brokers, Partitions: 5}
+	cfg := provisionCfg(brokers, 5)
+	cfg.Provision.TopicConfigs = map[string]string{"retention.ms": "3600000"}
 	a, b := kafkatest.Topic(t, "prov-a"), kafkatest.Topic(t, "prov-b")
 	for i := range 2 {
 		if err := broker.ProvisionTopics(ctx, cfg, a, b, a); err != nil {
 			t.Fatalf("ProvisionTopics call %d: %v", i+1, err)
 		}
 	}
-	details, err := newAdmin(t, brokers).ListTopics(ctx, a, b)
+	adm := newAdmin(t, brokers)
+	details, err := adm.ListTopics(ctx, a, b)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
@@ -30,16 +34,27 @@ func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
 			t.Errorf("topic %s: err %v, %d partitions, want 5", name, d.Err, len(d.Partitions))
 		}
 	}
+	configs, err := adm.DescribeTopicConfigs(ctx, a)
+	if err != nil {
+		t.Fatalf("DescribeTopicConfigs: %v", err)
+	}
+	c, err := configs.On(a, nil)
+	if err != nil {
+		t.Fatalf("configs of %s: %v", a, err)
+	}
+	if v := c.Configs; !hasConfig(c.Configs, "retention.ms", "3600000") {
+		t.Errorf("topic %s configs %v, want retention.ms=3600000", a, v)
+	}
 }
 
 func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
 	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, "prov-existing")
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 2}, topic); err != nil {
+	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 2), topic); err != nil {
 		t.Fatalf("first ProvisionTopics: %v", err)
 	}
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 6}, topic); err != nil {
+	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 6), topic); err != nil {
 		t.Fatalf("second ProvisionTopics: %v", err)
 	}
 	details, err := newAdmin(t, brokers).ListTopics(ctx, topic)
@@ -60,7 +75,7 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			errs[i] = broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers}, names...)
+			errs[i] = broker.ProvisionTopics(ctx, broker.Config{Brokers: brokers}, names...)
 		})
 	}
 	wg.Wait()
@@ -81,10 +96,10 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 // TestProvisionTopicsRejectsInvalidNameBeforeConnecting points at a port
 // nothing listens on: the error must be about the name, not the connection.
 func TestProvisionTopicsRejectsInvalidNameBeforeConnecting(t *testing.T) {
-	cfg := broker.ProvisionConfig{Brokers: []string{"127.0.0.1:1"}}
+	cfg := broker.Config{Brokers: []string{"127.0.0.1:1"}}
 	err := broker.ProvisionTopics(testContext(t), cfg, "fine", "bad topic!")
-	if !errors.Is(err, broker.ErrInvalidTopic) || !errors.Is(err, topics.ErrInvalid) {
-		t.Fatalf("error %v, want one wrapping ErrInvalidTopic and topics.ErrInvalid", err)
+	if !errors.Is(err, topics.ErrInvalid) {
+		t.Fatalf("error %v, want one wrapping topics.ErrInvalid", err)
 	}
 	if !strings.Contains(err.Error(), `"bad topic!"`) {
 		t.Fatalf("error %q does not name the topic", err)
@@ -93,18 +108,19 @@ func TestProvisionTopicsRejectsInvalidNameBeforeConnecting(t *testing.T) {
 
 func TestProvisionTopicsRejectsBadConfig(t *testing.T) {
 	tests := map[string]struct {
-		cfg  broker.ProvisionConfig
-		want error
+		cfg   broker.Config
+		want  error
+		field string
 	}{
-		"no brokers":           {broker.ProvisionConfig{}, broker.ErrNoBrokers},
-		"negative partitions":  {broker.ProvisionConfig{Brokers: []string{"127.0.0.1:1"}, Partitions: -1}, broker.ErrInvalidConfig},
-		"negative replication": {broker.ProvisionConfig{Brokers: []string{"127.0.0.1:1"}, ReplicationFactor: -3}, broker.ErrInvalidConfig},
+		"no brokers":            {broker.Config{}, broker.ErrNoBrokers, "Config.Brokers"},
+		"negative partitions":   {provisionCfg([]string{"127.0.0.1:1"}, -1), broker.ErrInvalidConfig, "Config.Provision.Partitions"},
+		"negative replication":  {broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{ReplicationFactor: -3}}, broker.ErrInvalidConfig, "Config.Provision.ReplicationFactor"},
+		"SASL without password": {broker.Config{Brokers: []string{"127.0.0.1:1"}, SASL: broker.SASLConfig{User: "u"}}, broker.ErrInvalidConfig, "Config.SASL.Password"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if err := broker.ProvisionTopics(testContext(t), tt.cfg, "t"); !errors.Is(err, tt.want) {
-				t.Fatalf("error %v, want one wrapping %v", err, tt.want)
-			}
+			err := broker.ProvisionTopics(testContext(t), tt.cfg, "t")
+			assertConfigErr(t, "ProvisionTopics", err, tt.want, tt.field)
 		})
 	}
 }
@@ -115,8 +131,18 @@ func TestProvisionTopicsReportsBrokerRejection(t *testing.T) {
 	}
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, "prov-rf")
-	err := broker.ProvisionTopics(testContext(t), broker.ProvisionConfig{Brokers: brokers, ReplicationFactor: 3}, topic)
+	cfg := broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{ReplicationFactor: 3}}
+	err := broker.ProvisionTopics(testContext(t), cfg, topic)
 	if err == nil || !strings.Contains(err.Error(), topic) {
 		t.Fatalf("replication factor 3 on one broker: error %v, want one naming %s", err, topic)
 	}
+}
+
+func hasConfig(configs []kadm.Config, key, value string) bool {
+	for _, c := range configs {
+		if c.Key == key && c.Value != nil && *c.Value == value {
+			return true
+		}
+	}
+	return false
 }

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"fmt"
-
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 )
@@ -25,7 +23,7 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*kafka.Publisher,
 		OverwriteSaramaConfig: sc,
 	}, orNop(logger))
 	if err != nil {
-		return nil, fmt.Errorf("broker: new Kafka publisher for %v: %w", cfg.Brokers, err)
+		return nil, connectError(cfg, "new Kafka publisher", err)
 	}
 	return pub, nil
 }

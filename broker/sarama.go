@@ -1,16 +1,30 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 )
 
-// baseSarama is what publishers and subscribers share.
+// baseSarama is what every client shares: identity, protocol version,
+// SASL and TLS.
 func (c Config) baseSarama() *sarama.Config {
 	sc := sarama.NewConfig()
 	sc.ClientID = c.ClientID
 	sc.Version = c.KafkaVersion
+	if c.SASL.User != "" {
+		sc.Net.SASL.Enable = true
+		sc.Net.SASL.Mechanism = c.SASL.Mechanism
+		sc.Net.SASL.User = c.SASL.User
+		sc.Net.SASL.Password = c.SASL.Password
+		sc.Net.SASL.SCRAMClientGeneratorFunc = scramClientGenerator(c.SASL.Mechanism)
+	}
+	if c.TLS != nil {
+		sc.Net.TLS.Enable = true
+		sc.Net.TLS.Config = c.TLS.Clone()
+	}
 	return sc
 }
 
@@ -40,6 +54,24 @@ func (c Config) subscriberSarama() (*sarama.Config, error) {
 	return c.finishSarama(sc)
 }
 
+// adminSarama configures the cluster admin of ProvisionTopics. Each of
+// sarama's blocking steps is bounded by its own timeouts; a deadline of ctx
+// that comes sooner lowers them, so that the whole call ends by it.
+func (c Config) adminSarama(ctx context.Context) (*sarama.Config, error) {
+	sc, err := c.finishSarama(c.baseSarama())
+	if err != nil {
+		return nil, err
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		left := max(time.Until(deadline), time.Millisecond)
+		for _, d := range []*time.Duration{&sc.Net.DialTimeout, &sc.Net.ReadTimeout, &sc.Net.WriteTimeout, &sc.Admin.Timeout} {
+			*d = min(*d, left)
+		}
+		sc.Metadata.Timeout = left
+	}
+	return sc, nil
+}
+
 // finishSarama applies the user's hook and sarama's validation.
 func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
 	if c.Sarama != nil {
@@ -49,16 +81,4 @@ func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
 		return nil, fmt.Errorf("%w: the sarama configuration (after Config.Sarama, if set) is rejected by sarama: %w", ErrInvalidConfig, err)
 	}
 	return sc, nil
-}
-
-// SaramaConsumerConfig returns the sarama configuration NewSubscriber
-// builds for cfg, for code that reads Kafka with sarama directly, such as a
-// reader without a consumer group. cfg.ConsumerGroup is not required. It
-// fails, as NewSubscriber does, when cfg is invalid.
-func SaramaConsumerConfig(cfg Config) (*sarama.Config, error) {
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg.subscriberSarama()
 }

@@ -35,11 +35,8 @@ func TestNewGroupReceivesEarlierMessages(t *testing.T) {
 func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
 	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Topic(t, "acks")
+	topic := newTopic(ctx, t, brokers, "acks", 1)
 	group := kafkatest.Group(t, "acks")
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers, Partitions: 1}, topic); err != nil {
-		t.Fatalf("ProvisionTopics: %v", err)
-	}
 	publish(t, newPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
 	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, NackResendSleep: -1}
 

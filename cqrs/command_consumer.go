@@ -32,7 +32,7 @@ func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, o
 // NewCommandConsumerWithResult returns a Consumer of commands of type C
 // whose handler returns a result of type R to the requester.
 //
-// Registered on a Service, the consumer listens on topics.Event(service,
+// Registered on a Service, the consumer listens on topics.Command(service,
 // type name) unless Topic says otherwise, and logs each command with its
 // type, message ID, correlation ID, duration and outcome.
 //

@@ -27,3 +27,19 @@ func TestValidateMinimalConfigs(t *testing.T) {
 		t.Errorf("Validate() of an invalid ReplyTopic: %v, want ErrInvalidRoute", err)
 	}
 }
+
+// TestValidateChecksBrokerConfig: the broker configuration is validated
+// with the rest, provisioning and security settings included.
+func TestValidateChecksBrokerConfig(t *testing.T) {
+	bad := broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{Partitions: -1}}
+	configs := map[string]interface{ Validate() error }{
+		"ServiceConfig":           cqrs.ServiceConfig{Name: "orders", Broker: bad},
+		"CommandDispatcherConfig": cqrs.CommandDispatcherConfig{Service: "orders", Broker: bad},
+	}
+	for name, cfg := range configs {
+		err := cfg.Validate()
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, broker.ErrInvalidConfig) {
+			t.Errorf("%s.Validate() with negative Broker.Provision.Partitions: %v, want cqrs.ErrInvalidConfig and broker.ErrInvalidConfig", name, err)
+		}
+	}
+}

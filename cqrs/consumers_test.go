@@ -187,7 +187,7 @@ func TestSend(t *testing.T) {
 	pub := newPublisher(t, brokers)
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
 		Service: serviceName(t, "orders"),
-		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card"))},
+		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 		Broker:  broker.Config{Brokers: brokers},
 	})
 	if err != nil {
@@ -329,7 +329,7 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	}
 	// One partition everywhere: each consumer sees the messages in order,
 	// and a dead-letter topic keeps the order of what is published to it.
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Provision: broker.ProvisionConfig{Partitions: 1}})
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Broker: broker.Config{Provision: broker.ProvisionConfig{Partitions: 1}}})
 	reserved, placed := make(chan string, 4), make(chan string, 4)
 	r := newRouter(t)
 	err = svc.Register(testContext(t), r,

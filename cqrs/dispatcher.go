@@ -1,6 +1,7 @@
 package cqrs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,8 +37,8 @@ type CommandDispatcherConfig struct {
 
 	// Routes send each command type to the topic of the service that
 	// handles it. A command without a route cannot be sent (ErrNoRoute).
-	// The handling service's convention is topics.Event(handler service,
-	// topics.TypeName(command)), which is where a command consumer
+	// The handling service's convention is topics.Command(handling
+	// service, topics.TypeName(command)), which is where a command consumer
 	// listens by default.
 	Routes []Route
 
@@ -52,18 +53,15 @@ type CommandDispatcherConfig struct {
 	// to its own requests.
 	ReplyTopic string
 
-	// Broker is where the reply subscription connects. Brokers is
-	// required; ConsumerGroup and InitialOffset are ignored, since replies
-	// are read without a group from the newest offset.
+	// Broker is where replies are read and, with AutoProvisionTopics, the
+	// reply topic is created (with Broker.Provision's settings). Brokers
+	// is required; ConsumerGroup and InitialOffset are ignored, since
+	// replies are read without a group from the newest offset.
 	Broker broker.Config
 
-	// AutoProvisionTopics makes Start create the reply topic, with
-	// Provision's settings, if it does not exist.
+	// AutoProvisionTopics makes Start create the reply topic if it does
+	// not exist.
 	AutoProvisionTopics bool
-
-	// Provision configures the reply topic AutoProvisionTopics creates.
-	// Brokers and ClientID default to Broker's.
-	Provision broker.ProvisionConfig
 
 	// Logger receives the dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -76,7 +74,7 @@ func (c *CommandDispatcherConfig) setDefaults() {
 	if c.ReplyTopic == "" && c.Service != "" {
 		c.ReplyTopic = ReplyTopic(c.Service)
 	}
-	c.Logger, c.Provision = sharedDefaults(c.Logger, c.Provision, c.Broker)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports what is wrong with the configuration, zero fields
@@ -93,10 +91,7 @@ func (c CommandDispatcherConfig) Validate() error {
 	if err := topics.Validate(c.ReplyTopic); err != nil {
 		return fmt.Errorf("%w: ReplyTopic: %w", ErrInvalidRoute, err)
 	}
-	if len(c.Broker.Brokers) == 0 {
-		return fmt.Errorf("%w: Broker.Brokers is empty; the reply subscription needs the Kafka addresses", ErrInvalidConfig)
-	}
-	return nil
+	return validateBroker(c.Broker)
 }
 
 // CommandDispatcher sends commands, Koto's IntegrationCommandDispatcher:
@@ -109,12 +104,12 @@ type CommandDispatcher struct {
 	routes map[string]string
 	logger *slog.Logger
 
+	replies *broker.TailReader
+
 	mu      sync.Mutex
 	state   dispatcherState
 	pending map[string]chan *message.Message
-	replies *replyReader
-	bg      sync.WaitGroup // start attempts
-	closing chan struct{}  // closed by Close
+	closing chan struct{} // closed by Close
 }
 
 type dispatcherState int
@@ -163,6 +158,10 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	d.bus = bus
+	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, watermillLogger(d.logger))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	return d, nil
 }
 
@@ -183,7 +182,7 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 		return err
 	}
 	if d.cfg.AutoProvisionTopics {
-		if err := broker.ProvisionTopics(ctx, d.cfg.Provision, d.cfg.ReplyTopic); err != nil {
+		if err := broker.ProvisionTopics(ctx, d.cfg.Broker, d.cfg.ReplyTopic); err != nil {
 			return fmt.Errorf("cqrs: provisioning the reply topic: %w", err)
 		}
 	}
@@ -195,43 +194,11 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	case dispatcherClosed:
 		return ErrClosed
 	}
-	r, err := d.connectReplies(ctx)
-	if err != nil {
+	if err := d.replies.Start(ctx); err != nil {
 		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, err)
 	}
-	d.replies, d.state = r, dispatcherStarted
+	d.state = dispatcherStarted
 	return nil
-}
-
-// connectReplies starts the reply reader and waits for it until ctx ends.
-// Connecting may take until the client's own timeouts: a reader that
-// connects after ctx ended is closed in the background, and Close waits for
-// that.
-func (d *CommandDispatcher) connectReplies(ctx context.Context) (*replyReader, error) {
-	type result struct {
-		r   *replyReader
-		err error
-	}
-	started, abandoned := make(chan result), make(chan struct{})
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		r, err := startReplyReader(d.cfg.Broker, d.cfg.ReplyTopic, d.logger, d.deliver)
-		select {
-		case started <- result{r, err}:
-		case <-abandoned:
-			if r != nil {
-				_ = r.Close()
-			}
-		}
-	}()
-	select {
-	case res := <-started:
-		return res.r, res.err
-	case <-ctx.Done():
-		close(abandoned)
-		return nil, ctx.Err()
-	}
 }
 
 // Close stops the reply subscription and fails the requests still waiting
@@ -245,12 +212,7 @@ func (d *CommandDispatcher) Close() error {
 		return nil
 	}
 	close(d.closing)
-	var err error
-	if prev == dispatcherStarted {
-		err = d.replies.Close()
-	}
-	d.bg.Wait()
-	return err
+	return d.replies.Close()
 }
 
 // deliver hands a reply to the request that waits for it, or drops it: a

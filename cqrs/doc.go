@@ -25,13 +25,15 @@
 //
 // # Commands and request/reply
 //
-// A CommandDispatcher sends commands to their routed topics. Send is
-// fire-and-forget; Request waits for the handler's result or error.
+// A CommandDispatcher sends commands to their routed topics, by convention
+// topics.Command(handling service, type name), where that service's command
+// consumers listen. Send is fire-and-forget; Request waits for the
+// handler's result or error.
 //
 // Replies travel on one reply topic per requesting service,
 // ReplyTopic(service) ("orders.replies"). Every dispatcher instance reads
 // that topic from its newest offset without a consumer group, through a
-// single subscription opened by Start, and hands each reply to the waiting
+// single broker.TailReader opened by Start, and hands each reply to the waiting
 // Request with the same operation ID; replies to other instances and late
 // replies are dropped. No Kafka subscription is made per request, so a
 // request costs one produce and one fetch each way. Because nothing reads the

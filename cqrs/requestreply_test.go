@@ -64,8 +64,8 @@ func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 		released: make(chan struct{}),
 		stalled:  make(chan string, 16),
 		routes: []cqrs.Route{
-			cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card")),
-			cqrs.RouteOf[StallCommand](topics.Event(payments, "stall")),
+			cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card")),
+			cqrs.RouteOf[StallCommand](topics.Command(payments, "stall")),
 		},
 	}
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
@@ -352,7 +352,7 @@ func TestReplyPublishFailure(t *testing.T) {
 	runRouter(t, r)
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
 		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
-		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Event(payments, "charge-card"))},
+		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 	})
 
 	// Two failed publishes, then the reply goes out.

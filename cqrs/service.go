@@ -25,8 +25,9 @@ type ServiceConfig struct {
 	// consumers and the topics of its commands. Required.
 	Name string
 
-	// Broker is where consumers connect. Brokers is required; ConsumerGroup
-	// is set per consumer.
+	// Broker is where consumers connect and, with AutoProvisionTopics,
+	// where topics are created (with Broker.Provision's settings). Brokers
+	// is required; ConsumerGroup is set per consumer.
 	Broker broker.Config
 
 	// Publisher publishes dead letters and replies. Nil: the Service
@@ -46,13 +47,9 @@ type ServiceConfig struct {
 	IdempotencyWindow time.Duration
 
 	// AutoProvisionTopics makes Register create the topics its consumers
-	// read and their dead-letter topics, with Provision's settings, like
-	// Koto's AutoProvisionTopics().
+	// read and their dead-letter topics, like Koto's
+	// AutoProvisionTopics().
 	AutoProvisionTopics bool
-
-	// Provision configures the topics AutoProvisionTopics creates. Brokers
-	// and ClientID default to Broker's.
-	Provision broker.ProvisionConfig
 
 	// DeadLetter configures the retries and dead letters of every
 	// consumer (middleware.DeadLetter). Register reports its errors. Its
@@ -67,18 +64,7 @@ func (c *ServiceConfig) setDefaults() {
 	if c.IdempotencyWindow == 0 {
 		c.IdempotencyWindow = idempotency.DefaultWindow
 	}
-	c.Logger, c.Provision = sharedDefaults(c.Logger, c.Provision, c.Broker)
-}
-
-// sharedDefaults returns the defaults that ServiceConfig and
-// CommandDispatcherConfig share: slog.Default() for a nil logger, and the
-// Brokers and ClientID of b for those that prov leaves empty.
-func sharedDefaults(logger *slog.Logger, prov broker.ProvisionConfig, b broker.Config) (*slog.Logger, broker.ProvisionConfig) {
-	if len(prov.Brokers) == 0 {
-		prov.Brokers = b.Brokers
-	}
-	prov.ClientID = cmp.Or(prov.ClientID, b.ClientID)
-	return cmp.Or(logger, slog.Default()), prov
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports what is wrong with the configuration, zero fields
@@ -88,11 +74,16 @@ func (c ServiceConfig) Validate() error {
 	if err := validateService(c.Name, nil); err != nil {
 		return err
 	}
-	if len(c.Broker.Brokers) == 0 {
-		return fmt.Errorf("%w: Broker.Brokers is empty", ErrInvalidConfig)
-	}
 	if c.IdempotencyWindow < 0 {
 		return fmt.Errorf("%w: IdempotencyWindow is negative (%s)", ErrInvalidConfig, c.IdempotencyWindow)
+	}
+	return validateBroker(c.Broker)
+}
+
+// validateBroker validates the Broker field of a configuration.
+func validateBroker(b broker.Config) error {
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: Broker: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }
@@ -145,7 +136,7 @@ func (s *Service) UseStore(store idempotency.Store) {
 // Register adds consumers to router, one handler each:
 //
 //   - its topic is Topic's, or topics.Event(From's service, type name) for
-//     an event, or topics.Event(this service, type name) for a command;
+//     an event, or topics.Command(this service, type name) for a command;
 //   - its consumer group, which is also its handler name, is
 //     topics.ConsumerGroup(this service, type name) unless ConsumerGroup
 //     says otherwise;
@@ -206,7 +197,7 @@ func (s *Service) provision(ctx context.Context, plans []consumerPlan) error {
 	for _, p := range plans {
 		names = append(names, p.topic, p.deadLetterTopic)
 	}
-	if err := broker.ProvisionTopics(ctx, s.cfg.Provision, names...); err != nil {
+	if err := broker.ProvisionTopics(ctx, s.cfg.Broker, names...); err != nil {
 		return fmt.Errorf("cqrs: provisioning the topics of %s: %w", s.cfg.Name, err)
 	}
 	return nil
@@ -316,7 +307,7 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 		return "", fmt.Errorf("%w: command consumer of %s: From does not apply to commands, which are read from the handling service's topic; use Topic for another one",
 			ErrInvalidConfig, spec.typeName)
 	case spec.kind == commandKind:
-		topic = topics.Event(s.cfg.Name, spec.typeName)
+		topic = topics.Command(s.cfg.Name, spec.typeName)
 	case o.from != "":
 		topic = topics.Event(o.from, spec.typeName)
 	default:

@@ -70,7 +70,7 @@ func (e *kafkaEnv) provision(t *testing.T, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: e.brokers}, names...); err != nil {
+	if err := broker.ProvisionTopics(ctx, broker.Config{Brokers: e.brokers}, names...); err != nil {
 		t.Fatalf("provision %v: %v", names, err)
 	}
 }

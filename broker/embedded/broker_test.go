@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"testing"
@@ -28,10 +29,13 @@ func TestStartListensOnLoopbackOnly(t *testing.T) {
 
 func TestStartRejectsBadOptions(t *testing.T) {
 	tests := map[string]embedded.Option{
-		"zero partitions": embedded.WithPartitions(0),
-		"negative port":   embedded.WithPort(-1),
-		"port too large":  embedded.WithPort(70000),
-		"invalid topic":   embedded.WithTopics("ok", "bad topic!"),
+		"zero partitions":  embedded.WithPartitions(0),
+		"negative port":    embedded.WithPort(-1),
+		"port too large":   embedded.WithPort(70000),
+		"invalid topic":    embedded.WithTopics("ok", "bad topic!"),
+		"SASL mechanism":   embedded.WithSASLUser("GSSAPI", "u", "p"),
+		"SASL password":    embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
+		"TLS without cert": embedded.WithTLS(&tls.Config{}),
 	}
 	for name, opt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -6,8 +6,24 @@
 // client (IBM/sarama through watermill-kafka, franz-go, the Java client) can
 // produce, consume and commit consumer-group offsets against it. With
 // [WithDataDir] the records, topics and committed group offsets are kept on
-// disk and come back when a new broker starts on the same directory.
+// disk and come back when a new broker starts on the same directory, or
+// when [Broker.Restart] starts this one again.
 //
-// It is not a production broker: there is a single node, no replication and
-// no authentication.
+// # Security
+//
+// [WithSASLUser] makes every connection authenticate (PLAIN, SCRAM-SHA-256
+// or SCRAM-SHA-512) and [WithTLS] makes it encrypted, to test clients
+// configured as for a secured cluster. Rejected credentials are answered
+// as Kafka answers them, with SASL_AUTHENTICATION_FAILED, so that clients
+// report an authentication failure rather than a dropped connection. There
+// are no ACLs: an authenticated user may do anything.
+//
+// # Faults
+//
+// Tests that need a misbehaving broker get the kfake cluster from
+// [Broker.Cluster] and inject faults with it (failed, delayed or answered
+// requests), or stop the broker with [Broker.Close] and bring it back on the
+// same address with [Broker.Restart].
+//
+// It is not a production broker: there is a single node and no replication.
 package embedded

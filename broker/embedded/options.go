@@ -1,12 +1,18 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"log/slog"
+
+	"github.com/koto-dev/watermill-koto/broker"
 )
 
-// DefaultPartitions is the number of partitions of a topic that is created
-// automatically (on first produce or metadata request) or by [WithTopics].
-const DefaultPartitions = 3
+// SASL mechanisms of [WithSASLUser], named as Kafka names them.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
 
 // Option configures [Start].
 type Option func(*config)
@@ -17,10 +23,14 @@ type config struct {
 	dataDir    string
 	topics     []string
 	logger     *slog.Logger
+	users      []saslUser
+	tls        *tls.Config
 }
 
+type saslUser struct{ mechanism, name, password string }
+
 func newConfig(opts []Option) config {
-	c := config{partitions: DefaultPartitions}
+	c := config{partitions: broker.DefaultPartitions}
 	for _, opt := range opts {
 		opt(&c)
 	}
@@ -29,7 +39,8 @@ func newConfig(opts []Option) config {
 
 // WithPartitions sets how many partitions auto-created topics and the topics
 // of [WithTopics] get. It must be at least 1. The default is
-// [DefaultPartitions].
+// broker.DefaultPartitions, as for topics that broker.ProvisionTopics
+// creates.
 func WithPartitions(n int) Option {
 	return func(c *config) { c.partitions = n }
 }
@@ -65,4 +76,20 @@ func WithTopics(names ...string) Option {
 // warnings and errors keep their level. By default nothing is logged.
 func WithLogger(logger *slog.Logger) Option {
 	return func(c *config) { c.logger = logger }
+}
+
+// WithSASLUser adds a user that clients authenticate as with mechanism:
+// [SASLPlain], [SASLScramSHA256] or [SASLScramSHA512]. Once the broker has a
+// user, every connection must authenticate (SASL handshake v1, the default
+// of sarama and franz-go) before anything else. The option can be given
+// several times, for several users or mechanisms.
+func WithSASLUser(mechanism, user, password string) Option {
+	return func(c *config) { c.users = append(c.users, saslUser{mechanism, user, password}) }
+}
+
+// WithTLS makes the broker accept only TLS connections, with cfg, which
+// needs a server certificate (Certificates or GetCertificate). Set
+// cfg.ClientAuth and ClientCAs to require client certificates too.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) { c.tls = cfg }
 }

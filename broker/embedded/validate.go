@@ -23,5 +23,24 @@ func (c config) validate() error {
 			return fmt.Errorf("%w: WithTopics: %w", ErrInvalidOption, err)
 		}
 	}
+	for _, u := range c.users {
+		if err := u.validate(); err != nil {
+			return err
+		}
+	}
+	if c.tls != nil && len(c.tls.Certificates) == 0 && c.tls.GetCertificate == nil && c.tls.GetConfigForClient == nil {
+		return fmt.Errorf("%w: WithTLS: the tls.Config has no server certificate; set Certificates or GetCertificate", ErrInvalidOption)
+	}
+	return nil
+}
+
+func (u saslUser) validate() error {
+	switch {
+	case u.mechanism != SASLPlain && u.mechanism != SASLScramSHA256 && u.mechanism != SASLScramSHA512:
+		return fmt.Errorf("%w: WithSASLUser(%q, %q, …): the mechanism must be %s, %s or %s",
+			ErrInvalidOption, u.mechanism, u.name, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	case u.name == "" || u.password == "":
+		return fmt.Errorf("%w: WithSASLUser(%q, %q, …): the user name and the password must not be empty", ErrInvalidOption, u.mechanism, u.name)
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -42,7 +43,7 @@ func parseE2EFlags(args []string) (e2eFlags, error) {
 	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
 		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
 	}
-	f.brokers = splitBrokers(*brokers)
+	f.brokers = broker.SplitBrokers(*brokers)
 	return f, nil
 }
 

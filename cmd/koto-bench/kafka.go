@@ -7,18 +7,6 @@ import (
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
-// splitBrokers parses a -brokers flag: comma-separated host:port, blanks
-// dropped.
-func splitBrokers(flag string) []string {
-	var brokers []string
-	for _, b := range strings.Split(flag, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			brokers = append(brokers, b)
-		}
-	}
-	return brokers
-}
-
 // kafkaFor returns brokers, or starts an embedded broker when there are
 // none, with a phrase saying which, and a function that stops what it
 // started.

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -46,7 +47,7 @@ func parseReqReplyFlags(args []string) (reqreplyFlags, error) {
 	if f.rounds < 1 || f.warmup < 0 || f.size < 0 {
 		return reqreplyFlags{}, fmt.Errorf("-rounds must be at least 1, -warmup and -size not negative")
 	}
-	f.brokers = splitBrokers(*brokers)
+	f.brokers = broker.SplitBrokers(*brokers)
 	return f, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
@@ -54,7 +55,7 @@ func parseFlags(args []string, stderr io.Writer) ([]embedded.Option, error) {
 	fs.SetOutput(stderr)
 	port := fs.Int("port", 9092, "TCP port on 127.0.0.1 (0 picks a free one)")
 	dataDir := fs.String("data-dir", "", "directory that keeps topics, records and group offsets across restarts (empty: in memory)")
-	partitions := fs.Int("partitions", embedded.DefaultPartitions, "partitions of auto-created topics")
+	partitions := fs.Int("partitions", broker.DefaultPartitions, "partitions of auto-created topics")
 	topicList := fs.String("topics", "", "comma-separated topics to create at start")
 	verbose := fs.Bool("v", false, "log every request the broker handles")
 	if err := fs.Parse(args); err != nil {

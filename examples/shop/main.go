@@ -21,11 +21,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
@@ -81,7 +81,7 @@ func run(ctx context.Context, opts options) error {
 // kafkaBrokers returns KAFKA_BROKERS, or starts an embedded broker.
 func kafkaBrokers(ctx context.Context) ([]string, func(), error) {
 	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
-		return strings.Split(env, ","), func() {}, nil
+		return broker.SplitBrokers(env), func() {}, nil
 	}
 	b, err := embedded.Start(ctx, embedded.WithPartitions(4))
 	if err != nil {

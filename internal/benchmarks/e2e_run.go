@@ -39,7 +39,7 @@ type E2ERun struct {
 func (e *E2E) Start(ctx context.Context, v E2EVariant, n int) (*E2ERun, error) {
 	id := e.prefix + "-" + strconv.FormatInt(e.runs.Add(1), 10)
 	topic, group := id+".e2e", id+".e2e-consumer"
-	cfg := broker.ProvisionConfig{Brokers: e.brokers, Partitions: E2EPartitions}
+	cfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: E2EPartitions}}
 	if err := broker.ProvisionTopics(ctx, cfg, topic); err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSi
 	caller, handler := prefix+"-caller", prefix+"-handler"
 	b.raw, b.ping = prefix+".raw", prefix+".ping"
 	pong := prefix + ".pong"
-	if err := broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: brokers}, b.raw, b.ping, pong, cqrs.ReplyTopic(caller)); err != nil {
+	if err := broker.ProvisionTopics(ctx, bcfg, b.raw, b.ping, pong, cqrs.ReplyTopic(caller)); err != nil {
 		return nil, err
 	}
 	if err := b.startRaw(bcfg, prefix, pong); err != nil {
@@ -150,7 +150,7 @@ func (b *ReqReply) startHandler(ctx context.Context, bcfg broker.Config, handler
 func (b *ReqReply) startDispatcher(ctx context.Context, bcfg broker.Config, caller, handler string, logger *slog.Logger) error {
 	disp, err := cqrs.NewCommandDispatcher(b.pub, cqrs.CommandDispatcherConfig{
 		Service: caller,
-		Routes:  []cqrs.Route{cqrs.RouteOf[EchoCommand](topics.Event(handler, topics.TypeName(EchoCommand{})))},
+		Routes:  []cqrs.Route{cqrs.RouteOf[EchoCommand](topics.Command(handler, topics.TypeName(EchoCommand{})))},
 		Broker:  bcfg,
 		Logger:  logger,
 	})

@@ -10,10 +10,10 @@ package kafkatest
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
@@ -45,13 +45,7 @@ func Brokers(t testing.TB) []string {
 // FromEnv returns the addresses listed in KAFKA_BROKERS, or nil when it is
 // unset or empty.
 func FromEnv() []string {
-	var addrs []string
-	for _, a := range strings.Split(os.Getenv(EnvBrokers), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
+	return broker.SplitBrokers(os.Getenv(EnvBrokers))
 }
 
 // Timeout bounds every wait of a Kafka test; a healthy run needs a fraction
