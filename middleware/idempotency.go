@@ -81,8 +81,9 @@ func (c IdempotencyConfig) Validate() error {
 // Idempotency skips messages that were already processed: check, handle,
 // mark, as the package doc describes. It is [NewIdempotency] without an
 // owner for the marks it makes after an ack, which end on their own within
-// twice MarkAfterAckTimeout; where the store closes when the router does,
-// use [NewIdempotency] (or [Defaults]) and Close it in between.
+// twice MarkAfterAckTimeout. Where they must land before the store closes,
+// use [NewIdempotency] (or [Defaults]) and Close it between the router and
+// the store.
 //
 // Idempotency panics if store is nil or cfg is invalid; [NewIdempotency]
 // returns the error instead.
