@@ -122,12 +122,6 @@
 // the metadata listed at [DeadLetterReasonKey]: why, where and when it
 // failed. Messages the handler returned are dropped with it.
 //
-// # Outcomes
-//
-// Every delivery ends in one [Outcome], the "outcome" field of the log
-// line: ok, duplicate, dead-lettered or nacked; each scheduled retry logs a
-// line with outcome retry and the error_class of the failure.
-//
 // # Correlation
 //
 // [Correlation] puts the ID in the message context, where everything reads
