@@ -399,7 +399,7 @@ func TestReplyPublishFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = receive(t, nacked, "the error of the unanswered command")
-	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
 	}
 	if n := c.count("c-down"); n != 1 {
@@ -435,17 +435,17 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 	for name, call := range calls {
 		flaky.failFor(1)
 		err := call()
-		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
 		}
 	}
 	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
-	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.Outage {
+	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 	flaky.failFor(0)
 	err = events.Publish(ctx, Unencodable{})
-	if err == nil || middleware.Classify(err) == middleware.Outage {
+	if err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // waitTimeout bounds every wait in these tests; a healthy run needs a
@@ -340,4 +341,35 @@ func where(lines []map[string]any, key string, value any) []map[string]any {
 func proxiedPool(t *testing.T) (*pgxpool.Pool, *tcpproxy.Proxy) {
 	t.Helper()
 	return pgtest.ProxiedPool(t)
+}
+
+// defaultsChain is middleware.Defaults(cfg), whose chain is closed when the
+// test ends: after the router, whose stop runRouter registers later.
+func defaultsChain(t *testing.T, cfg middleware.Config) []message.HandlerMiddleware {
+	t.Helper()
+	c, err := middleware.Defaults(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("chain close: %v", err)
+		}
+	})
+	return c.Middlewares()
+}
+
+// newIdempotency is middleware.NewIdempotency, closed when the test ends.
+func newIdempotency(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig) *middleware.IdempotentConsumer {
+	t.Helper()
+	d, err := middleware.NewIdempotency(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(context.Background()); err != nil {
+			t.Errorf("idempotency close: %v", err)
+		}
+	})
+	return d
 }

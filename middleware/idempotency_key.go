@@ -8,6 +8,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/logattr"
 )
 
 // MessageKey is the default idempotency key of a message: its Watermill
@@ -39,7 +40,7 @@ type scopedKey struct {
 func (c *IdempotencyConfig) keyOf(msg *message.Message) (scopedKey, error) {
 	key, err := c.Key(msg)
 	if err != nil {
-		return scopedKey{}, Permanent(fmt.Errorf("middleware: idempotency key: %w", err))
+		return scopedKey{}, Poison(fmt.Errorf("middleware: idempotency key: %w", err))
 	}
 	scope := c.Scope(msg)
 	return scopedKey{scope: scope, key: key, stored: idempotency.ScopedKey(scope, key)}, nil
@@ -49,8 +50,8 @@ func (c *IdempotencyConfig) keyOf(msg *message.Message) (scopedKey, error) {
 // handler: to [Logging] and to c.OnDuplicate.
 func (c *IdempotencyConfig) skipped(msg *message.Message, k scopedKey) {
 	reportFrom(msg.Context()).set(OutcomeDuplicate,
-		slog.String(IdempotencyScopeAttr, k.scope),
-		slog.String(IdempotencyKeyAttr, k.key))
+		slog.String(logattr.IdempotencyScope, k.scope),
+		slog.String(logattr.IdempotencyKey, k.key))
 	if c.OnDuplicate != nil {
 		c.OnDuplicate(msg, k.scope, k.key)
 	}
