@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -21,6 +22,10 @@ type EventPublisherConfig struct {
 
 	// Routes send event types to explicit topics.
 	Routes []Route
+
+	// Telemetry traces and measures the events published. Nil:
+	// OpenTelemetry's global providers.
+	Telemetry *telemetry.Telemetry
 }
 
 // Validate reports what is wrong with the configuration. Errors wrap
@@ -58,6 +63,11 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 		return nil, err
 	}
 	routes, _ := routeTable(cfg.Routes)
+	tel, err := telemetryOf(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	pub = tel.Publisher(pub)
 	p := &EventPublisher{service: cfg.Service, routes: routes}
 	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
 		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {

@@ -49,6 +49,7 @@ const (
 func deadLetterMessage(msg *message.Message, cause error, class ErrorClass, attempts int, group string) *message.Message {
 	ctx := msg.Context()
 	dl := msg.Copy()
+	dl.SetContext(ctx) // a publisher that traces makes the dead letter's span a child of the delivery's
 	correlation.Stamp(ctx, dl)
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
 	md := dl.Metadata
