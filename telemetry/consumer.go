@@ -30,18 +30,21 @@ import (
 // an outcome.
 func (t *Telemetry) Middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		start := time.Now()
 		ctx := msg.Context()
 		d := &delivery{t: t, topic: message.SubscribeTopicFromCtx(ctx), group: t.group(msg)}
+		if t.m.process.Enabled(ctx) {
+			d.start = time.Now()
+		}
 		ctx = t.prop.Extract(ctx, carrier(msg))
-		ctx, d.span = t.tracer.Start(ctx, "process "+d.topic, trace.WithSpanKind(trace.SpanKindConsumer))
+		ctx, d.span = t.tracer.Start(ctx, "process "+d.topic, t.consumerSpan...)
 		if d.span.IsRecording() {
 			d.span.SetAttributes(d.spanAttrs(ctx, msg)...)
 		}
-		msg.SetContext(context.WithValue(ctx, deliveryKey{}, d))
+		d.Context = ctx
+		msg.SetContext(d)
 		produced, err := h(msg)
 		t.adopt(ctx, produced)
-		d.end(ctx, time.Since(start), err)
+		d.end(ctx, err)
 		return produced, err
 	}
 }
@@ -66,11 +69,14 @@ func (t *Telemetry) adopt(ctx context.Context, msgs []*message.Message) {
 	}
 }
 
-// delivery is the telemetry of one delivery of a message, in its context
-// while the chain runs.
+// delivery is the telemetry of one delivery of a message. It is the
+// message's context while the chain runs: the context with the consumer
+// span, which also finds the delivery (one allocation for both).
 type delivery struct {
+	context.Context
 	t     *Telemetry
 	span  trace.Span
+	start time.Time // zero when the duration is not recorded
 	topic string
 	group string
 
@@ -82,6 +88,15 @@ type delivery struct {
 }
 
 type deliveryKey struct{}
+
+// Value returns the delivery for deliveryKey, and the value of the
+// context with the consumer span for any other key.
+func (d *delivery) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return d
+	}
+	return d.Context.Value(key)
+}
 
 func deliveryFrom(ctx context.Context) *delivery {
 	d, _ := ctx.Value(deliveryKey{}).(*delivery)
@@ -117,7 +132,7 @@ func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attrib
 
 // end records the delivery's metrics and ends its span; err is what the
 // chain returned.
-func (d *delivery) end(ctx context.Context, took time.Duration, err error) {
+func (d *delivery) end(ctx context.Context, err error) {
 	m := &d.t.m
 	if m.consumed.Enabled(ctx) || m.process.Enabled(ctx) {
 		attrs := d.metricAttrs(opProcess)
@@ -129,7 +144,9 @@ func (d *delivery) end(ctx context.Context, took time.Duration, err error) {
 		}
 		set := attribute.NewSet(attrs...)
 		m.consumed.AddSet(ctx, 1, set)
-		m.process.RecordSet(ctx, took.Seconds(), set)
+		if !d.start.IsZero() {
+			m.process.RecordSet(ctx, time.Since(d.start).Seconds(), set)
+		}
 	}
 	if d.outcome == outcomeDeadLettered && m.deadLetters.Enabled(ctx) {
 		attrs := append(d.metricAttrs(""), AttrErrorClass.String(d.class), semconv.ErrorTypeKey.String(d.errorType))

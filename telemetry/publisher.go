@@ -77,7 +77,7 @@ func (t *Telemetry) startSend(topic string, msg *message.Message) trace.Span {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = t.prop.Extract(ctx, carrier(msg))
 	}
-	ctx, span := t.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := t.tracer.Start(ctx, "send "+topic, t.producerSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(sendAttrs(ctx, topic, msg)...)
 	}

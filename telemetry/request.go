@@ -44,7 +44,7 @@ type RequestEnd func(outcome RequestOutcome, reply *message.Message, err error)
 // cqrs command dispatcher calls it around every Request.
 func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Context, RequestEnd) {
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, opRequest+" "+topic, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, opRequest+" "+topic, t.clientSpan...)
 	if span.IsRecording() {
 		attrs := []attribute.KeyValue{semconv.MessagingSystemKafka, semconv.MessagingOperationName(opRequest),
 			semconv.MessagingDestinationName(topic)}

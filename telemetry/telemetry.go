@@ -61,6 +61,9 @@ type Telemetry struct {
 	prop   propagation.TextMapPropagator
 	group  func(*message.Message) string
 	m      instruments
+
+	// Span start options, made once.
+	consumerSpan, producerSpan, clientSpan []trace.SpanStartOption
 }
 
 // instruments are the instruments of a Telemetry.
@@ -94,6 +97,10 @@ func New(cfg Config) (*Telemetry, error) {
 		meter:  cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
 		prop:   cfg.Propagator,
 		group:  cfg.ConsumerGroup,
+
+		consumerSpan: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)},
+		producerSpan: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)},
+		clientSpan:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)},
 	}
 	if err := t.m.create(t.meter); err != nil {
 		return nil, fmt.Errorf("telemetry: creating the instruments: %w", err)

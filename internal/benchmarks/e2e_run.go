@@ -88,6 +88,9 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 // a discarding logger; a nil scope means the default, the handler name.
 func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (*middleware.Chain, error) {
 	cfg := middleware.Config{Publisher: e.pub, Logger: slog.New(slog.DiscardHandler)}
+	if v.Telemetry {
+		cfg.Telemetry = e.sdk.tel
+	}
 	cfg.Idempotency.Scope = scope
 	switch v.Idempotency {
 	case CheckHandleMark:

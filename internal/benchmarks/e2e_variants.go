@@ -52,6 +52,11 @@ type E2EVariant struct {
 	// Target is the least ratio to the baseline that DESIGN.md asks for;
 	// 0 when it sets none.
 	Target float64
+	// Telemetry makes the chain record with the OpenTelemetry SDK: every
+	// span sampled and exported in batches (to nowhere), every metric
+	// aggregated. Otherwise it records through the global providers, which
+	// nobody set: the no-op every application starts with.
+	Telemetry bool
 }
 
 // Names of the variants that E2EVariants returns.
@@ -80,6 +85,22 @@ func E2EVariants() []E2EVariant {
 		{Name: E2ENoop, Handler: NoopHandler},
 		{Name: E2ENoopCheckHandleMark, Handler: NoopHandler, Idempotency: CheckHandleMark, Baseline: E2ENoop},
 		{Name: E2ENoopTransactional, Handler: NoopHandler, Idempotency: Transactional, Baseline: E2ENoop},
+	}
+}
+
+// Names of the variants that E2ETelemetryVariants returns.
+const (
+	E2EWriteTelemetry = "write + telemetry (SDK)"
+	E2ENoopTelemetry  = "no-op + telemetry (SDK)"
+)
+
+// E2ETelemetryVariants returns the variants that measure the cost of
+// telemetry with the OpenTelemetry SDK configured, against the baselines
+// of E2EVariants, which run with no provider configured.
+func E2ETelemetryVariants() []E2EVariant {
+	return []E2EVariant{
+		{Name: E2EWriteTelemetry, Handler: WriteHandler, Baseline: E2EWrite, Telemetry: true},
+		{Name: E2ENoopTelemetry, Handler: NoopHandler, Baseline: E2ENoop, Telemetry: true},
 	}
 }
 
