@@ -134,15 +134,12 @@ func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attrib
 // chain returned.
 func (d *delivery) end(ctx context.Context, err error) {
 	m := &d.t.m
+	errorType := ""
+	if err != nil {
+		errorType = semconv.ErrorType(err).Value.AsString()
+	}
 	if m.consumed.Enabled(ctx) || m.process.Enabled(ctx) {
-		attrs := d.metricAttrs(opProcess)
-		if d.outcome != "" {
-			attrs = append(attrs, AttrOutcome.String(d.outcome))
-		}
-		if err != nil {
-			attrs = append(attrs, semconv.ErrorType(err))
-		}
-		set := attribute.NewSet(attrs...)
+		set := d.t.sets.of(setKey{topic: d.topic, group: d.group, outcome: d.outcome, errorType: errorType}, d.processAttrs)
 		m.consumed.AddSet(ctx, 1, set)
 		if !d.start.IsZero() {
 			m.process.RecordSet(ctx, time.Since(d.start).Seconds(), set)
@@ -156,18 +153,32 @@ func (d *delivery) end(ctx context.Context, err error) {
 		d.span.End()
 		return
 	}
+	attrs := make([]attribute.KeyValue, 0, 3)
 	if d.outcome != "" {
-		d.span.SetAttributes(AttrOutcome.String(d.outcome))
+		attrs = append(attrs, AttrOutcome.String(d.outcome))
 	}
 	if d.attempts > 1 {
-		d.span.SetAttributes(AttrAttempts.Int(d.attempts))
+		attrs = append(attrs, AttrAttempts.Int(d.attempts))
 	}
 	if err != nil {
 		d.span.RecordError(err)
 		d.span.SetStatus(codes.Error, err.Error())
-		d.span.SetAttributes(semconv.ErrorType(err))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType))
 	}
+	d.span.SetAttributes(attrs...)
 	d.span.End()
+}
+
+// processAttrs returns the attributes of the delivery metrics of k.
+func (d *delivery) processAttrs(k setKey) attribute.Set {
+	attrs := d.metricAttrs(opProcess)
+	if k.outcome != "" {
+		attrs = append(attrs, AttrOutcome.String(k.outcome))
+	}
+	if k.errorType != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errorType))
+	}
+	return attribute.NewSet(attrs...)
 }
 
 // metricAttrs returns the attributes every consumer metric has, with

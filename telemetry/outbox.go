@@ -20,8 +20,8 @@ type OutboxStats struct {
 // ObserveOutbox registers an outbox table: at every collection of the
 // metrics, observe is called and its result recorded as
 // [MetricOutboxWaiting] and [MetricOutboxLag], with [AttrOutboxTable]
-// table. An error of observe skips that collection (the meter provider's
-// error handler gets it). Unregister the returned registration when the
+// table. An error of observe leaves the gauges out of that collection and
+// reaches the reader, which reports it. Unregister the returned registration when the
 // outbox closes. observe runs on the collector's goroutine; keep it to one
 // cheap query.
 func (t *Telemetry) ObserveOutbox(table string, observe func(ctx context.Context) (OutboxStats, error)) (metric.Registration, error) {

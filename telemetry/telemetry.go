@@ -61,6 +61,7 @@ type Telemetry struct {
 	prop   propagation.TextMapPropagator
 	group  func(*message.Message) string
 	m      instruments
+	sets   setCache // of the delivery metrics
 
 	// Span start options, made once.
 	consumerSpan, producerSpan, clientSpan []trace.SpanStartOption
