@@ -1,0 +1,172 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
+)
+
+// session is one life of the forwarder on one connection: it waits for
+// the table's lock, then forwards until an error. Closing the connection
+// releases the lock. progressed reports whether it forwarded a batch.
+func (f *Forwarder) session(ctx context.Context) (progressed bool, err error) {
+	conn, err := f.connect(ctx)
+	if err != nil {
+		return false, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer f.disconnect(conn)
+	if err := f.acquire(ctx, conn); err != nil {
+		return false, err
+	}
+	f.active.Store(true)
+	defer f.active.Store(false)
+	f.log.Info("outbox forwarder active")
+	pos, err := f.prepare(ctx, conn)
+	if err != nil {
+		return false, err
+	}
+	return f.loop(ctx, conn, pos)
+}
+
+func (f *Forwarder) connect(ctx context.Context) (*pgx.Conn, error) {
+	cc := f.o.pool.Config().ConnConfig.Copy()
+	cc.RuntimeParams["application_name"] = f.cfg.ApplicationName
+	qctx, cancel := context.WithTimeout(ctx, f.cfg.QueryTimeout)
+	defer cancel()
+	return pgx.ConnectConfig(qctx, cc)
+}
+
+func (f *Forwarder) disconnect(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// acquire waits until this connection holds the table's forwarder lock,
+// trying every TakeoverInterval. It polls rather than blocks in
+// pg_advisory_lock, whose waiting statement would hold back VACUUM's
+// horizon for as long as it waits.
+func (f *Forwarder) acquire(ctx context.Context, conn *pgx.Conn) error {
+	for standby := false; ; standby = true {
+		var locked bool
+		err := f.query(ctx, func(ctx context.Context) error {
+			return conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1::int4, $2::int4)",
+				pgschema.ClassForwarder, pgschema.LockObject(f.o.t.outbox)).Scan(&locked)
+		})
+		if err != nil || locked {
+			return err
+		}
+		if !standby {
+			f.log.Debug("outbox forwarder standing by: another one is active")
+		}
+		if !sleep(ctx, f.cfg.TakeoverInterval) {
+			return ctx.Err()
+		}
+	}
+}
+
+// prepare readies an active session: the Kafka producer, the tables, the
+// notifications and the group's position.
+func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, error) {
+	if f.producer == nil {
+		p, err := broker.NewProducer(f.cfg.Broker)
+		if err != nil {
+			return position{}, fmt.Errorf("connect to Kafka: %w", err)
+		}
+		f.producer = p
+	}
+	var pos position
+	err := f.query(ctx, func(ctx context.Context) error {
+		if err := f.o.setup(ctx, conn); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, f.o.t.listenSQL()); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		for _, q := range f.sql.initOffsets {
+			if _, err := conn.Exec(ctx, q.Query, q.Args...); err != nil {
+				return fmt.Errorf("initialise the position: %w", err)
+			}
+		}
+		return conn.QueryRow(ctx, f.sql.position, forwarderGroup).Scan(&pos.xid, &pos.offset)
+	})
+	return pos, err
+}
+
+// loop forwards batch after batch and waits between them: not at all after
+// a full batch, a few milliseconds, growing, while committed rows wait
+// behind an older transaction, else until a notification or the poll
+// interval.
+func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (progressed bool, err error) {
+	behind := 0 // waits so far for rows behind an older transaction
+	for {
+		res, err := f.forwardBatch(ctx, conn, &pos)
+		if err != nil {
+			return progressed, err
+		}
+		progressed = progressed || res.rows > 0
+		wait := f.cfg.PollInterval
+		switch {
+		case res.rows == f.cfg.BatchSize:
+			wait = 0
+		case res.held:
+			wait = min(time.Millisecond<<min(behind, 20), f.cfg.PollInterval)
+			behind++
+		default:
+			behind = 0
+		}
+		woke, err := f.wait(ctx, conn, wait)
+		if err != nil {
+			return progressed, err
+		}
+		if woke {
+			behind = 0
+		}
+	}
+}
+
+// wait waits up to d for a notification on conn and then takes every
+// notification already received; woke reports whether there was one.
+func (f *Forwarder) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) (woke bool, err error) {
+	if d > 0 {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		n, err := conn.WaitForNotification(wctx)
+		timedOut := wctx.Err() != nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case err != nil && (!timedOut || conn.IsClosed()):
+			return false, fmt.Errorf("wait for notifications: %w", err)
+		}
+		woke = n != nil
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel() // only what is buffered already
+	for {
+		n, _ := conn.WaitForNotification(done)
+		if n == nil {
+			return woke, nil
+		}
+		woke = true
+	}
+}
+
+// query runs fn with a context bounded by QueryTimeout.
+func (f *Forwarder) query(ctx context.Context, fn func(context.Context) error) error {
+	qctx, cancel := context.WithTimeout(ctx, f.cfg.QueryTimeout)
+	defer cancel()
+	return fn(qctx)
+}
+
+// logBatch logs a forwarded batch at debug level.
+func (f *Forwarder) logBatch(ctx context.Context, n int, pos position) {
+	f.log.LogAttrs(ctx, slog.LevelDebug, "outbox batch forwarded",
+		slog.Int("messages", n), slog.Uint64("transaction_id", pos.xid), slog.Int64("offset", pos.offset))
+}
