@@ -63,7 +63,9 @@ func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 // unless Config.DisableAutoCreateSchema, and forwards. Failures of either
 // are logged and retried with cfg.RetryBackoff, never returned; only a
 // configuration that cannot work (an error wrapping ErrInvalidConfig or
-// broker.ErrInvalidConfig, or ErrSchemaMissing) ends Run with an error.
+// broker.ErrInvalidConfig) ends Run with an error. Missing tables with
+// DisableAutoCreateSchema are retried too: the forwarder starts as soon as
+// the migrations have created them.
 // Run may be called again after it returned, but not while it runs.
 func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, err := f.start(ctx)
@@ -95,7 +97,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 
 // fatal reports whether err is one retrying cannot fix.
 func fatal(err error) bool {
-	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, broker.ErrInvalidConfig) || errors.Is(err, ErrSchemaMissing)
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, broker.ErrInvalidConfig)
 }
 
 // start marks the forwarder running and returns Run's context.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ const testPoll = 200 * time.Millisecond
 // Kafka brokers.
 type env struct {
 	t       *testing.T
+	logger  *slog.Logger
+	logs    *testWriter
 	pool    *pgxpool.Pool
 	schema  string
 	o       *outbox.Outbox
@@ -55,7 +58,8 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	if len(brokers) == 0 {
 		brokers = kafkatest.Brokers(t)
 	}
-	return &env{t: t, pool: pool, schema: schema, o: o, brokers: brokers}
+	logger, logs := testLogger(t)
+	return &env{t: t, logger: logger, logs: logs, pool: pool, schema: schema, o: o, brokers: brokers}
 }
 
 func ctx(t testing.TB) context.Context { return kafkatest.Context(t) }
@@ -67,7 +71,7 @@ func (e *env) forwarderConfig() outbox.ForwarderConfig {
 		PollInterval:     testPoll,
 		TakeoverInterval: 100 * time.Millisecond,
 		RetryBackoff:     middleware.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
-		Logger:           testLogger(e.t),
+		Logger:           e.logger,
 	}
 }
 
@@ -186,15 +190,39 @@ func (r *reader) next(n int) []record {
 	return out
 }
 
-// none checks that no record arrives within d.
-func (r *reader) none(d time.Duration) {
+// distinct reads until n distinct messages (by UUID) have arrived and
+// returns every record read, duplicates included.
+func (r *reader) distinct(n int) []record {
+	r.t.Helper()
+	var out []record
+	seen := map[string]bool{}
+	for len(seen) < n {
+		for _, rec := range r.next(n - len(seen)) {
+			seen[rec.UUID] = true
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// drain returns the records that arrive within d.
+func (r *reader) drain(d time.Duration) []record {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	fs := r.cl.PollRecords(ctx, 1)
-	fs.EachRecord(func(rec *kgo.Record) {
-		r.t.Errorf("unexpected record %s: %s", rec.Key, rec.Value)
-	})
+	var out []record
+	for ctx.Err() == nil {
+		r.cl.PollFetches(ctx).EachRecord(func(rec *kgo.Record) { out = append(out, toRecord(rec)) })
+	}
+	return out
+}
+
+// none checks that no record arrives within d.
+func (r *reader) none(d time.Duration) {
+	r.t.Helper()
+	for _, rec := range r.drain(d) {
+		r.t.Errorf("unexpected record %s %s: %s", rec.UUID, rec.Key, rec.Payload)
+	}
 }
 
 func toRecord(rec *kgo.Record) record {
@@ -208,26 +236,41 @@ func toRecord(rec *kgo.Record) record {
 	}
 }
 
-// testLogger logs warnings and errors through t.
-func testLogger(t *testing.T) *slog.Logger {
+// testLogger logs warnings and errors through t, and keeps them for
+// logged.
+func testLogger(t *testing.T) (*slog.Logger, *testWriter) {
 	w := &testWriter{t: t}
 	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})), w
 }
 
 type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
+	mu    sync.Mutex
+	t     *testing.T
+	done  bool
+	lines []string
 }
 
 func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.lines = append(w.lines, string(p))
 	if !w.done {
 		w.t.Log(string(p))
 	}
 	return len(p), nil
+}
+
+// logged reports whether a line containing s was logged.
+func (w *testWriter) logged(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
 }
 
 var _ io.Writer = (*testWriter)(nil)

@@ -11,5 +11,9 @@ func TestMain(m *testing.M) {
 		// sarama's go-metrics registry starts one process-wide ticker
 		// goroutine for meters on first use and never stops it.
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+		// After a failed produce, a sarama producer's circuit breaker
+		// sleeps 10 s in a goroutine of its own, which outlives the
+		// closed producer by up to that long and then ends.
+		goleak.IgnoreAnyFunction("github.com/eapache/go-resiliency/breaker.(*Breaker).timer"),
 	)
 }
