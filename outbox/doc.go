@@ -33,11 +33,12 @@
 //
 // The table is watermill-sql's default PostgreSQL messages table
 // (DefaultPostgreSQLSchema) with its offsets table (<table>_offsets,
-// DefaultPostgreSQLOffsetsAdapter), and the forwarder runs watermill-sql's
-// own queries on them. Each row holds one message in the envelope format of
-// Watermill's components/forwarder (destination topic, UUID, payload,
-// metadata), so Watermill's forwarder can read the table too; its uuid
-// column is the message's idempotency key, idempotency.KeyUUID(msg.UUID).
+// DefaultPostgreSQLOffsetsAdapter): watermill-sql's DDL, insert, row
+// mapping and position queries keep it in that format. Each row holds one
+// message in the envelope format of Watermill's components/forwarder
+// (destination topic, UUID, payload, metadata), so Watermill's forwarder
+// can read the table too; its uuid column is the message's idempotency
+// key, idempotency.KeyUUID(msg.UUID).
 //
 // # Order
 //
@@ -65,18 +66,21 @@
 // lock, and with it any chance of recording a position).
 //
 // The active forwarder reads up to BatchSize rows after its position with
-// watermill-sql's query, which only returns rows of transactions older than
-// every running one (transaction_id < pg_snapshot_xmin): a row of a
-// lower ID can then never commit later, so the position never passes a
-// message. Rows committed behind a transaction that is still running wait
-// for it, however long it runs; the forwarder looks again after a few
+// watermill-sql's visibility guard: only rows of transactions older than
+// every running one (transaction_id < pg_snapshot_xmin), so that no row of
+// a lower ID can commit later and the position never passes a message.
+// Rows committed behind a transaction that is still running wait for it,
+// however long it runs; the forwarder looks again after a few
 // milliseconds, growing to PollInterval. The guard is cluster-wide: any
 // long transaction holds back every outbox, so keep transactions short.
-// Then the forwarder produces the batch with one SendMessages call of the
-// broker package's producer (acks=all, idempotent), holding no transaction
-// meanwhile, and only when Kafka has acknowledged every message, it moves
-// its position past the batch and deletes the batch's rows, in one
-// transaction. The table so holds only what is not forwarded yet.
+// The forwarder produces the batch with one SendMessages call of the
+// broker package's producer (acks=all, idempotent) and, while Kafka takes
+// it, reads the next one. Only when Kafka has acknowledged every record of
+// the batch does it move its position past the batch and delete the
+// batch's rows, in one transaction, committed without waiting for the WAL
+// flush (a position lost in a crash of PostgreSQL only sends its batch
+// again). No transaction is open while Kafka is called, and the table
+// holds only what is not forwarded yet.
 //
 // Delivery is at least once. If the forwarder dies between the produce and
 // the recording, the next one sends that batch again, with the same UUIDs,

@@ -18,57 +18,47 @@ type position struct {
 	offset int64
 }
 
-// batchResult is what one batch did.
-type batchResult struct {
-	rows int  // rows read and forwarded
-	held bool // committed rows wait behind an older running transaction
+// batch is the rows read after a position, ready to produce.
+type batch struct {
+	after   position
+	end     position // the last row's position; after when there is none
+	last    wsql.Row // the last row, for watermill-sql's ack query
+	rows    int
+	records []*sarama.ProducerMessage // fewer than rows if some cannot be forwarded
+	visible int                       // committed rows after `after`, up to one more than a batch
 }
 
-// forwardBatch reads the next batch, produces it to Kafka in one
-// SendMessages call, and then, in one implicit transaction, moves the
-// position past it and deletes its rows. No transaction is open while
-// Kafka is called. A crash before the last step re-sends the batch.
-func (f *Forwarder) forwardBatch(ctx context.Context, conn *pgx.Conn, pos *position) (batchResult, error) {
-	rows, visible, err := f.read(ctx, conn, *pos)
-	if err != nil || len(rows) == 0 {
-		return batchResult{held: visible > 0}, err
-	}
-	msgs := f.records(ctx, rows)
-	if len(msgs) > 0 {
-		if err := f.producer.SendMessages(msgs); err != nil {
-			f.closeProducer() // a new one starts clean after whatever went wrong
-			return batchResult{}, fmt.Errorf("produce %d messages to Kafka: %w", len(msgs), summarise(err))
-		}
-	}
-	last := rows[len(rows)-1]
-	next := position{xid: uint64(last.ExtraData["transaction_id"].(wsql.XID8)), offset: last.Offset}
-	if err := f.ack(ctx, conn, last, *pos, next); err != nil {
-		return batchResult{}, err
-	}
-	*pos = next
-	f.forwarded.Add(int64(len(msgs)))
-	f.logBatch(ctx, len(msgs), next)
-	return batchResult{rows: len(rows), held: visible > len(rows)}, nil
-}
+// held reports whether committed rows wait behind an older running
+// transaction: more are committed than the guard let the read return.
+func (b batch) held() bool { return b.visible > b.rows }
 
-// read returns the next batch of rows and how many committed rows follow
-// pos, up to one more than a batch, whether visible to the batch or not.
-func (f *Forwarder) read(ctx context.Context, conn *pgx.Conn, pos position) (rows []wsql.Row, visible int, err error) {
-	err = f.query(ctx, func(ctx context.Context) error {
-		b := &pgx.Batch{}
-		b.Queue(f.sql.selectBatch.Query, f.sql.selectBatch.Args...)
-		b.Queue(f.sql.visible, pos.xid, pos.offset, f.cfg.BatchSize+1)
-		br := conn.SendBatch(ctx, b)
+// read reads the batch after pos and turns its rows into Kafka records,
+// in one round trip: the rows, and how many committed rows follow pos.
+func (f *Forwarder) read(ctx context.Context, conn *pgx.Conn, pos position) (batch, error) {
+	b := batch{after: pos, end: pos}
+	var rows []wsql.Row
+	err := f.query(ctx, func(ctx context.Context) error {
+		q := &pgx.Batch{}
+		q.Queue(f.sql.next, pos.xid, pos.offset)
+		q.Queue(f.sql.visible, pos.xid, pos.offset, f.cfg.BatchSize+1)
+		br := conn.SendBatch(ctx, q)
+		var err error
 		rows, err = f.scan(br)
 		if err == nil {
-			err = br.QueryRow().Scan(&visible)
+			err = br.QueryRow().Scan(&b.visible)
 		}
 		return errors.Join(err, br.Close())
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("read the outbox: %w", err)
+		return batch{}, fmt.Errorf("read the outbox: %w", err)
 	}
-	return rows, visible, nil
+	if len(rows) > 0 {
+		b.last = rows[len(rows)-1]
+		b.end = position{xid: uint64(b.last.ExtraData["transaction_id"].(wsql.XID8)), offset: b.last.Offset}
+		b.rows = len(rows)
+		b.records = f.records(ctx, rows)
+	}
+	return b, nil
 }
 
 func (f *Forwarder) scan(br pgx.BatchResults) ([]wsql.Row, error) {
@@ -110,19 +100,44 @@ func (f *Forwarder) records(ctx context.Context, rows []wsql.Row) []*sarama.Prod
 	return msgs
 }
 
-// ack moves the position from prev to next and deletes the rows between,
-// in one round trip and one implicit transaction.
-func (f *Forwarder) ack(ctx context.Context, conn *pgx.Conn, last wsql.Row, prev, next position) error {
-	err := f.query(ctx, func(ctx context.Context) error {
-		q := f.sql.ack(last)
-		b := &pgx.Batch{}
-		b.Queue(q.Query, q.Args...)
-		b.Queue(f.sql.prune, prev.xid, prev.offset, next.xid, next.offset)
-		return conn.SendBatch(ctx, b).Close()
+// send produces the batch's records with one SendMessages call, in a
+// goroutine, and returns a channel that gets its outcome. Nothing of
+// PostgreSQL is held meanwhile.
+func (f *Forwarder) send(b batch) <-chan error {
+	done := make(chan error, 1)
+	if len(b.records) == 0 {
+		done <- nil
+		return done
+	}
+	p := f.producer
+	go func() {
+		if err := p.SendMessages(b.records); err != nil {
+			done <- fmt.Errorf("produce %d messages to Kafka: %w", len(b.records), summarise(err))
+			return
+		}
+		done <- nil
+	}()
+	return done
+}
+
+// ack moves the position past b and deletes b's rows, in one round trip
+// and one implicit transaction. It goes on when ctx is cancelled (bounded
+// by QueryTimeout), so that a forwarder stopping after a produce records
+// it instead of leaving it to be sent again.
+func (f *Forwarder) ack(ctx context.Context, conn *pgx.Conn, b batch) error {
+	err := f.query(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		q := f.sql.ack(b.last)
+		pb := &pgx.Batch{}
+		pb.Queue(q.Query, q.Args...)
+		pb.Queue(f.sql.prune, b.after.xid, b.after.offset, b.end.xid, b.end.offset)
+		return conn.SendBatch(ctx, pb).Close()
 	})
 	if err != nil {
 		return fmt.Errorf("record the forwarded batch: %w", err)
 	}
+	f.forwarded.Add(int64(len(b.records)))
+	f.log.LogAttrs(ctx, slog.LevelDebug, "outbox batch forwarded",
+		slog.Int("messages", len(b.records)), slog.Uint64("transaction_id", b.end.xid), slog.Int64("offset", b.end.offset))
 	return nil
 }
 

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +36,10 @@ func (f *Forwarder) session(ctx context.Context) (progressed bool, err error) {
 func (f *Forwarder) connect(ctx context.Context) (*pgx.Conn, error) {
 	cc := f.o.pool.Config().ConnConfig.Copy()
 	cc.RuntimeParams["application_name"] = f.cfg.ApplicationName
+	// Its commits record positions and deleted rows: one lost in a crash
+	// of PostgreSQL only makes the batch go out again, so they need not
+	// wait for the WAL flush.
+	cc.RuntimeParams["synchronous_commit"] = "off"
 	qctx, cancel := context.WithTimeout(ctx, f.cfg.QueryTimeout)
 	defer cancel()
 	return pgx.ConnectConfig(qctx, cc)
@@ -99,36 +102,46 @@ func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, erro
 	return pos, err
 }
 
-// loop forwards batch after batch and waits between them: not at all after
-// a full batch, a few milliseconds, growing, while committed rows wait
-// behind an older transaction, else until a notification or the poll
-// interval.
+// loop forwards batch after batch. While Kafka takes a batch, it reads
+// the next one; once Kafka has acknowledged every record of the batch, it
+// records it. Between batches it does not wait when there are rows; it
+// waits a few milliseconds, growing, while committed rows wait behind an
+// older transaction; else until a notification or the poll interval.
 func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (progressed bool, err error) {
 	behind := 0 // waits so far for rows behind an older transaction
-	for {
-		res, err := f.forwardBatch(ctx, conn, &pos)
-		if err != nil {
-			return progressed, err
+	next, err := f.read(ctx, conn, pos)
+	for err == nil {
+		if next.rows > 0 {
+			cur := next
+			sent := f.send(cur)
+			next, err = f.read(ctx, conn, cur.end)
+			if serr := <-sent; serr != nil {
+				f.closeProducer() // a new one starts clean after whatever went wrong
+				return progressed, serr
+			}
+			if aerr := f.ack(ctx, conn, cur); aerr != nil {
+				return progressed, aerr
+			}
+			progressed = true
+			continue
 		}
-		progressed = progressed || res.rows > 0
 		wait := f.cfg.PollInterval
-		switch {
-		case res.rows == f.cfg.BatchSize:
-			wait = 0
-		case res.held:
+		if next.held() {
 			wait = min(time.Millisecond<<min(behind, 20), f.cfg.PollInterval)
 			behind++
-		default:
+		} else {
 			behind = 0
 		}
-		woke, err := f.wait(ctx, conn, wait)
-		if err != nil {
-			return progressed, err
+		var woke bool
+		if woke, err = f.wait(ctx, conn, wait); err != nil {
+			break
 		}
 		if woke {
 			behind = 0
 		}
+		next, err = f.read(ctx, conn, next.end)
 	}
+	return progressed, err
 }
 
 // wait waits up to d for a notification on conn and then takes every
@@ -163,10 +176,4 @@ func (f *Forwarder) query(ctx context.Context, fn func(context.Context) error) e
 	qctx, cancel := context.WithTimeout(ctx, f.cfg.QueryTimeout)
 	defer cancel()
 	return fn(qctx)
-}
-
-// logBatch logs a forwarded batch at debug level.
-func (f *Forwarder) logBatch(ctx context.Context, n int, pos position) {
-	f.log.LogAttrs(ctx, slog.LevelDebug, "outbox batch forwarded",
-		slog.Int("messages", n), slog.Uint64("transaction_id", pos.xid), slog.Int64("offset", pos.offset))
 }

@@ -1,20 +1,26 @@
 package outbox
 
 import (
+	"strconv"
+
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 )
 
-// forwarderSQL is what the forwarder runs, mostly watermill-sql's own
-// queries for its default PostgreSQL schema and offsets adapter.
+// forwarderSQL is what the forwarder runs: watermill-sql's own queries for
+// its default PostgreSQL schema and offsets adapter where the table's
+// format is concerned (the row mapping, the position, its initial value),
+// and its own reads.
 type forwarderSQL struct {
 	schema  wsql.DefaultPostgreSQLSchema
 	offsets wsql.DefaultPostgreSQLOffsetsAdapter
 
-	// selectBatch is watermill-sql's read: the next rows after the
-	// group's position, of transactions older than every running one
-	// (transaction_id < pg_snapshot_xmin), in (transaction_id, offset)
-	// order.
-	selectBatch wsql.Query
+	// next reads the rows after a position, of transactions older than
+	// every running one (transaction_id < pg_snapshot_xmin), in
+	// (transaction_id, offset) order: watermill-sql's read, with the
+	// position as arguments rather than read from the offsets table, so
+	// that the next batch can be read before the last one is recorded.
+	// Its columns are those watermill-sql's UnmarshalMessage scans.
+	next string
 	// initOffsets is watermill-sql's zero position of the group, inserted
 	// if missing.
 	initOffsets []wsql.Query
@@ -32,14 +38,14 @@ type forwarderSQL struct {
 func newForwarderSQL(t tables, batch int) forwarderSQL {
 	s := forwarderSQL{schema: t.schemaAdapter(batch), offsets: t.offsetsAdapter()}
 	var err error
-	s.selectBatch, err = s.schema.SelectQuery(wsql.SelectQueryParams{Topic: sqlTopic, ConsumerGroup: forwarderGroup, OffsetsAdapter: s.offsets})
+	s.initOffsets, err = s.offsets.BeforeSubscribingQueries(wsql.BeforeSubscribingQueriesParams{Topic: sqlTopic, ConsumerGroup: forwarderGroup})
 	if err != nil {
 		panic(err) // the default adapters never fail
 	}
-	s.initOffsets, err = s.offsets.BeforeSubscribingQueries(wsql.BeforeSubscribingQueriesParams{Topic: sqlTopic, ConsumerGroup: forwarderGroup})
-	if err != nil {
-		panic(err)
-	}
+	s.next = `SELECT "offset", transaction_id, uuid, payload, metadata FROM ` + t.outbox +
+		` WHERE (transaction_id, "offset") > ($1::xid8, $2::bigint)` +
+		` AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())` +
+		` ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch)
 	s.position = `SELECT last_processed_transaction_id, coalesce(offset_acked, 0) FROM ` + t.offsets + ` WHERE consumer_group = $1`
 	s.visible = `SELECT count(*) FROM (SELECT 1 FROM ` + t.outbox +
 		` WHERE (transaction_id, "offset") > ($1::xid8, $2::bigint) LIMIT $3) AS rows`
