@@ -58,15 +58,15 @@ func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 }
 
 // Run forwards until ctx is done or Close is called, then returns nil. It
-// connects to PostgreSQL (a dedicated connection, outside the pool) and to
-// Kafka, waits to become the table's active forwarder, creates the tables
-// unless Config.DisableAutoCreateSchema, and forwards. Failures of either
-// are logged and retried with cfg.RetryBackoff, never returned; only a
-// configuration that cannot work (an error wrapping ErrInvalidConfig or
-// broker.ErrInvalidConfig) ends Run with an error. Missing tables with
-// DisableAutoCreateSchema are retried too: the forwarder starts as soon as
-// the migrations have created them.
-// Run may be called again after it returned, but not while it runs.
+// connects to PostgreSQL on a connection of its own, made with the pool's
+// ConnConfig (pgxpool's BeforeConnect and AfterConnect hooks do not apply),
+// stands by until it is the table's active forwarder, runs Setup, connects
+// to Kafka and forwards (see Forwarding in the package documentation).
+// Failures of PostgreSQL or Kafka, and tables missing with
+// DisableAutoCreateSchema, are logged and retried with RetryBackoff; only
+// a configuration that cannot work (an error wrapping [ErrInvalidConfig] or
+// broker.ErrInvalidConfig) ends Run with an error. Run may be called again
+// after it returned, but not while it runs.
 func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, err := f.start(ctx)
 	if err != nil {

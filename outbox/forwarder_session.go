@@ -74,16 +74,9 @@ func (f *Forwarder) acquire(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// prepare readies an active session: the Kafka producer, the tables, the
-// notifications and the group's position.
+// prepare readies an active session: the tables, the notifications, the
+// group's position, and the Kafka producer.
 func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, error) {
-	if f.producer == nil {
-		p, err := broker.NewProducer(f.cfg.Broker)
-		if err != nil {
-			return position{}, fmt.Errorf("connect to Kafka: %w", err)
-		}
-		f.producer = p
-	}
 	var pos position
 	err := f.query(ctx, func(ctx context.Context) error {
 		if err := f.o.setup(ctx, conn); err != nil {
@@ -99,7 +92,13 @@ func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, erro
 		}
 		return conn.QueryRow(ctx, f.sql.position, forwarderGroup).Scan(&pos.xid, &pos.offset)
 	})
-	return pos, err
+	if err != nil || f.producer != nil {
+		return pos, err
+	}
+	if f.producer, err = broker.NewProducer(f.cfg.Broker); err != nil {
+		return pos, fmt.Errorf("connect to Kafka: %w", err)
+	}
+	return pos, nil
 }
 
 // loop forwards batch after batch. While Kafka takes a batch, it reads

@@ -15,17 +15,13 @@ const lockKeysSQL = `SELECT count(pg_advisory_xact_lock(h)) FROM (
 	SELECT DISTINCT hashtextextended(k, $2) AS h FROM unnest($1::text[]) AS k ORDER BY h
 ) AS keys WHERE pg_current_xact_id_if_assigned() IS NULL`
 
-// LockKeys locks keys, the partition keys of the messages tx will publish,
-// for the rest of tx, waiting while another transaction holds any of them.
-// Call it before tx's first write: a transaction's messages are forwarded
-// in the order in which transactions made their first write, so taking the
-// keys first is what makes messages of one key reach Kafka in the order
-// their transactions committed (see the package documentation). Called
-// after a write, it locks nothing and returns an error wrapping
-// ErrKeyLockAfterWrite; roll back and take the locks first.
-//
-// Empty keys are ignored, like an empty partition key. The locks are
-// advisory locks on a hash of (outbox table, key), released when tx ends.
+// LockKeys locks keys, the partition keys of the messages tx will
+// publish, until tx ends, waiting while another transaction holds one of
+// them. Taken before tx's first write, the locks make one key's messages
+// reach Kafka in the order their transactions committed (see Order in the
+// package documentation); after a write LockKeys locks nothing and returns
+// an error wrapping [ErrKeyLockAfterWrite]. Empty keys are ignored. The
+// locks are advisory locks on a hash of the outbox table and the key.
 func (o *Outbox) LockKeys(ctx context.Context, tx pgx.Tx, keys ...string) error {
 	if tx == nil {
 		return fmt.Errorf("%w: LockKeys got a nil transaction", ErrNoTransaction)

@@ -182,7 +182,7 @@ func runLoad(t *testing.T, e *env, topic string, lock bool, workers, perWorker i
 			for range perWorker {
 				key := "key-" + strconv.Itoa(rng.IntN(20))
 				rollback := rng.IntN(10) == 0
-				pause := time.Duration(rng.IntN(300)) * time.Microsecond
+				pause := time.Duration(rng.IntN(1000)) * time.Microsecond
 				var id, value string
 				err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 					if lock {

@@ -41,19 +41,14 @@ func (o *Outbox) Publisher(tx pgx.Tx) *Publisher { return &Publisher{o: o, tx: t
 // publishers at it to send their messages through the outbox.
 func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
 
-// Publish writes msgs, in order, as rows of the outbox table in the
-// transaction, and queues a notification that wakes the forwarder when the
-// transaction commits. Each message goes to topic on Kafka with its UUID,
-// payload and metadata; the partition_key metadata
-// (broker.PartitionKeyMetadataKey) becomes the record key. A message
-// without a UUID gets a new UUIDv7, and one without a correlation ID gets
-// the one of its context, if any (as correlation.Stamp does); both are set
-// on msg.
-//
-// Publish writes nothing and returns an error wrapping ErrInvalidMessage
-// when topic or a message cannot go to Kafka, and one wrapping
-// ErrNoTransaction when a message has no transaction in reach. An error of
-// the database leaves the transaction aborted: roll it back.
+// Publish writes msgs, in order, into the outbox in the transaction, for
+// topic, with a notification that wakes the forwarder on commit. A message
+// without a UUID gets a UUIDv7 and one without a correlation ID gets its
+// context's (see Writing in the package documentation); both are set on
+// msg. Nothing is written when topic or a message cannot go to Kafka (an
+// error wrapping [ErrInvalidMessage]) or a message has no transaction in
+// reach ([ErrNoTransaction]). After an error of the database the
+// transaction is aborted: roll it back.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
