@@ -92,12 +92,20 @@ func (f *Forwarder) records(ctx context.Context, rows []wsql.Row) []*sarama.Prod
 		if err != nil {
 			f.log.LogAttrs(ctx, slog.LevelError, "outbox row skipped: it cannot be forwarded",
 				slog.String("row_uuid", string(row.UUID)), slog.Int64("offset", row.Offset),
-				slog.String("payload", string(row.Payload)), slog.Any("error", err))
+				slog.String("payload", truncate(row.Payload, 1024)), slog.Any("error", err))
 			continue
 		}
 		msgs = append(msgs, rec)
 	}
 	return msgs
+}
+
+// truncate returns the first max bytes of b as a string, marked when cut.
+func truncate(b []byte, max int) string {
+	if len(b) <= max {
+		return string(b)
+	}
+	return string(b[:max]) + "…"
 }
 
 // send produces the batch's records with one SendMessages call, in a
