@@ -407,3 +407,21 @@ func TestTableStaysSmall(t *testing.T) {
 	}
 	t.Logf("%d messages forwarded; the table held at most %d rows while they were written", f.Forwarded(), most)
 }
+
+// TestRowThatIsNotAMessage: a row no Publisher wrote, which cannot be
+// forwarded, is logged and skipped; the messages after it go out.
+func TestRowThatIsNotAMessage(t *testing.T) {
+	e := newEnv(t)
+	topic := kafkatest.Topic(t, "garbage")
+	r := newReader(t, e.brokers, topic)
+	exec(t, e.pool, "INSERT INTO "+e.o.Table()+` (uuid, payload, metadata, transaction_id) VALUES ('garbage', '{"x": 1}', '{}', pg_current_xact_id())`)
+	e.publish(topic, newMsg("after", ""))
+	e.startForwarder(e.forwarderConfig())
+	if got := payloadsOf(r.next(1)); got != "after" {
+		t.Fatalf("got %q", got)
+	}
+	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	if !e.logs.logged("outbox row skipped") || !e.logs.logged("garbage") {
+		t.Fatal("the skipped row was not logged with its uuid")
+	}
+}
