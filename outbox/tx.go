@@ -109,7 +109,7 @@ func (u *unit) writtenCount() int {
 // WithTx), for the outbox publishers and for passing on. The functions
 // registered with AfterCommit run after the commit. fn must not commit or
 // roll back tx itself.
-func Transact(ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
+func Transact(ctx context.Context, pool *pgxpool.Pool, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if pool == nil {
 		return fmt.Errorf("%w: Transact: pool is nil", ErrInvalidConfig)
 	}
