@@ -89,7 +89,9 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		delay := f.cfg.RetryBackoff.Delay(failures)
 		failures++
 		f.log.Warn("outbox forwarder failed; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
-		if !sleep(ctx, delay) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
 			return nil
 		}
 	}
@@ -155,18 +157,5 @@ func (f *Forwarder) closeProducer() {
 			f.log.Warn("outbox forwarder: close the Kafka producer", slog.Any("error", err))
 		}
 		f.producer = nil
-	}
-}
-
-// sleep waits for d or until ctx is done, and reports whether it waited
-// the whole time.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

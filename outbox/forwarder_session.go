@@ -68,7 +68,9 @@ func (f *Forwarder) acquire(ctx context.Context, conn *pgx.Conn) error {
 		if !standby {
 			f.log.Debug("outbox forwarder standing by: another one is active")
 		}
-		if !sleep(ctx, f.cfg.TakeoverInterval) {
+		select {
+		case <-time.After(f.cfg.TakeoverInterval):
+		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
