@@ -24,7 +24,7 @@ func TestTransactionalHandlerPublishesThroughOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	mw, err := middleware.TransactionalIdempotency(e.pool, store, middleware.IdempotencyConfig{
+	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{
 		Scope: func(*message.Message) string { return "payments" },
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -53,7 +54,7 @@ func parseOutboxFlags(args []string) (outboxFlags, error) {
 		return outboxFlags{}, fmt.Errorf("-messages, -rounds, -latency-messages and -interval must be positive, " +
 			"-watermill-messages between 1 and -messages")
 	}
-	f.brokers = splitBrokers(*brokers)
+	f.brokers = broker.SplitBrokers(*brokers)
 	return f, nil
 }
 

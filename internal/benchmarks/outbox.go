@@ -75,7 +75,7 @@ func (b *Outbox) Table() string { return b.o.Table() }
 func (b *Outbox) newTopic(ctx context.Context, what string) (string, error) {
 	b.runs++
 	topic := b.prefix + "." + what + "-" + strconv.Itoa(b.runs)
-	return topic, broker.ProvisionTopics(ctx, broker.ProvisionConfig{Brokers: b.brokers}, topic)
+	return topic, broker.ProvisionTopics(ctx, broker.Config{Brokers: b.brokers}, topic)
 }
 
 // newMessage is a message with a UUIDv7 and one of 16 partition keys.
