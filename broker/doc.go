@@ -1,6 +1,6 @@
-// Package broker wires Watermill to Kafka (watermill-kafka on IBM/sarama)
-// with defaults that do not lose or skip messages, provisions topics and
-// reads topics from their end.
+// Package broker wires Watermill to Kafka (IBM/sarama, with watermill-kafka's
+// subscriber and marshaler) with defaults that do not lose or skip
+// messages, provisions topics and reads topics from their end.
 //
 // # Defaults
 //

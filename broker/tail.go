@@ -239,7 +239,9 @@ func (r *TailReader) drain(pc sarama.PartitionConsumer, since time.Time) (time.T
 				continue
 			}
 			last = err
-			r.logger.Error("Tail reader partition consumer error", err, nil)
+			if r.life.Err() == nil { // errors of connections closed by Close are no news
+				r.logger.Error("Tail reader partition consumer error", err, nil)
+			}
 		}
 	}
 	return since, last

@@ -54,10 +54,10 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 		return err
 	})
 	receive(t, stall.Stalled, "the stalled produce of the pending request")
-	if err := receive(t, async(closing.Close), "the end of Close with a request still sending"); err != nil {
+	if err := receive(t, async(closing.Close), "result of Close with a request still sending"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := receive(t, pending, "the end of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Fatalf("request pending at Close: %v, want ErrClosed", err)
 	}
 
@@ -74,7 +74,7 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	}
 	for _, c := range calls {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := receive(t, async(func() error { return c.call(ctx) }), "the end of "+c.name+" under a stalled produce")
+		err := receive(t, async(func() error { return c.call(ctx) }), "result of "+c.name+" under a stalled produce")
 		cancel()
 		if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), c.stage) {
 			t.Errorf("%s under a stalled produce: %v; want ErrTimeout and context.DeadlineExceeded, saying %q", c.name, err, c.stage)
@@ -111,7 +111,7 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	err = receive(t, async(func() error {
 		_, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-early"})
 		return err
-	}), "the end of a Request during Start")
+	}), "result of a Request during Start")
 	if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "not sent") {
 		t.Errorf("Request during Start: %v; want ErrTimeout and context.DeadlineExceeded, saying it was not sent", err)
 	}
@@ -121,10 +121,10 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	default:
 	}
 
-	if err := receive(t, async(d.Close), "the end of Close during Start"); err != nil {
+	if err := receive(t, async(d.Close), "result of Close during Start"); err != nil {
 		t.Fatalf("Close during Start: %v", err)
 	}
-	if err := receive(t, started, "the end of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := receive(t, started, "result of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Start ended by Close: %v, want ErrClosed", err)
 	}
 }
