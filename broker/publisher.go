@@ -63,13 +63,10 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*Publisher, error
 
 // Publish publishes msgs to topic in order and returns once Kafka has
 // acknowledged each of them, or with the error of the first one that was
-// not; the messages after it are not sent.
-//
-// A message whose context (message.Message.Context) ends first is not
-// waited for any longer: Publish returns an error that wraps the
-// context's. The record may still be written, since the producer keeps
-// retrying it within sarama's limits; Close waits for that. A message whose
-// context has already ended is not sent.
+// not; the messages after it are not sent. It stops waiting for a message
+// whose context ends first, and returns an error that wraps the context's
+// (see the package documentation); a message whose context has already
+// ended is not sent.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	for _, msg := range msgs {
 		if err := p.publish(topic, msg); err != nil {

@@ -299,9 +299,9 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 // new one.
 //
 // Send ends at the deadline of ctx or after the dispatcher's Timeout,
-// whichever comes first; the error then matches ErrTimeout (see the
-// package documentation for what becomes of the command). After Close it
-// returns ErrClosed. An error of the publisher is wrapped, as
+// whichever comes first, with an error that matches ErrTimeout (see the
+// package documentation for what becomes of the command). Close ends it
+// with ErrClosed. An error of the publisher is wrapped, as
 // EventPublisher.Publish's.
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if cmd == nil {
@@ -329,15 +329,13 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 // result.
 //
 // Request ends at the deadline of ctx or after the dispatcher's Timeout,
-// whichever comes first, whatever the broker does: the error then matches
-// ErrTimeout (and context.DeadlineExceeded) and says what ran out: the
-// start of the dispatcher, the send of the command, or the wait for the
-// reply. A Request during Start waits for it. While the reply subscription
-// cannot read replies, Request fails at once, without sending, with an
-// error that wraps the cause (see Err). When the handler returns an error,
-// the error wraps a *HandlerError with the handler's message and kind. A
-// cancelled ctx returns context.Canceled; Close ends the Request with
-// ErrClosed; an error of the publisher is wrapped, as Send's.
+// whichever comes first, with an error that matches ErrTimeout and says
+// which stage ran out; a Request during Start waits for it, and while
+// replies cannot be read (see Err) Request fails at once, unsent (see the
+// package documentation). When the handler returns an error, the error
+// wraps a *HandlerError with the handler's message and kind. A cancelled
+// ctx returns context.Canceled; Close ends the Request with ErrClosed; an
+// error of the publisher is wrapped, as Send's.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)
