@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,7 +35,7 @@ var fastBackoff = struct{ initial, max time.Duration }{5 * time.Millisecond, 50 
 // kafkaEnv is a Kafka broker with a publisher on it.
 type kafkaEnv struct {
 	brokers []string
-	pub     *kafka.Publisher
+	pub     *broker.Publisher
 }
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {
@@ -48,7 +47,7 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 }
 
 // newPublisher returns a new Kafka publisher; the caller closes it.
-func (e *kafkaEnv) newPublisher(t *testing.T) *kafka.Publisher {
+func (e *kafkaEnv) newPublisher(t *testing.T) *broker.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
 	if err != nil {
