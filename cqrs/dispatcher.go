@@ -442,7 +442,7 @@ func (d *CommandDispatcher) register(name, op string, waited *startup) (chan *me
 		return nil, d.startup, nil
 	}
 	if err := d.replies.Err(); err != nil {
-		return nil, nil, middleware.Transient(fmt.Errorf("cqrs: %s not sent: replies cannot be read: %w", name, err))
+		return nil, nil, middleware.Outage(fmt.Errorf("cqrs: %s not sent: replies cannot be read: %w", name, err))
 	}
 	ch := make(chan *message.Message, 1)
 	d.pending[op] = ch

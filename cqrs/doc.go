@@ -77,7 +77,7 @@
 // partition of the reply topic (see broker.TailReader), and reads the
 // replies written meanwhile. While it cannot read, Request fails at once,
 // without sending, with an error that wraps broker.ErrReaderDown and the
-// cause, marked middleware.Transient (an outage); CommandDispatcher.Err
+// cause, marked middleware.Outage (an outage); CommandDispatcher.Err
 // reports the same, for health checks. A Request already waiting keeps
 // waiting for its reply, and its timeout error names the fault if one is
 // still under way.

@@ -263,7 +263,7 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 		t.Errorf("Err: %v, want broker.ErrReaderDown and sarama.ErrOffsetOutOfRange", err)
 	}
 	_, err = cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"})
-	if !errors.Is(err, broker.ErrReaderDown) || errors.Is(err, cqrs.ErrTimeout) || middleware.Classify(err) != middleware.Outage {
+	if !errors.Is(err, broker.ErrReaderDown) || errors.Is(err, cqrs.ErrTimeout) || middleware.Classify(err) != middleware.ClassOutage {
 		t.Errorf("Request while replies cannot be read: %v (%s); want an outage that wraps broker.ErrReaderDown, not a timeout",
 			err, middleware.Classify(err))
 	}

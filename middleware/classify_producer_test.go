@@ -25,12 +25,12 @@ func TestClassifyProducerStateErrors(t *testing.T) {
 			&sarama.ProducerError{Err: code},
 			sarama.ProducerErrors{{Err: code}},
 		} {
-			if got := middleware.Classify(err); got != middleware.Outage {
+			if got := middleware.Classify(err); got != middleware.ClassOutage {
 				t.Errorf("Classify(%v) = %s, want outage", err, got)
 			}
 		}
 	}
-	if got := middleware.Classify(sarama.ErrProducerFenced); got == middleware.Outage {
+	if got := middleware.Classify(sarama.ErrProducerFenced); got == middleware.ClassOutage {
 		t.Errorf("Classify(PRODUCER_FENCED) = outage; a fenced transactional producer does not recover by retrying")
 	}
 }

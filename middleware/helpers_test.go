@@ -238,17 +238,8 @@ func republish(m *message.Message) *message.Message {
 	return c
 }
 
-// waitFor polls cond until it holds, or fails the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is kafkatest.WaitFor.
+func waitFor(t *testing.T, what string, cond func() bool) { kafkatest.WaitFor(t, what, cond) }
 
 // counter counts calls per key.
 type counter struct {

@@ -27,15 +27,12 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 	handled := newCounter() // by partition/offset
 	var duplicates atomic.Int64
 	run := func() func() {
-		mws, err := middleware.Defaults(middleware.Config{
+		mws := defaultsChain(t, middleware.Config{
 			Publisher: env.pub, Store: store, Logger: slog.New(slog.DiscardHandler),
 			Idempotency: middleware.IdempotencyConfig{OnDuplicate: func(*message.Message, string, string) {
 				duplicates.Add(1)
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws,
 			handle: func(m *message.Message) error {
 				p, _ := kafka.MessagePartitionFromCtx(m.Context())

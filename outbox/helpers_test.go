@@ -275,18 +275,8 @@ func (w *testWriter) logged(s string) bool {
 
 var _ io.Writer = (*testWriter)(nil)
 
-// waitFor polls cond every 10 ms until it holds, failing the test after
-// kafkatest.Timeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(kafkatest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is kafkatest.WaitFor.
+func waitFor(t *testing.T, what string, cond func() bool) { kafkatest.WaitFor(t, what, cond) }
 
 // payloads numbers n payloads "<prefix>-<i>".
 func payloads(prefix string, n int) []string {
