@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -225,6 +226,25 @@ func (e *env) replayedUUIDs(t *testing.T) []string {
 	}
 	slices.Sort(uuids)
 	return uuids
+}
+
+// committed returns the offset group committed on a partition of e.topic,
+// -1 when none.
+func (e *env) committed(t *testing.T, group string, partition int32) int64 {
+	t.Helper()
+	adm, err := sarama.NewClusterAdmin(e.brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatalf("cluster admin: %v", err)
+	}
+	defer adm.Close()
+	resp, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{e.topic: {partition}})
+	if err != nil {
+		t.Fatalf("offsets of %s: %v", group, err)
+	}
+	if block := resp.GetBlock(e.topic, partition); block != nil {
+		return block.Offset
+	}
+	return -1
 }
 
 func sorted(s []string) []string {

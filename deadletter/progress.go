@@ -71,24 +71,30 @@ func (p *progress) has(off int64) bool {
 	return found
 }
 
-// add records the dead letter at off as replayed.
+// add records the dead letter at off as replayed. Replays add offsets in
+// increasing order, which appends or grows the last span.
 func (p *progress) add(off int64) {
 	if p.has(off) {
 		return
 	}
-	n := len(p.done)
-	if n > 0 && p.done[n-1].hi == off { // replays go up the partition
-		p.done[n-1].hi++
-	} else {
-		i, _ := slices.BinarySearchFunc(p.done, off, func(s span, off int64) int {
-			if s.lo < off {
-				return -1
-			}
-			return 1
-		})
+	i, _ := slices.BinarySearchFunc(p.done, off, func(s span, off int64) int { return cmp.Compare(s.lo, off) })
+	joinPrev := i > 0 && p.done[i-1].hi == off
+	joinNext := i < len(p.done) && p.done[i].lo == off+1
+	switch {
+	case joinPrev && joinNext:
+		p.done[i-1].hi = p.done[i].hi
+		p.done = slices.Delete(p.done, i, i+1)
+	case joinPrev:
+		p.done[i-1].hi++
+	case joinNext:
+		p.done[i].lo--
+	default:
 		p.done = slices.Insert(p.done, i, span{off, off + 1})
 	}
-	p.normalize()
+	if len(p.done) > 0 && p.done[0].lo == p.next {
+		p.next = p.done[0].hi
+		p.done = p.done[1:]
+	}
 }
 
 // union adds what other records.

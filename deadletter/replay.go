@@ -39,8 +39,9 @@ type ReplayResult struct {
 	// every selected dead letter sent before. Scanned is how many it has
 	// read.
 	ToScan, Scanned int64
-	// Sent is how many dead letters were sent and recorded (with DryRun,
-	// how many would be).
+	// Sent is how many dead letters Kafka acknowledged (with DryRun, how
+	// many would be sent). Unless the replay returns an error that says
+	// otherwise, all of them are recorded in the replay group.
 	Sent int
 	// AlreadyReplayed is how many selected dead letters were not sent
 	// because the replay group records them as sent.
