@@ -49,7 +49,9 @@
 // offsets from the first dead letter not replayed to the end. Moving the
 // group's offset with them (kafka-consumer-groups --reset-offsets) commits
 // it without metadata: everything below counts as replayed, which is how
-// to pass over dead letters for good.
+// to pass over dead letters for good. A consumer that joins the group does
+// the same with every offset it commits, so a replay refuses to start
+// while the group has members ([ErrReplayGroupInUse]).
 //
 // The metadata must stay under Kafka's offset.metadata.max.bytes (4096 by
 // default); that holds tens of thousands of scattered replayed offsets. A

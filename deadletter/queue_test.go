@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -247,5 +248,55 @@ func TestFilter(t *testing.T) {
 		if _, err := (&deadletter.Queue{}).List(context.Background(), f); !errors.Is(err, deadletter.ErrInvalidFilter) {
 			t.Errorf("List(%+v) = %v, want ErrInvalidFilter", f, err)
 		}
+	}
+}
+
+// TestReplayGroupInUse: a replay refuses to start while something consumes
+// in its replay group, and sends nothing.
+func TestReplayGroupInUse(t *testing.T) {
+	e := newEnv(t)
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	e.publish(t, "order-placed", "a")
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, 1)
+
+	other := kafkatest.Topic(t, "other")
+	if err := broker.ProvisionTopics(kafkatest.Context(t), e.brokerConfig(), other); err != nil {
+		t.Fatal(err)
+	}
+	member, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(q.ReplayGroup()), kgo.ConsumeTopics(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(kafkatest.Context(t))
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			member.PollFetches(ctx)
+		}
+	}()
+	defer func() {
+		cancel()
+		<-polled
+		member.Close()
+	}()
+
+	adm, err := sarama.NewClusterAdmin(e.brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	waitFor(t, "the member to join the replay group", func() bool {
+		groups, err := adm.DescribeConsumerGroups([]string{q.ReplayGroup()})
+		return err == nil && len(groups) == 1 && len(groups[0].Members) > 0
+	})
+	_, replayErr := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if !errors.Is(replayErr, deadletter.ErrReplayGroupInUse) {
+		t.Fatalf("Replay with a member in the replay group: %v, want ErrReplayGroupInUse", replayErr)
+	}
+	if got := e.replayedUUIDs(t); len(got) != 0 {
+		t.Fatalf("a refused replay sent %v", got)
 	}
 }

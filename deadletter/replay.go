@@ -107,6 +107,9 @@ func (q *Queue) Replay(ctx context.Context, f Filter, opts ReplayOptions) (Repla
 	}
 	r.result.ToScan = ranges.records()
 	if !opts.DryRun {
+		if err := q.replay.checkUnused(ctx); err != nil {
+			return r.result, err
+		}
 		if r.producer, err = newReplayProducer(q.cfg.Broker); err != nil {
 			return r.result, fmt.Errorf("deadletter: %w", err)
 		}

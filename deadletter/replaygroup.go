@@ -65,6 +65,41 @@ func (g replayGroup) fetch(ctx context.Context, partitions []int32) (map[int32]p
 	return out, nil
 }
 
+// ErrReplayGroupInUse means the replay group has members: something
+// consumes in it, and its commits would overwrite what replays record.
+// Stop it, or use another replay group.
+var ErrReplayGroupInUse = errors.New("deadletter: the replay group has members")
+
+// checkUnused fails with ErrReplayGroupInUse when the group has members,
+// before a replay sends anything that it could then not record.
+func (g replayGroup) checkUnused(ctx context.Context) error {
+	var members int
+	err := g.withCoordinator(ctx, "describe", func(b *sarama.Broker) (sarama.KError, error) {
+		req := &sarama.DescribeGroupsRequest{Groups: []string{g.group}}
+		if g.client.Config().Version.IsAtLeast(sarama.V2_4_0_0) {
+			req.Version = 5
+		}
+		r, err := b.DescribeGroups(req)
+		if err != nil {
+			return sarama.ErrNoError, err
+		}
+		for _, gd := range r.Groups {
+			if gd.Err != sarama.ErrNoError && gd.Err != sarama.ErrGroupIDNotFound {
+				return gd.Err, nil
+			}
+			members += len(gd.Members)
+		}
+		return sarama.ErrNoError, nil
+	})
+	if err != nil {
+		return err
+	}
+	if members > 0 {
+		return fmt.Errorf("%w: %s has %d, which would overwrite what replays record; stop them, or use another replay group", ErrReplayGroupInUse, g.group, members)
+	}
+	return nil
+}
+
 // commit records progress. It runs to the end even when ctx is cancelled:
 // it follows a produce, and what was sent must be recorded.
 func (g replayGroup) commit(ctx context.Context, ps map[int32]progress) error {
@@ -116,13 +151,14 @@ func (g replayGroup) withCoordinator(ctx context.Context, doing string, req func
 			}
 		}
 		last = err
-		if kerr := sarama.KError(0); errors.As(err, &kerr) && !coordinatorMoved(kerr) {
+		var kerr sarama.KError
+		if errors.As(err, &kerr) && !coordinatorMoved(kerr) {
 			break
 		}
 	}
 	var kerr sarama.KError
 	if errors.As(last, &kerr) && (kerr == sarama.ErrUnknownMemberId || kerr == sarama.ErrIllegalGeneration) {
-		return fmt.Errorf("deadletter: %s replay group %s: it has members, so something other than replays consumes in it; use another replay group: %w", doing, g.group, last)
+		return fmt.Errorf("%w: %s replay group %s: %w", ErrReplayGroupInUse, doing, g.group, last)
 	}
 	return fmt.Errorf("deadletter: %s replay group %s: %w", doing, g.group, last)
 }
