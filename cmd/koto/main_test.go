@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
@@ -166,14 +168,15 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 // returns its stdout, stderr and exit status.
 func koto(t *testing.T, brokers string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return kotoEnv(t, map[string]string{envBrokers: brokers}, args...)
+}
+
+// kotoEnv runs the command in process with env as its environment.
+func kotoEnv(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	env := func(k string) string {
-		if k == envBrokers {
-			return brokers
-		}
-		return ""
-	}
-	err := run(kafkatest.Context(t), cmdIO{stdout: &out, stderr: &errOut, getenv: env}, args)
+	getenv := func(k string) string { return env[k] }
+	err := run(kafkatest.Context(t), cmdIO{stdout: &out, stderr: &errOut, getenv: getenv}, args)
 	code = exitCode(err, &errOut)
 	return out.String(), errOut.String(), code
 }
@@ -361,4 +364,36 @@ func sortedCopy(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// TestSASLAndTLSFlags lists the dead letters of a broker that takes only
+// TLS connections authenticated with SCRAM, trusting its certificate from
+// a PEM file and reading the password from the environment.
+func TestSASLAndTLSFlags(t *testing.T) {
+	serverTLS, _ := kafkatest.TLSConfigs(t)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: serverTLS.Certificates[0].Certificate[0]})
+	if err := os.WriteFile(ca, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := embedded.Start(kafkatest.Context(t), embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLScramSHA512, "ops", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	args := []string{"dlq", "list", "-group", kafkatest.Group(t, "payments"), "-brokers", b.Addrs()[0],
+		"-tls-ca", ca, "-sasl-user", "ops", "-sasl-mechanism", "scram-sha-512"}
+
+	out, stderr, code := kotoEnv(t, map[string]string{envSASLPassword: "s3cret"}, args...)
+	if code != 0 || !strings.Contains(out, "0 dead letters in") {
+		t.Fatalf("list over SASL and TLS: exit %d\n%s%s", code, out, stderr)
+	}
+	_, stderr, code = kotoEnv(t, map[string]string{envSASLPassword: "wrong"}, args...)
+	if code != 1 || !strings.Contains(stderr, "rejected") {
+		t.Fatalf("list with a wrong password: exit %d, stderr %q; want the rejection", code, stderr)
+	}
+	_, stderr, code = kotoEnv(t, map[string]string{envSASLPassword: "s3cret"}, slices.Concat(args[:6], []string{"-tls"}, args[8:])...)
+	if code != 1 || !strings.Contains(stderr, "certificate") {
+		t.Fatalf("list over TLS without trusting the broker's certificate: exit %d, stderr %q; want a failure", code, stderr)
+	}
 }

@@ -20,9 +20,10 @@ const barWidth = 30
 type progressBar struct {
 	w     io.Writer
 	drawn time.Time
-	line  int // length of the line on screen
-	last  deadletter.ReplayResult
-	seen  bool // last is set
+	line  int                     // length of the line on screen
+	last  deadletter.ReplayResult // the latest update
+	shown deadletter.ReplayResult // what the line on screen shows
+	seen  bool                    // last is set
 }
 
 func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w} }
@@ -36,7 +37,7 @@ func (b *progressBar) update(r deadletter.ReplayResult) {
 	if time.Since(b.drawn) < progressInterval {
 		return
 	}
-	b.drawn = time.Now()
+	b.drawn, b.shown = time.Now(), r
 	frac := 1.0
 	if r.ToScan > 0 {
 		frac = min(float64(r.Scanned)/float64(r.ToScan), 1)
@@ -68,8 +69,10 @@ func (b *progressBar) finish() {
 	if b == nil || !b.seen {
 		return
 	}
-	b.drawn = time.Time{}
-	b.update(b.last)
+	if b.line == 0 || b.shown != b.last {
+		b.drawn = time.Time{}
+		b.update(b.last)
+	}
 	fmt.Fprintln(b.w)
 	b.line = 0
 }
