@@ -56,7 +56,8 @@ type Letter struct {
 	OriginalPartition int32  `json:"original_partition"`
 	OriginalOffset    int64  `json:"original_offset"`
 
-	// Replayed is true when the replay group records it as sent.
+	// Replayed is true when the replay group records it as sent, or as
+	// passed over (below an offset that Kafka's tools moved the group to).
 	Replayed bool `json:"replayed"`
 
 	// Key is the record key, nil when it has none.

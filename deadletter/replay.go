@@ -7,8 +7,6 @@ import (
 	"slices"
 
 	"github.com/IBM/sarama"
-
-	"github.com/koto-dev/watermill-koto/broker"
 )
 
 // ReplayedFromKey is the metadata key a replay adds to each message it
@@ -271,7 +269,7 @@ func (r *replayer) checkRoom(batch []*Letter) error {
 	}
 	for p, pr := range after {
 		if _, err := pr.metadata(); err != nil {
-			return fmt.Errorf("deadletter: replay group %s cannot record dead letters of %s partition %d above offset %d; replay that one (and those after it) first, or use another replay group: %w",
+			return fmt.Errorf("deadletter: replay group %s cannot record more replays of %s partition %d above offset %d, its first dead letter not replayed; replay or pass over that one first, or use another replay group: %w",
 				r.q.cfg.ReplayGroup, r.q.cfg.Topic, p, pr.next, err)
 		}
 	}
@@ -288,6 +286,8 @@ func (r *replayer) record(ctx context.Context, sent []*sarama.ProducerMessage) e
 	for i, m := range sent {
 		letters[i] = m.Metadata.(*Letter)
 	}
+	// What the group records is merged in case another replay ran; the
+	// commit goes ahead without it, since what was sent must be recorded.
 	refreshErr := r.refresh(context.WithoutCancel(ctx), letters)
 	touched := map[int32]progress{}
 	for i, m := range sent {
@@ -306,47 +306,6 @@ func (r *replayer) record(ctx context.Context, sent []*sarama.ProducerMessage) e
 	return nil
 }
 
-// message is the record that replays l.
-func (r *replayer) message(l *Letter) *sarama.ProducerMessage {
-	from := fmt.Sprintf("%s/%d/%d", r.q.cfg.Topic, l.Partition, l.Offset)
-	headers := make([]sarama.RecordHeader, 0, len(l.headers)+1)
-	for _, h := range l.headers {
-		if string(h.Key) != ReplayedFromKey {
-			headers = append(headers, h)
-		}
-	}
-	headers = append(headers, sarama.RecordHeader{Key: []byte(ReplayedFromKey), Value: []byte(from)})
-	m := &sarama.ProducerMessage{Topic: l.OriginalTopic, Headers: headers, Metadata: l}
-	if l.Key != nil {
-		m.Key = sarama.ByteEncoder(l.Key)
-	}
-	if l.Payload != nil {
-		m.Value = sarama.ByteEncoder(l.Payload)
-	}
-	return m
-}
-
-// failedMessages returns the messages of a SendMessages call that Kafka
-// did not acknowledge: those in its ProducerErrors, or all for another
-// error.
-func failedMessages(msgs []*sarama.ProducerMessage, err error) map[*sarama.ProducerMessage]bool {
-	failed := map[*sarama.ProducerMessage]bool{}
-	if err == nil {
-		return failed
-	}
-	var perrs sarama.ProducerErrors
-	if !errors.As(err, &perrs) {
-		for _, m := range msgs {
-			failed[m] = true
-		}
-		return failed
-	}
-	for _, pe := range perrs {
-		failed[pe.Msg] = true
-	}
-	return failed
-}
-
 // report calls the Progress callback with what happened since the last
 // call.
 func (r *replayer) report() {
@@ -355,41 +314,4 @@ func (r *replayer) report() {
 		r.opts.Progress(ReplayProgress{Result: r.result, Sent: r.sent, Unroutable: r.unroutable})
 	}
 	r.sent, r.unroutable = nil, nil
-}
-
-// replayPartitioner sends a keyed record where the services' partitioner
-// sends its key now, and a record without a key back to the partition the
-// dead letter was consumed from, when the topic still has it: a record
-// that a crash made the replay send twice then lands twice on one
-// partition, where the consumer meets the copies one after the other.
-type replayPartitioner struct {
-	keyed sarama.Partitioner
-}
-
-func (p replayPartitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
-	if l, ok := m.Metadata.(*Letter); ok && m.Key == nil && l.OriginalPartition >= 0 && l.OriginalPartition < n {
-		return l.OriginalPartition, nil
-	}
-	return p.keyed.Partition(m, n)
-}
-
-func (p replayPartitioner) RequiresConsistency() bool { return true }
-
-// newReplayProducer returns a producer configured as the services'
-// publisher, with replayPartitioner around the services' partitioner.
-func newReplayProducer(cfg broker.Config) (sarama.SyncProducer, error) {
-	user := cfg.Sarama
-	cfg.Sarama = func(sc *sarama.Config) {
-		if user != nil {
-			user(sc)
-		}
-		keyed := sc.Producer.Partitioner
-		if keyed == nil {
-			keyed = sarama.NewHashPartitioner
-		}
-		sc.Producer.Partitioner = func(topic string) sarama.Partitioner {
-			return replayPartitioner{keyed: keyed(topic)}
-		}
-	}
-	return broker.NewSaramaSyncProducer(cfg)
 }
