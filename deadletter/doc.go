@@ -53,6 +53,15 @@
 // the same with every offset it commits, so a replay refuses to start
 // while the group has members ([ErrReplayGroupInUse]).
 //
+// Kafka deletes the offsets a group without members committed once they
+// are older than the broker's offsets.retention.minutes (7 days by
+// default), and a replay group never has members. A partition whose record
+// expired is read again from its oldest dead letter, and the dead letters
+// that an earlier replay sent and the topic still holds are sent again.
+// Keep offsets.retention.minutes above the dead-letter topic's retention.ms
+// plus its segment.ms (Kafka deletes whole segments), or replay within the
+// offsets' retention.
+//
 // The metadata must stay under Kafka's offset.metadata.max.bytes (4096 by
 // default); that holds tens of thousands of scattered replayed offsets. A
 // replay that would need more fails with [ErrProgressFull] before it sends

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -12,15 +13,17 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 )
 
-// ErrNotFound is wrapped by the error of [Queue.Show] for a position or
-// UUID that holds no dead letter.
+// ErrNotFound is wrapped by the error of [Queue.Show] for a position that
+// holds no dead letter.
 var ErrNotFound = errors.New("deadletter: no such dead letter")
 
 // Queue is the dead-letter topic of one consumer group: [Queue.List],
 // [Queue.Show] and [Queue.Replay] its dead letters. Build it with
-// [NewQueue]; it is safe for concurrent use, but run one Replay of a
-// replay group at a time (see the package documentation).
+// [NewQueue]. It is safe for concurrent use, its calls reading the topic
+// one at a time; run one Replay of a replay group at a time, though, in
+// this process or another (see the package documentation).
 type Queue struct {
+	scanning sync.Mutex // a sarama consumer reads a partition once at a time
 	cfg      Config
 	um       kafka.Unmarshaler
 	client   sarama.Client // reads the topic

@@ -21,8 +21,8 @@ import (
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
-// TestShow returns one dead letter whole, and ErrNotFound where there is
-// none.
+// TestShow returns one dead letter whole, to concurrent callers too, and
+// ErrNotFound where there is none.
 func TestShow(t *testing.T) {
 	e := newEnv(t)
 	c := &consumer{bug: errBug}
@@ -39,6 +39,21 @@ func TestShow(t *testing.T) {
 	if string(got.Payload) != `{"order":"o-1","amount":-5}` || got.UUID != l.UUID || got.Reason != l.Reason ||
 		got.Metadata.Get(middleware.DeadLetterFailedAtKey) == "" {
 		t.Fatalf("Show = %+v, want the listed dead letter with its payload", got)
+	}
+	errs := make(chan error, 4)
+	for range cap(errs) { // one queue, several callers
+		go func() {
+			_, err := q.List(ctx, deadletter.Filter{})
+			if err == nil {
+				_, err = q.Show(ctx, l.Partition, l.Offset)
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent List and Show: %v", err)
+		}
 	}
 	for _, pos := range [][2]int64{{int64(l.Partition), l.Offset + 1}, {99, 0}, {int64(l.Partition), -3}} {
 		if _, err := q.Show(ctx, int32(pos[0]), pos[1]); !errors.Is(err, deadletter.ErrNotFound) {

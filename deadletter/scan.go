@@ -99,6 +99,8 @@ func (q *Queue) ranges(ctx context.Context) (partitionRanges, error) {
 // until fn returns false or an error, or ctx ends. Every partition starts
 // fetching at once, so that their start and stop overlap.
 func (q *Queue) scan(ctx context.Context, rs partitionRanges, fn func(*Letter) (bool, error)) (err error) {
+	q.scanning.Lock()
+	defer q.scanning.Unlock()
 	pcs := make([]sarama.PartitionConsumer, len(rs))
 	defer func() {
 		if cerr := closeAll(pcs); cerr != nil && err == nil {
