@@ -192,7 +192,6 @@ func TestQueueOverSASLAndTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewQueue: %v", err)
 	}
-	defer q.Close()
 	ctx := kafkatest.Context(t)
 	if err := broker.ProvisionTopics(ctx, cfg, q.Topic()); err != nil {
 		t.Fatal(err)
@@ -202,6 +201,11 @@ func TestQueueOverSASLAndTLS(t *testing.T) {
 	}
 	if res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 0 {
 		t.Fatalf("Replay of an empty topic: %+v, %v", res, err)
+	}
+	for i := range 2 {
+		if err := q.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
 	}
 
 	bad := cfg

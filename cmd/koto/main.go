@@ -9,8 +9,10 @@
 //
 // Every command connects with the same Kafka settings as the services:
 // -brokers (default $KAFKA_BROKERS), SASL (-sasl-user, -sasl-mechanism, and
-// the password in $KAFKA_SASL_PASSWORD) and TLS (-tls, -tls-ca,
-// -tls-insecure-skip-verify). `koto dlq <command> -h` lists all flags.
+// the password in $KAFKA_SASL_PASSWORD or -sasl-password) and TLS (-tls,
+// -tls-ca, -tls-server-name, -tls-insecure-skip-verify). Flags may come
+// before or after the arguments; `koto dlq <subcommand> -h` lists them all.
+// -json prints JSON for scripts instead of text.
 //
 // Replays record what they sent in the consumer group "<group>.dlq-replay"
 // (-replay-group), so no dead letter is sent twice and an interrupted
