@@ -37,7 +37,7 @@ func ExampleQueue_Replay() {
 	defer q.Close()
 	letters := waitForLetters(ctx, q, 2)
 	for _, l := range letters {
-		fmt.Printf("%s %s %q from %s\n", l.TypeName, l.ErrorClass, l.Reason, l.OriginalTopic)
+		fmt.Printf("%s %q from %s\n", l.TypeName, l.Reason, l.OriginalTopic)
 	}
 
 	fixed.Store(true) // the bug is fixed and deployed
@@ -53,8 +53,8 @@ func ExampleQueue_Replay() {
 	}
 	fmt.Printf("replay again sent %d (%d already replayed)\n", res.Sent, res.AlreadyReplayed)
 	// Output:
-	// order-placed poison "amount is negative" from orders.order-placed
-	// order-placed poison "amount is negative" from orders.order-placed
+	// order-placed "amount is negative" from orders.order-placed
+	// order-placed "amount is negative" from orders.order-placed
 	// replay sent 2 to orders.order-placed
 	// replay again sent 0 (2 already replayed)
 }
@@ -78,7 +78,7 @@ func ExampleQueue_Replay_dryRun() {
 		DryRun: true,
 		Progress: func(p deadletter.ReplayProgress) {
 			for _, r := range p.Sent {
-				fmt.Printf("would send %s (%s) to %s\n", r.TypeName, r.ErrorClass, r.ToTopic)
+				fmt.Printf("would send %s (%s) to %s\n", r.TypeName, r.Reason, r.ToTopic)
 			}
 		},
 	})
@@ -87,7 +87,7 @@ func ExampleQueue_Replay_dryRun() {
 	}
 	fmt.Printf("dry run: %d of the selected would go\n", res.Sent)
 	// Output:
-	// would send order-placed (poison) to orders.order-placed
+	// would send order-placed (amount is negative) to orders.order-placed
 	// dry run: 1 of the selected would go
 }
 
@@ -117,7 +117,11 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	if err != nil {
 		log.Fatal(err)
 	}
-	chain, err := middleware.Defaults(middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)})
+	chain, err := middleware.Defaults(middleware.Config{
+		Publisher:  pub,
+		Logger:     slog.New(slog.DiscardHandler),
+		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1}, // dead-letter the first failure
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +131,7 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	}
 	router.AddConsumerHandler(group, topic, sub, func(*message.Message) error {
 		if !fixed.Load() {
-			return middleware.Permanent(errors.New("amount is negative"))
+			return errors.New("amount is negative")
 		}
 		return nil
 	}).AddMiddleware(chain...)

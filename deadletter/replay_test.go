@@ -93,8 +93,8 @@ func checkDeadLetter(t *testing.T, l *deadletter.Letter, e *env) {
 	switch {
 	case l.UUID == "" || (l.TypeName != "order-placed" && l.TypeName != "order-cancelled"):
 		t.Errorf("letter %d/%d: UUID %q, type %q", l.Partition, l.Offset, l.UUID, l.TypeName)
-	case l.ErrorClass != middleware.Poison.String() || !strings.Contains(l.Reason, errBug.Error()):
-		t.Errorf("letter %s: class %q reason %q, want poison: %v", l.UUID, l.ErrorClass, l.Reason, errBug)
+	case l.ErrorClass == "" || l.ErrorClass != l.Metadata.Get(middleware.DeadLetterErrorClassKey) || !strings.Contains(l.Reason, errBug.Error()):
+		t.Errorf("letter %s: class %q reason %q, want a class and %v", l.UUID, l.ErrorClass, l.Reason, errBug)
 	case l.OriginalTopic != e.topic || l.OriginalPartition < 0 || l.OriginalOffset < 0:
 		t.Errorf("letter %s: from %s/%d/%d, want %s", l.UUID, l.OriginalTopic, l.OriginalPartition, l.OriginalOffset, e.topic)
 	case l.ConsumerGroup != e.group || l.Handler != e.group || l.Attempts != 1:
