@@ -10,11 +10,10 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// TestSaramaClientsUseTheSecurityConfig: the raw sarama producer and
-// client connect with Config's SASL and TLS and move a record with its key
-// and headers untouched; wrong credentials fail with
-// ErrAuthenticationFailed.
-func TestSaramaClientsUseTheSecurityConfig(t *testing.T) {
+// TestSaramaClientsUseTheSecurityConfig: the raw sarama client connects
+// with Config's SASL and TLS and reads what NewProducer wrote, key and
+// headers untouched; wrong credentials fail with ErrAuthenticationFailed.
+func TestSaramaClientUsesTheSecurityConfig(t *testing.T) {
 	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
 	ctx := testContext(t)
 	topic := kafkatest.Topic(t, "raw")
@@ -23,9 +22,9 @@ func TestSaramaClientsUseTheSecurityConfig(t *testing.T) {
 		t.Fatalf("ProvisionTopics: %v", err)
 	}
 
-	producer, err := broker.NewSaramaSyncProducer(cfg)
+	producer, err := broker.NewProducer(cfg)
 	if err != nil {
-		t.Fatalf("NewSaramaSyncProducer: %v", err)
+		t.Fatalf("NewProducer: %v", err)
 	}
 	defer producer.Close()
 	header := sarama.RecordHeader{Key: []byte("h"), Value: []byte("v")}
@@ -65,16 +64,13 @@ func TestSaramaClientsUseTheSecurityConfig(t *testing.T) {
 	if _, err := broker.NewSaramaClient(bad); !errors.Is(err, broker.ErrAuthenticationFailed) {
 		t.Errorf("NewSaramaClient with a wrong password: %v, want ErrAuthenticationFailed", err)
 	}
-	if _, err := broker.NewSaramaSyncProducer(bad); !errors.Is(err, broker.ErrAuthenticationFailed) {
-		t.Errorf("NewSaramaSyncProducer with a wrong password: %v, want ErrAuthenticationFailed", err)
-	}
 }
 
-func TestSaramaClientsRejectBadConfig(t *testing.T) {
+func TestSaramaClientRejectsBadConfig(t *testing.T) {
 	if _, err := broker.NewSaramaClient(broker.Config{}); !errors.Is(err, broker.ErrNoBrokers) {
 		t.Errorf("NewSaramaClient without brokers: %v, want ErrNoBrokers", err)
 	}
-	if _, err := broker.NewSaramaSyncProducer(broker.Config{Brokers: []string{"no-port"}}); !errors.Is(err, broker.ErrInvalidConfig) {
-		t.Errorf("NewSaramaSyncProducer with an address without port: %v, want ErrInvalidConfig", err)
+	if _, err := broker.NewSaramaClient(broker.Config{Brokers: []string{"no-port"}}); !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("NewSaramaClient with an address without port: %v, want ErrInvalidConfig", err)
 	}
 }

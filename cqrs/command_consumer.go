@@ -15,6 +15,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -39,10 +41,11 @@ func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, o
 // A command sent with Request gets a reply: the result as JSON, or the
 // handler's error (message and kind, see HandlerError). The command is then
 // acked either way: the requester has the outcome and decides what to do.
-// The handler runs once per delivery: a reply that fails to publish is
-// retried on its own, with ServiceConfig.DeadLetter.Backoff, until it is
-// published or the message's context ends; then the command is nacked as an
-// outage (middleware.Transient) and redelivered, never dead-lettered.
+// The handler runs once per delivery: a reply that fails to publish with an
+// outage is retried on its own, with ServiceConfig.DeadLetter.Backoff,
+// until it is published or the message's context ends; then the command is
+// nacked as an outage and redelivered, never dead-lettered. A reply the
+// broker refuses for good dead-letters the command.
 // A panic is replied as a KindInternal error and the command dead-lettered;
 // a payload that does not decode is replied as KindBadRequest and
 // dead-lettered. A command of another type is dead-lettered (or skipped,
@@ -63,13 +66,14 @@ func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd
 	return s
 }
 
-// Outcomes of a command, in its log line.
+// Results of a command handler, the "result" of its log line (the
+// "outcome" of the middleware's line says what became of the message).
 const (
-	outcomeOK          = "ok"
-	outcomeError       = "error"
-	outcomePanic       = "panic"
-	outcomeBadRequest  = "bad-request"
-	outcomeReplyFailed = "reply-failed"
+	resultOK          = "ok"
+	resultError       = "error"
+	resultPanic       = "panic"
+	resultBadRequest  = "bad-request"
+	resultReplyFailed = "reply-failed"
 )
 
 // commandCall is one delivery of a command to its handler.
@@ -82,9 +86,9 @@ type commandCall struct {
 	op       string
 	start    time.Time
 
-	outcome string
-	err     error                  // the handler's, or the decoding error
-	panic   *middleware.PanicError // recovered when the sender waits
+	result string
+	err    error                  // the handler's, or the decoding error
+	panic  *middleware.PanicError // recovered when the sender waits
 }
 
 func newCommandCall(msg *message.Message, env *handlerEnv, typeName string) *commandCall {
@@ -108,7 +112,7 @@ func (c *commandCall) waiting() bool { return c.replyTo != "" && c.op != "" }
 func runCommand[C, R any](c *commandCall, handle func(context.Context, *C) (R, error)) (result R) {
 	cmd := new(C)
 	if err := json.Unmarshal(c.msg.Payload, cmd); err != nil {
-		c.outcome = outcomeBadRequest
+		c.result = resultBadRequest
 		c.err = &HandlerError{Kind: KindBadRequest, Message: fmt.Sprintf("decoding %s: %v", c.typeName, err)}
 		return result
 	}
@@ -116,9 +120,9 @@ func runCommand[C, R any](c *commandCall, handle func(context.Context, *C) (R, e
 		defer c.recoverPanic()
 	}
 	result, c.err = handle(c.ctx, cmd)
-	c.outcome = outcomeOK
+	c.result = resultOK
 	if c.err != nil {
-		c.outcome = outcomeError
+		c.result = resultError
 	}
 	return result
 }
@@ -126,7 +130,7 @@ func runCommand[C, R any](c *commandCall, handle func(context.Context, *C) (R, e
 // recoverPanic, deferred, turns a panic of the handler into a reply.
 func (c *commandCall) recoverPanic() {
 	if v := recover(); v != nil {
-		c.outcome = outcomePanic
+		c.result = resultPanic
 		c.panic = &middleware.PanicError{Value: v, Stack: string(debug.Stack())}
 		c.err = &HandlerError{Kind: KindInternal, Message: fmt.Sprintf("handler panicked: %v", v)}
 	}
@@ -138,16 +142,16 @@ func (c *commandCall) finish(result any) error {
 	if c.waiting() {
 		// Reply first: the requester waits, the log line does not.
 		if err := c.reply(result); err != nil {
-			c.log(outcomeReplyFailed, errors.Join(c.err, err))
+			c.log(resultReplyFailed, errors.Join(c.err, err))
 			return err
 		}
 	}
-	c.log(c.outcome, c.err)
+	c.log(c.result, c.err)
 	switch {
 	case c.panic != nil:
 		return c.panic
-	case c.outcome == outcomeBadRequest:
-		return middleware.Permanent(c.err)
+	case c.result == resultBadRequest:
+		return middleware.Poison(c.err)
 	case c.waiting():
 		return nil // the requester has the outcome
 	}
@@ -160,13 +164,14 @@ func (c *commandCall) finish(result any) error {
 // correlation ID.
 func (c *commandCall) reply(result any) error {
 	if err := topics.Validate(c.replyTo); err != nil {
-		return middleware.Permanent(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", c.op, err))
+		return middleware.Poison(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", c.op, err))
 	}
 	payload, err := json.Marshal(result)
 	if err != nil {
-		return middleware.Permanent(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
+		return middleware.Poison(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
 	}
 	reply := message.NewMessage(newMessageID(), payload)
+	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends
 	reply.Metadata = make(message.Metadata, 6)
 	reply.Metadata[OperationIDMetadataKey] = c.op
 	reply.Metadata[requestreply.HasErrorMetadataKey] = "0"
@@ -186,36 +191,29 @@ func (c *commandCall) reply(result any) error {
 // publish that fails with an outage (middleware.Classify) is retried here,
 // in place, with env.backoff, until it succeeds or ctx ends: returned to the
 // dead-letter middleware, it would run the handler again. An outage that
-// outlives ctx is marked middleware.Transient: the command is nacked, not
-// dead-lettered. Any other publish error is permanent: the command is
-// dead-lettered at once, without running the handler again.
+// outlives ctx stays one: the command is nacked. Any other publish error is
+// poison: the broker refuses this reply for good (too large, no such
+// topic), so the command is dead-lettered rather than block its partition,
+// without running the handler again.
 func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply *message.Message) error {
-	for attempt := 1; ; attempt++ {
-		delay := env.backoff.Delay(attempt - 1)
-		err := env.pub.Publish(topic, reply)
-		if err == nil {
-			return nil
+	return retry.Do(ctx, env.backoff.Delay, func() error {
+		if err := env.pub.Publish(topic, reply); err != nil {
+			return fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, topic, err)
 		}
-		err = fmt.Errorf("cqrs: publishing the reply to %s on %s: %w", op, topic, err)
-		if middleware.Classify(err) != middleware.Outage {
-			// The broker refuses this reply for good (too large, no such
-			// topic): dead-letter the command rather than block its
-			// partition; the handler is not run again.
-			return middleware.Permanent(err)
+		return nil
+	}, func(f retry.Failure) error {
+		if middleware.Classify(f.Err) != middleware.ClassOutage {
+			return middleware.Poison(f.Err)
 		}
 		env.logger.WarnContext(ctx, "reply not published; retrying",
-			middleware.HandlerAttr, env.handlerName, "operation_id", op, middleware.AttemptsAttr, attempt,
-			middleware.RetryDelayAttr, delay, middleware.ErrorAttr, err.Error())
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return middleware.Transient(err)
-		}
-	}
+			logattr.Handler, env.handlerName, logattr.OperationID, op, logattr.Attempts, f.Retry,
+			logattr.RetryDelay, f.Delay, logattr.Error, f.Err.Error())
+		return nil
+	}, middleware.Outage)
 }
 
 // log logs the command once handled.
-func (c *commandCall) log(outcome string, err error) {
+func (c *commandCall) log(result string, err error) {
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
@@ -224,17 +222,17 @@ func (c *commandCall) log(outcome string, err error) {
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("type", c.typeName),
-		slog.String(middleware.MessageUUIDAttr, c.msg.UUID),
-		slog.String(middleware.CorrelationAttr, correlation.FromContext(c.ctx)),
-		slog.Duration(middleware.DurationAttr, time.Since(c.start)),
-		slog.String(middleware.OutcomeAttr, outcome),
+		slog.String(logattr.Type, c.typeName),
+		slog.String(logattr.MessageUUID, c.msg.UUID),
+		slog.String(logattr.Correlation, correlation.FromContext(c.ctx)),
+		slog.Duration(logattr.Duration, time.Since(c.start)),
+		slog.String(logattr.Result, result),
 	}
 	if c.op != "" {
-		attrs = append(attrs, slog.String("operation_id", c.op))
+		attrs = append(attrs, slog.String(logattr.OperationID, c.op))
 	}
 	if err != nil {
-		attrs = append(attrs, slog.String(middleware.ErrorAttr, err.Error()))
+		attrs = append(attrs, slog.String(logattr.Error, err.Error()))
 	}
 	c.env.logger.LogAttrs(c.ctx, level, "command handled", attrs...)
 }

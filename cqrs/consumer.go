@@ -9,6 +9,7 @@ import (
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -127,7 +128,7 @@ func newSpec[T any](kind consumerKind, opts []ConsumerOption) *consumerSpec {
 // ID handled once is acked without calling handle again), retries a failing
 // handle with backoff and then dead-letters the message, dead-letters at
 // once a payload that does not decode, a message of another type (see
-// SkipOtherTypes) or an error wrapped with middleware.Permanent, and logs
+// SkipOtherTypes) or an error wrapped with middleware.Poison, and logs
 // each message. Give the producing service
 // with From, or the topic with Topic.
 func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts ...ConsumerOption) Consumer {
@@ -138,7 +139,7 @@ func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts
 		}
 		ev := new(T)
 		if err := json.Unmarshal(msg.Payload, ev); err != nil {
-			return middleware.Permanent(fmt.Errorf("cqrs: decoding %s: %w", s.typeName, err))
+			return middleware.Poison(fmt.Errorf("cqrs: decoding %s: %w", s.typeName, err))
 		}
 		return handle(wcqrs.CtxWithOriginalMessage(msg.Context(), msg), ev)
 	}
@@ -155,11 +156,11 @@ func (s *consumerSpec) checkType(msg *message.Message, env *handlerEnv) (skip bo
 	case name == "" || name == s.typeName:
 		return false, nil
 	case !s.opts.skipOthers:
-		return false, middleware.Permanent(fmt.Errorf("%w: got %q, want %q; add cqrs.SkipOtherTypes() to the consumer if its topic carries other types",
+		return false, middleware.Poison(fmt.Errorf("%w: got %q, want %q; add cqrs.SkipOtherTypes() to the consumer if its topic carries other types",
 			ErrUnexpectedType, name, s.typeName))
 	}
 	env.logger.DebugContext(msg.Context(), "skipping a message of another type",
-		middleware.HandlerAttr, env.handlerName, middleware.MessageUUIDAttr, msg.UUID,
-		"type", name, "want_type", s.typeName)
+		logattr.Handler, env.handlerName, logattr.MessageUUID, msg.UUID,
+		logattr.Type, name, "want_type", s.typeName)
 	return true, nil
 }

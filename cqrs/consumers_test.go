@@ -93,7 +93,9 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 
 	c := newCounter()
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true})
+	store := idempotency.NewMemoryStore(0)
+	t.Cleanup(func() { _ = store.Close() })
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Store: store})
 	r := newRouter(t)
 	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
 		if got := wcqrs.OriginalMessageFromCtx(ctx).UUID; got != ev.ID {
@@ -105,9 +107,6 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	store := idempotency.NewMemoryStore(0)
-	t.Cleanup(func() { _ = store.Close() })
-	svc.UseStore(store)
 	group := topics.ConsumerGroup(shipping, "stock-reserved")
 	dlq := deadLetters(t, brokers, topics.DeadLetter(group))
 	runRouter(t, r)
@@ -144,7 +143,7 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 		t.Errorf("dead letter has no reason: %v", dead.Metadata)
 	}
 	if store.Len() != 2 {
-		t.Errorf("the store given to UseStore after Register has %d marks, want 2", store.Len())
+		t.Errorf("the configured store has %d marks, want 2", store.Len())
 	}
 }
 

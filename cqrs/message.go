@@ -90,10 +90,10 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 }
 
 // Unmarshal decodes the JSON payload of msg into v. A payload that does not
-// decode is marked middleware.Permanent: no retry can fix it.
+// decode is marked middleware.Poison: no retry can fix it.
 func (marshaler) Unmarshal(msg *message.Message, v any) error {
 	if err := json.Unmarshal(msg.Payload, v); err != nil {
-		return middleware.Permanent(err)
+		return middleware.Poison(err)
 	}
 	return nil
 }

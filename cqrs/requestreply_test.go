@@ -54,7 +54,12 @@ type reqReplyEnv struct {
 
 func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 	t.Helper()
-	brokers := kafkatest.Brokers(t)
+	return newReqReplyEnvOn(t, kafkatest.Brokers(t))
+}
+
+// newReqReplyEnvOn is newReqReplyEnv on the given brokers.
+func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
+	t.Helper()
 	payments := serviceName(t, "payments")
 	e := &reqReplyEnv{
 		brokers:  brokers,
@@ -309,11 +314,21 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrNotStarted) {
 		t.Errorf("before Start: %v, want ErrNotStarted", err)
 	}
+	if err := d.Err(); !errors.Is(err, cqrs.ErrNotStarted) {
+		t.Errorf("Err before Start: %v, want ErrNotStarted", err)
+	}
 	if err := d.Start(testContext(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	if err := d.Start(testContext(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
 		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
+	}
+	if err := d.Err(); err != nil {
+		t.Errorf("Err of a started dispatcher: %v, want nil", err)
+	}
+	err = d.Send(context.Background(), StallCommand{})
+	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
+		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -321,12 +336,14 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
+	if err := d.Send(context.Background(), ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	}
+	if err := d.Err(); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("Err after Close: %v, want ErrClosed", err)
+	}
 	if err := d.Start(context.Background()); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
-	}
-	err = d.Send(context.Background(), StallCommand{})
-	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
-		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
 	}
 }
 
@@ -338,18 +355,9 @@ func TestReplyPublishFailure(t *testing.T) {
 	payments := serviceName(t, "payments")
 	pub := newPublisher(t, brokers)
 	flaky := &flakyPublisher{Publisher: pub}
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true})
-	r := newRouter(t)
-	nacked := nackedErrors(r)
-	c := newCounter()
-	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
-		c.add(cmd.ID)
-		return CardCharged{ID: cmd.ID}, nil
-	}))
-	if err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	runRouter(t, r)
+	var nacked <-chan error
+	c, r := chargeService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true},
+		func(r *message.Router) { nacked = nackedErrors(r) })
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
 		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
@@ -399,12 +407,34 @@ func TestReplyPublishFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = receive(t, nacked, "the error of the unanswered command")
-	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
 	}
 	if n := c.count("c-down"); n != 1 {
 		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
+}
+
+// chargeService runs a service of cfg whose ChargeCardCommand consumer
+// replies with the command's ID and counts the commands it handles. more,
+// if not nil, changes the router before it runs.
+func chargeService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig, more func(*message.Router)) (*counter, *message.Router) {
+	t.Helper()
+	svc := newService(t, brokers, cfg)
+	r := newRouter(t)
+	if more != nil {
+		more(r)
+	}
+	c := newCounter()
+	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+		c.add(cmd.ID)
+		return CardCharged{ID: cmd.ID}, nil
+	}))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	return c, r
 }
 
 // Unencodable cannot be encoded as JSON.
@@ -435,17 +465,17 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 	for name, call := range calls {
 		flaky.failFor(1)
 		err := call()
-		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.Outage {
+		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
 		}
 	}
 	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
-	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.Outage {
+	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 	flaky.failFor(0)
 	err = events.Publish(ctx, Unencodable{})
-	if err == nil || middleware.Classify(err) == middleware.Outage {
+	if err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -35,11 +34,11 @@ type ServiceConfig struct {
 	// Close.
 	Publisher message.Publisher
 
-	// Store deduplicates the messages of idempotent consumers. Nil: the
-	// store given to UseStore before the router runs, or else an in-memory
-	// store with IdempotencyWindow, created on first use and closed by
-	// Close. Production services want the PostgreSQL store
-	// (idempotency/postgres), whose marks survive restarts.
+	// Store deduplicates the messages of idempotent consumers. Nil: an
+	// in-memory store with IdempotencyWindow, created by the first Register
+	// of an idempotent consumer and closed by Close. Production services
+	// want the PostgreSQL store (idempotency/postgres), whose marks survive
+	// restarts.
 	Store idempotency.Store
 
 	// IdempotencyWindow is the window of the in-memory store. Default:
@@ -96,17 +95,16 @@ type Service struct {
 	cfg    ServiceConfig
 	logger *slog.Logger
 
-	store atomic.Pointer[storeBox]
 	regMu sync.Mutex // serialises Register
 
 	mu       sync.Mutex
-	closed   atomic.Bool       // set under mu
+	closed   bool
 	pub      message.Publisher // cfg.Publisher or ownPub
 	ownPub   message.Publisher
+	store    idempotency.Store // cfg.Store or memStore
 	memStore *idempotency.MemoryStore
+	chains   []*middleware.Chain
 }
-
-type storeBox struct{ idempotency.Store }
 
 // NewService returns a Service for cfg. It does not connect to Kafka.
 func NewService(cfg ServiceConfig) (*Service, error) {
@@ -114,24 +112,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), pub: cfg.Publisher}
-	if cfg.Store != nil {
-		s.store.Store(&storeBox{cfg.Store})
-	}
-	return s, nil
+	return &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), pub: cfg.Publisher, store: cfg.Store}, nil
 }
 
 // Name returns the service's name.
 func (s *Service) Name() string { return s.cfg.Name }
-
-// UseStore makes store the idempotency store of the service's consumers,
-// whether they were registered before or after. Call it before the router
-// runs: marks made in the previous store stay there.
-func (s *Service) UseStore(store idempotency.Store) {
-	if store != nil {
-		s.store.Store(&storeBox{store})
-	}
-}
 
 // Register adds consumers to router, one handler each:
 //
@@ -182,7 +167,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 			return handle(msg, env)
 		})
 		h.AddMiddleware(growStackMiddleware) // outermost, see there
-		h.AddMiddleware(chains[i]...)
+		h.AddMiddleware(chains[i].Middlewares()...)
 	}
 	return nil
 }
@@ -222,18 +207,22 @@ func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error
 	return subs, nil
 }
 
-// Close closes what the Service created: its publisher and its in-memory
-// store. Close the router first: after Close, the idempotency checks of the
-// service's consumers fail with middleware.Transient(ErrClosed), so a
-// message that still arrives is nacked. Calling it twice is fine.
+// Close closes what the Service created: the middleware chains of its
+// consumers (waiting for their pending marks), then its in-memory store and
+// its publisher. Close the router first: after Close, a message that still
+// reaches an idempotent consumer is nacked as an outage
+// (middleware.ErrClosed). Calling it twice is fine.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Load() {
+	if s.closed {
 		return nil
 	}
-	s.closed.Store(true)
+	s.closed = true
 	var errs []error
+	for _, c := range s.chains {
+		errs = append(errs, c.Close(context.Background()))
+	}
 	if s.ownPub != nil {
 		errs = append(errs, s.ownPub.Close())
 	}
@@ -320,40 +309,37 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 	return topic, nil
 }
 
-// middlewares builds the chain of each plan.
-func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([][]message.HandlerMiddleware, error) {
-	chains := make([][]message.HandlerMiddleware, len(plans))
+// middlewares builds the chain of each plan, for Close to close.
+func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*middleware.Chain, error) {
+	chains := make([]*middleware.Chain, len(plans))
 	for i, p := range plans {
-		var err error
-		if chains[i], err = s.middleware(pub, p); err != nil {
-			return nil, err
+		cfg := middleware.Config{Publisher: pub, Logger: s.logger, DeadLetter: s.cfg.DeadLetter}
+		if p.idempotent {
+			var err error
+			if cfg.Store, err = s.idempotencyStore(); err != nil {
+				return nil, err
+			}
 		}
+		chain, err := middleware.Defaults(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		chains[i] = chain
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	s.chains = append(s.chains, chains...)
 	return chains, nil
-}
-
-// middleware builds the chain of one consumer.
-func (s *Service) middleware(pub message.Publisher, p consumerPlan) ([]message.HandlerMiddleware, error) {
-	cfg := middleware.Config{
-		Publisher:  pub,
-		Logger:     s.logger,
-		DeadLetter: s.cfg.DeadLetter,
-	}
-	if p.idempotent {
-		cfg.Store = serviceStore{s}
-	}
-	chain, err := middleware.Defaults(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return chain, nil
 }
 
 // publisher returns the configured publisher, or creates the service's own.
 func (s *Service) publisher() (message.Publisher, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Load() {
+	if s.closed {
 		return nil, ErrClosed
 	}
 	if s.pub != nil {
@@ -367,46 +353,19 @@ func (s *Service) publisher() (message.Publisher, error) {
 	return pub, nil
 }
 
-// currentStore returns the store in use, creating the in-memory default on
-// first use. After Close it returns middleware.Transient(ErrClosed), and
-// creates nothing that no one would close.
-func (s *Service) currentStore() (idempotency.Store, error) {
-	if b := s.store.Load(); b != nil && !s.closed.Load() {
-		return b.Store, nil
-	}
+// idempotencyStore returns the store of idempotent consumers: the
+// configured one, or the service's in-memory store, created on first use.
+func (s *Service) idempotencyStore() (idempotency.Store, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch b := s.store.Load(); {
-	case s.closed.Load():
-		return nil, middleware.Transient(fmt.Errorf("cqrs: idempotency store of %s: %w", s.cfg.Name, ErrClosed))
-	case b != nil:
-		return b.Store, nil
+	switch {
+	case s.closed:
+		return nil, ErrClosed
+	case s.store == nil:
+		s.memStore = idempotency.NewMemoryStore(s.cfg.IdempotencyWindow)
+		s.store = s.memStore
 	}
-	s.memStore = idempotency.NewMemoryStore(s.cfg.IdempotencyWindow)
-	s.store.Store(&storeBox{s.memStore})
-	return s.memStore, nil
-}
-
-// serviceStore is the store the middleware sees: whatever the service uses
-// when a message arrives, so that the store can be chosen after Register.
-type serviceStore struct{ s *Service }
-
-// IsProcessed asks the service's current store.
-func (st serviceStore) IsProcessed(ctx context.Context, key string) (bool, error) {
-	store, err := st.s.currentStore()
-	if err != nil {
-		return false, err
-	}
-	return store.IsProcessed(ctx, key)
-}
-
-// MarkProcessed marks key in the service's current store.
-func (st serviceStore) MarkProcessed(ctx context.Context, key string) error {
-	store, err := st.s.currentStore()
-	if err != nil {
-		return err
-	}
-	return store.MarkProcessed(ctx, key)
+	return s.store, nil
 }
 
 // watermillLogger adapts logger for Watermill and watermill-kafka. Their

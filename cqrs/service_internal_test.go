@@ -6,13 +6,15 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/middleware"
 )
 
-// TestStoreAfterClose checks that a message after Close finds no store: an
-// outage, and no in-memory store created that no one would close.
-func TestStoreAfterClose(t *testing.T) {
+// TestRegisterAfterClose checks that Register after Close fails with
+// ErrClosed and creates no in-memory store that no one would close.
+func TestRegisterAfterClose(t *testing.T) {
 	s, err := NewService(ServiceConfig{
 		Name: "billing", Broker: broker.Config{Brokers: []string{"127.0.0.1:1"}}, Logger: slog.New(slog.DiscardHandler),
 	})
@@ -22,16 +24,21 @@ func TestStoreAfterClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st := serviceStore{s}
-	_, checkErr := st.IsProcessed(context.Background(), "k")
-	markErr := st.MarkProcessed(context.Background(), "k")
-	for _, err := range []error{checkErr, markErr} {
-		if !errors.Is(err, ErrClosed) || middleware.Classify(err) != middleware.Outage {
-			t.Errorf("store call after Close: %v (%s), want an outage wrapping ErrClosed", err, middleware.Classify(err))
-		}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer := NewEventConsumer(func(context.Context, *orderPlaced) error { return nil }, Topic("orders.order-placed"))
+	if err := s.Register(context.Background(), router, consumer); !errors.Is(err, ErrClosed) {
+		t.Errorf("Register after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.idempotencyStore(); !errors.Is(err, ErrClosed) {
+		t.Errorf("idempotency store after Close: %v, want ErrClosed", err)
 	}
 	if s.memStore != nil {
 		t.Error("an in-memory store was created after Close")
 		_ = s.memStore.Close()
 	}
 }
+
+type orderPlaced struct{ ID string }

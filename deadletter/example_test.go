@@ -134,7 +134,7 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 			return errors.New("amount is negative")
 		}
 		return nil
-	}).AddMiddleware(chain...)
+	}).AddMiddleware(chain.Middlewares()...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -152,6 +152,7 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	return cfg, fixed, func() {
 		_ = router.Close()
 		<-done
+		_ = chain.Close(context.Background())
 		_ = pub.Close()
 		_ = kafka.Close()
 	}

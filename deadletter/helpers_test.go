@@ -11,7 +11,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -27,7 +26,7 @@ import (
 // consumer group with its dead-letter topic, all new.
 type env struct {
 	brokers []string
-	pub     *kafka.Publisher
+	pub     *broker.Publisher
 	topic   string // where the consumer reads
 	group   string // the consumer group, also the handler name
 	dlq     string
@@ -155,7 +154,7 @@ func (e *env) run(t *testing.T, c *consumer, group string, extra ...message.Hand
 		t.Fatal(err)
 	}
 	h := router.AddConsumerHandler(group, e.topic, sub, c.handle)
-	h.AddMiddleware(append(extra, chain...)...)
+	h.AddMiddleware(append(extra, chain.Middlewares()...)...)
 	done := make(chan error, 1)
 	go func() { done <- router.Run(context.Background()) }()
 	select {
@@ -170,19 +169,10 @@ func (e *env) run(t *testing.T, c *consumer, group string, extra ...message.Hand
 		if err := <-done; err != nil {
 			t.Errorf("router run: %v", err)
 		}
-	})
-}
-
-// waitFor polls cond until it holds or kafkatest.Timeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(kafkatest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		if err := chain.Close(kafkatest.Context(t)); err != nil {
+			t.Errorf("chain close: %v", err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 }
 
 // waitForDeadLetters polls the queue until it lists n dead letters and
@@ -190,7 +180,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func waitForDeadLetters(t *testing.T, q *deadletter.Queue, n int) []*deadletter.Letter {
 	t.Helper()
 	var got []*deadletter.Letter
-	waitFor(t, "dead letters", func() bool {
+	kafkatest.WaitFor(t, "dead letters", func() bool {
 		var err error
 		got, err = q.List(kafkatest.Context(t), deadletter.Filter{})
 		if err != nil {

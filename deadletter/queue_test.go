@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
@@ -67,7 +66,7 @@ func TestShow(t *testing.T) {
 // fields, and a replay leaves it where it is.
 func TestForeignRecordIsListedNotReplayed(t *testing.T) {
 	e := newEnv(t)
-	producer, err := broker.NewSaramaSyncProducer(e.brokerConfig())
+	producer, err := broker.NewProducer(e.brokerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +97,7 @@ func TestForeignRecordIsListedNotReplayed(t *testing.T) {
 // and the consumer's idempotency skips the second copies: the fixed
 // handler runs once per dead letter.
 func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
-	b, err := embedded.Start(kafkatest.Context(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := kafkatest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
 	c := &consumer{bug: errBug}
 	e.run(t, c, e.group)
@@ -117,7 +112,7 @@ func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "could not be recorded") || fault.Hits() != 1 {
 		t.Fatalf("Replay with the commit failing = %+v, %v (%d commits failed); want an error saying the batch is unrecorded", res, err, fault.Hits())
 	}
-	waitFor(t, "the first copies handled", func() bool {
+	kafkatest.WaitFor(t, "the first copies handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 3
 	})
@@ -126,7 +121,7 @@ func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
 	if err != nil || res.Sent != 3 {
 		t.Fatalf("Replay after the failed commit = %+v, %v; want the unrecorded batch sent again", res, err)
 	}
-	waitFor(t, "the second copies skipped", func() bool {
+	kafkatest.WaitFor(t, "the second copies skipped", func() bool {
 		_, duplicates := c.snapshot()
 		return len(duplicates) >= 3
 	})
@@ -153,7 +148,7 @@ func TestOnlyOwnReplays(t *testing.T) {
 	uuid := e.publish(t, "order-placed", "x")[0]
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 1)
-	waitFor(t, "the other groups to handle the original", func() bool {
+	kafkatest.WaitFor(t, "the other groups to handle the original", func() bool {
 		g, _ := guarded.snapshot()
 		p, _ := plain.snapshot()
 		return len(g) == 1 && len(p) == 1
@@ -169,12 +164,12 @@ func TestOnlyOwnReplays(t *testing.T) {
 	if err != nil || res.Sent != 1 {
 		t.Fatalf("Replay = %+v, %v", res, err)
 	}
-	waitFor(t, "the replay handled by the failed group and skipped by the plain one", func() bool {
+	kafkatest.WaitFor(t, "the replay handled by the failed group and skipped by the plain one", func() bool {
 		h, _ := failing.snapshot()
 		_, d := plain.snapshot()
 		return len(h) == 1 && len(d) == 1
 	})
-	waitFor(t, "the guarded group to commit past the replayed copy", func() bool {
+	kafkatest.WaitFor(t, "the guarded group to commit past the replayed copy", func() bool {
 		return e.committed(t, guardedGroup, copyAt.ToPartition) > copyAt.ToOffset
 	})
 	if h, d := guarded.snapshot(); len(h) != 1 || len(d) != 0 || h[0] != uuid {
@@ -307,7 +302,7 @@ func TestReplayGroupInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	waitFor(t, "the member to join the replay group", func() bool {
+	kafkatest.WaitFor(t, "the member to join the replay group", func() bool {
 		groups, err := adm.DescribeConsumerGroups([]string{q.ReplayGroup()})
 		return err == nil && len(groups) == 1 && len(groups[0].Members) > 0
 	})

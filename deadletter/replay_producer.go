@@ -84,5 +84,9 @@ func newReplayProducer(cfg broker.Config) (sarama.SyncProducer, error) {
 			return replayPartitioner{keyed: keyed(topic)}
 		}
 	}
-	return broker.NewSaramaSyncProducer(cfg)
+	p, err := broker.NewProducer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }

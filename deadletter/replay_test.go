@@ -44,7 +44,7 @@ func TestListReplayFilteredThenNothingMore(t *testing.T) {
 	if res.Sent != 3 || res.AlreadyReplayed != 0 || res.Unroutable != 0 {
 		t.Fatalf("Replay(order-placed) = %+v, want 3 sent", res)
 	}
-	waitFor(t, "the fixed handler to process the replayed order-placed", func() bool {
+	kafkatest.WaitFor(t, "the fixed handler to process the replayed order-placed", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 3
 	})
@@ -74,7 +74,7 @@ func TestListReplayFilteredThenNothingMore(t *testing.T) {
 		t.Fatalf("last Replay(all) = %+v, %v; want nothing sent", res, err)
 	}
 	all := append(slices.Clone(placed), cancelled...)
-	waitFor(t, "every dead letter handled", func() bool {
+	kafkatest.WaitFor(t, "every dead letter handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 6
 	})
@@ -140,7 +140,7 @@ func TestInterruptedReplayResumes(t *testing.T) {
 	if got := e.replayedUUIDs(t); !slices.Equal(got, sorted(uuids)) {
 		t.Fatalf("replayed copies %v, want each dead letter once: %v", got, sorted(uuids))
 	}
-	waitFor(t, "every replay handled", func() bool {
+	kafkatest.WaitFor(t, "every replay handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= len(uuids)
 	})
@@ -186,7 +186,7 @@ func TestReplayThatFailsAgainComesBack(t *testing.T) {
 	if err != nil || res.Sent != 1 || res.AlreadyReplayed != 1 {
 		t.Fatalf("Replay after the fix = %+v, %v; want only the new dead letter sent", res, err)
 	}
-	waitFor(t, "the fixed handler", func() bool {
+	kafkatest.WaitFor(t, "the fixed handler", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) == 1
 	})

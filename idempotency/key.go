@@ -7,14 +7,11 @@ import "github.com/google/uuid"
 // never changes: changing it would make every stored mark unreachable.
 var namespace = uuid.MustParse("3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21")
 
-// KeyNamespace returns the fixed UUIDv5 namespace KeyUUID hashes non-UUID
-// keys under, 3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21.
-func KeyNamespace() uuid.UUID { return namespace }
-
 // KeyUUID maps a key to the UUID a store persists. A key that is a UUID in
 // its canonical 36-character form (any case) maps to itself, so Watermill
 // message UUIDs are stored as they are; any other string maps to the UUIDv5
-// of the key under KeyNamespace.
+// of the key under the fixed namespace 3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21,
+// which never changes: it is part of the stored format.
 func KeyUUID(key string) uuid.UUID {
 	if len(key) == 36 {
 		if id, err := uuid.Parse(key); err == nil {

@@ -1,56 +1,77 @@
 package middleware
 
 import (
-	"context"
+	"math/rand/v2"
 	"time"
 )
 
-// Backoff is an exponential backoff: the n-th wait (from 0) is
-// InitialInterval × Multiplier^n, capped at MaxInterval ([Backoff.Delay]).
-// There is no jitter.
+// Defaults of [Backoff].
+const (
+	DefaultInitialInterval = 100 * time.Millisecond
+	DefaultMaxInterval     = 10 * time.Second
+	DefaultMultiplier      = 2.0
+)
+
+// Backoff is an exponential backoff with equal jitter: the nominal n-th
+// wait (from 0) is InitialInterval × Multiplier^n, capped at MaxInterval,
+// and the actual wait is drawn between half of it and all of it
+// ([Backoff.Delay]; the package doc says why). The zero value is the
+// default.
 type Backoff struct {
-	// InitialInterval is the first wait. Default 100 ms.
+	// InitialInterval is the first nominal wait. Default
+	// [DefaultInitialInterval].
 	InitialInterval time.Duration
-	// MaxInterval caps every wait. Default 10 s.
+	// MaxInterval caps every nominal wait. Default [DefaultMaxInterval].
 	MaxInterval time.Duration
-	// Multiplier grows the wait after each retry. Default 2; at least 1.
+	// Multiplier grows the nominal wait after each retry. Default
+	// [DefaultMultiplier]; at least 1.
 	Multiplier float64
 }
 
 func (b *Backoff) setDefaults() {
 	if b.InitialInterval == 0 {
-		b.InitialInterval = 100 * time.Millisecond
+		b.InitialInterval = DefaultInitialInterval
 	}
 	if b.MaxInterval == 0 {
-		b.MaxInterval = 10 * time.Second
+		b.MaxInterval = DefaultMaxInterval
 	}
 	if b.Multiplier == 0 {
-		b.Multiplier = 2
+		b.Multiplier = DefaultMultiplier
 	}
 }
 
-// validate checks b, zero fields counting as their defaults; prefix names
-// the field b is in.
-func (b Backoff) validate(prefix string) error {
+// Validate reports the first invalid field of b, zero fields counting as
+// their defaults, with an error that wraps [ErrInvalidConfig]. The configs
+// that hold a Backoff validate it too.
+func (b Backoff) Validate() error { return b.validate("Backoff") }
+
+// validate is Validate with the path of the field that holds b.
+func (b Backoff) validate(path string) error {
 	b.setDefaults()
 	switch {
 	case b.InitialInterval < 0:
-		return invalid("%s.InitialInterval is negative (%v); use 0 for the default (100ms) or a positive duration", prefix, b.InitialInterval)
+		return invalid("%s.InitialInterval is negative (%v); use 0 for the default (%v) or a positive duration", path, b.InitialInterval, DefaultInitialInterval)
 	case b.MaxInterval < b.InitialInterval:
-		return invalid("%s.MaxInterval (%v) is less than InitialInterval (%v); raise MaxInterval or lower InitialInterval", prefix, b.MaxInterval, b.InitialInterval)
+		return invalid("%s.MaxInterval (%v) is less than InitialInterval (%v); raise MaxInterval or lower InitialInterval", path, b.MaxInterval, b.InitialInterval)
 	case b.Multiplier < 1:
-		return invalid("%s.Multiplier (%v) is less than 1; use 0 for the default (2) or a value of at least 1", prefix, b.Multiplier)
+		return invalid("%s.Multiplier (%v) is less than 1; use 0 for the default (%v) or a value of at least 1", path, b.Multiplier, DefaultMultiplier)
 	}
 	return nil
 }
 
-// Delay returns the wait before retry number attempt, counting from 0:
-// InitialInterval × Multiplier^attempt, capped at MaxInterval. Zero fields
-// count as their defaults, and a negative attempt as 0. [DeadLetter] and
-// [Idempotency] space their retries with it; use it to retry something of
-// your own on the same schedule. It does not validate b: the Validate
-// methods of the configs that hold a Backoff do.
+// Delay returns the wait before retry number attempt, counting from 0: a
+// random duration between half the nominal wait and the nominal wait,
+// InitialInterval × Multiplier^attempt capped at MaxInterval. Zero fields
+// count as their defaults, and a negative attempt as 0. It does not
+// validate b.
 func (b Backoff) Delay(attempt int) time.Duration {
+	d := b.nominal(attempt)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// nominal is the wait before retry number attempt without jitter.
+func (b Backoff) nominal(attempt int) time.Duration {
 	b.setDefaults()
 	d := float64(b.InitialInterval)
 	for range max(attempt, 0) {
@@ -63,17 +84,4 @@ func (b Backoff) Delay(attempt int) time.Duration {
 		}
 	}
 	return min(time.Duration(d), b.MaxInterval)
-}
-
-// sleep waits for d or until ctx is done, and reports whether it waited the
-// whole time.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

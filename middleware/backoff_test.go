@@ -7,12 +7,14 @@ import (
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
+// TestBackoffDelay: each delay lies between half the nominal wait and the
+// nominal wait, InitialInterval × Multiplier^attempt capped at MaxInterval.
 func TestBackoffDelay(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
 		b       middleware.Backoff
 		attempt int
-		want    time.Duration
+		nominal time.Duration
 	}{
 		{middleware.Backoff{}, 0, 100 * ms}, // zero fields are the defaults: 100 ms, ×2, 10 s
 		{middleware.Backoff{}, 3, 800 * ms},
@@ -23,8 +25,32 @@ func TestBackoffDelay(t *testing.T) {
 		{middleware.Backoff{InitialInterval: 10 * ms, Multiplier: 1}, 1000, 10 * ms},
 	}
 	for _, c := range cases {
-		if got := c.b.Delay(c.attempt); got != c.want {
-			t.Errorf("%+v.Delay(%d) = %v, want %v", c.b, c.attempt, got, c.want)
+		for range 200 {
+			if got := c.b.Delay(c.attempt); got < c.nominal/2 || got > c.nominal {
+				t.Fatalf("%+v.Delay(%d) = %v, want within [%v, %v]", c.b, c.attempt, got, c.nominal/2, c.nominal)
+			}
+		}
+	}
+}
+
+// TestBackoffJitterSpreads: consumers that fail together do not retry
+// together. 1000 draws of one delay cover its whole range, [d/2, d],
+// evenly: each tenth of the range gets some, and none gets most. (For a
+// uniform draw each tenth expects 100; the bounds below fail a correct
+// draw with a probability far below 1e-9.)
+func TestBackoffJitterSpreads(t *testing.T) {
+	b := middleware.Backoff{InitialInterval: time.Second, MaxInterval: time.Second}
+	const n, bins = 1000, 10
+	var count [bins]int
+	lo, span := time.Second/2, time.Second/2
+	for range n {
+		d := b.Delay(0)
+		i := min(int((d-lo)*bins/(span+1)), bins-1)
+		count[i]++
+	}
+	for _, c := range count {
+		if c < 40 || c > 200 {
+			t.Fatalf("delays per tenth of [%v, %v]: %v; want each near %d", lo, lo+span, count, n/bins)
 		}
 	}
 }

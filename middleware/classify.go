@@ -13,26 +13,26 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency"
 )
 
-// ErrorClass is what [DeadLetter] does with a handler error.
+// ErrorClass is what [DeadLetter] does with a handler error; the package
+// doc describes each.
 type ErrorClass int
 
 const (
-	// Retryable errors are retried with backoff up to the configured
-	// attempts and elapsed time, then dead-lettered.
-	Retryable ErrorClass = iota
-	// Poison errors belong to the message: it is dead-lettered at once.
-	Poison
-	// Outage errors belong to the infrastructure: the message is retried
-	// with backoff until it succeeds and is never dead-lettered.
-	Outage
+	// ClassRetryable: retried a bounded number of times, then dead-lettered.
+	ClassRetryable ErrorClass = iota
+	// ClassPoison: the message is dead-lettered at once.
+	ClassPoison
+	// ClassOutage: retried until it succeeds, never dead-lettered.
+	ClassOutage
 )
 
-// String returns "retryable", "poison" or "outage".
+// String returns "retryable", "poison" or "outage", the value of the
+// error_class log attribute and of [DeadLetterErrorClassKey].
 func (c ErrorClass) String() string {
 	switch c {
-	case Poison:
+	case ClassPoison:
 		return "poison"
-	case Outage:
+	case ClassOutage:
 		return "outage"
 	default:
 		return "retryable"
@@ -42,10 +42,10 @@ func (c ErrorClass) String() string {
 // Classify is the default classification of handler errors.
 //
 // An explicit mark decides first: the mark nearest the top of the error
-// chain wins, so Transient(Permanent(err)) is an outage. [PermanentError]
-// and [PanicError] are Poison, [TransientError] is an Outage.
+// chain wins, so Outage(Poison(err)) is an outage. [PoisonError] and
+// [PanicError] are [ClassPoison], [OutageError] is [ClassOutage].
 //
-// Without a mark, these are an Outage anywhere in the chain:
+// Without a mark, these are [ClassOutage] anywhere in the chain:
 // [idempotency.ErrStoreUnavailable], context.DeadlineExceeded (a dependency
 // timed out), any net.Error, a pgconn.ConnectError, a pgx error that pgconn
 // reports safe to retry or a timeout, and a PostgreSQL error of SQLSTATE
@@ -68,32 +68,36 @@ func (c ErrorClass) String() string {
 //     FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 //     PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE and
 //     THROTTLING_QUOTA_EXCEEDED. Kafka flags all of them retriable but
-//     BROKER_NOT_AVAILABLE, which says the same of a broker.
+//     BROKER_NOT_AVAILABLE, which says the same of a broker;
+//   - the producer-state errors that a retry clears: OUT_OF_ORDER_SEQUENCE_NUMBER,
+//     INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING and
+//     UNKNOWN_PRODUCER_ID. The broker lost or rejects the idempotent
+//     producer's sequence (after a restart without its data, a truncated log
+//     or an expired producer ID) and did not write the record; sarama then
+//     starts a new sequence, so the record can be sent again without being
+//     duplicated. They say nothing about the message: a command whose
+//     handler has run and whose reply fails with one is never dead-lettered.
 //
 // Kafka flags a few errors of the request retriable too; they are not
 // outages here, because retrying them for ever would block the partition
 // when the request is wrong: UNKNOWN_TOPIC_OR_PARTITION (a misspelt topic),
 // CORRUPT_MESSAGE, and the consumer's offset and fetch-session errors. They
-// and every other Kafka error are Retryable.
+// and every other Kafka error are [ClassRetryable].
 //
-// Then a panic recovered by Watermill's Recoverer is Poison. Everything
-// else is Retryable, JSON errors included: a *json.SyntaxError may come
-// from a dependency that answers with an HTML error page during its own
-// outage, which says nothing about the message. A handler that decodes its
-// message's payload should wrap the decode error with [Permanent], so that
-// a payload that cannot decode is dead-lettered at once (this project's
-// cqrs consumers do).
+// Then a panic recovered by Watermill's Recoverer is [ClassPoison].
+// Everything else is [ClassRetryable], JSON errors included (the package
+// doc says why).
 func Classify(err error) ErrorClass {
 	if class, ok := markedClass(err); ok {
 		return class
 	}
 	if isOutage(err) {
-		return Outage
+		return ClassOutage
 	}
 	if isPoison(err) {
-		return Poison
+		return ClassPoison
 	}
-	return Retryable
+	return ClassRetryable
 }
 
 // markedClass walks the error tree top down and returns the class of the
@@ -101,22 +105,22 @@ func Classify(err error) ErrorClass {
 func markedClass(err error) (ErrorClass, bool) {
 	switch e := err.(type) {
 	case nil:
-		return Retryable, false
-	case *PermanentError, *PanicError:
-		return Poison, true
-	case *TransientError:
-		return Outage, true
+		return ClassRetryable, false
+	case *PoisonError, *PanicError:
+		return ClassPoison, true
+	case *OutageError:
+		return ClassOutage, true
 	case interface{ Unwrap() []error }:
 		for _, inner := range e.Unwrap() {
 			if class, ok := markedClass(inner); ok {
 				return class, true
 			}
 		}
-		return Retryable, false
+		return ClassRetryable, false
 	case interface{ Unwrap() error }:
 		return markedClass(e.Unwrap())
 	}
-	return Retryable, false
+	return ClassRetryable, false
 }
 
 func isOutage(err error) bool {
@@ -174,6 +178,16 @@ var kafkaOutageCodes = map[sarama.KError]bool{
 	sarama.ErrThrottlingQuotaExceeded:         true, // 89 THROTTLING_QUOTA_EXCEEDED
 }
 
+// kafkaProducerStateCodes are the Kafka protocol errors of an idempotent
+// producer whose state the broker lost or rejects; sarama bumps the
+// producer epoch when it returns one, so that the next attempt succeeds.
+var kafkaProducerStateCodes = map[sarama.KError]bool{
+	sarama.ErrOutOfOrderSequenceNumber: true, // 45 OUT_OF_ORDER_SEQUENCE_NUMBER
+	sarama.ErrInvalidProducerEpoch:     true, // 47 INVALID_PRODUCER_EPOCH
+	sarama.ErrInvalidProducerIDMapping: true, // 49 INVALID_PRODUCER_ID_MAPPING
+	sarama.ErrUnknownProducerID:        true, // 59 UNKNOWN_PRODUCER_ID
+}
+
 // kafkaClientOutages are sarama's own errors for a cluster it cannot reach
 // or a client that is shutting down.
 var kafkaClientOutages = []error{
@@ -199,7 +213,7 @@ func isKafkaOutage(err error) bool {
 		return true
 	}
 	var code sarama.KError
-	if errors.As(err, &code) && kafkaOutageCodes[code] {
+	if errors.As(err, &code) && (kafkaOutageCodes[code] || kafkaProducerStateCodes[code]) {
 		return true
 	}
 	for _, target := range kafkaClientOutages {

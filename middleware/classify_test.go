@@ -18,20 +18,20 @@ import (
 )
 
 func TestPermanentAndTransient(t *testing.T) {
-	if middleware.Permanent(nil) != nil || middleware.Transient(nil) != nil {
+	if middleware.Poison(nil) != nil || middleware.Outage(nil) != nil {
 		t.Fatal("marking nil must give nil")
 	}
 	cause := errors.New("cause")
-	p := fmt.Errorf("wrapped: %w", middleware.Permanent(cause))
-	var pe *middleware.PermanentError
+	p := fmt.Errorf("wrapped: %w", middleware.Poison(cause))
+	var pe *middleware.PoisonError
 	if !errors.As(p, &pe) || pe.Err != cause || !errors.Is(p, cause) {
 		t.Errorf("Permanent: errors.As/Is fail on %v", p)
 	}
 	if p.Error() != "wrapped: cause" {
 		t.Errorf("Permanent changes the text: %q", p.Error())
 	}
-	tr := fmt.Errorf("wrapped: %w", middleware.Transient(cause))
-	var te *middleware.TransientError
+	tr := fmt.Errorf("wrapped: %w", middleware.Outage(cause))
+	var te *middleware.OutageError
 	if !errors.As(tr, &te) || te.Err != cause || !errors.Is(tr, cause) {
 		t.Errorf("Transient: errors.As/Is fail on %v", tr)
 	}
@@ -55,32 +55,32 @@ func TestClassify(t *testing.T) {
 		err  error
 		want middleware.ErrorClass
 	}{
-		{"plain error", plain, middleware.Retryable},
-		{"wrapped plain error", fmt.Errorf("x: %w", plain), middleware.Retryable},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, middleware.Retryable},
-		{"context canceled", context.Canceled, middleware.Retryable},
-		{"permanent", middleware.Permanent(plain), middleware.Poison},
-		{"panic", &middleware.PanicError{Value: "boom"}, middleware.Poison},
-		{"watermill Recoverer panic", recovered, middleware.Poison},
+		{"plain error", plain, middleware.ClassRetryable},
+		{"wrapped plain error", fmt.Errorf("x: %w", plain), middleware.ClassRetryable},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, middleware.ClassRetryable},
+		{"context canceled", context.Canceled, middleware.ClassRetryable},
+		{"permanent", middleware.Poison(plain), middleware.ClassPoison},
+		{"panic", &middleware.PanicError{Value: "boom"}, middleware.ClassPoison},
+		{"watermill Recoverer panic", recovered, middleware.ClassPoison},
 		// A dependency's HTML error page during its own outage, or any other
 		// bare JSON error, says nothing about the message: retryable. Decoders
 		// of the message's payload mark their errors Permanent.
-		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.Retryable},
-		{"JSON type", typeErr, middleware.Retryable},
-		{"payload decode marked permanent", middleware.Permanent(fmt.Errorf("decode: %w", decodeErr)), middleware.Poison},
-		{"transient", middleware.Transient(plain), middleware.Outage},
-		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), middleware.Outage},
-		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), middleware.Outage},
-		{"net error", fmt.Errorf("dial: %w", dialErr), middleware.Outage},
-		{"pg connect", &pgconn.ConnectError{}, middleware.Outage},
-		{"pg too many connections", &pgconn.PgError{Code: "53300"}, middleware.Outage},
-		{"pg admin shutdown", &pgconn.PgError{Code: "57P01"}, middleware.Outage},
-		{"pg connection failure", &pgconn.PgError{Code: "08006"}, middleware.Outage},
-		{"outermost mark wins: transient", middleware.Transient(middleware.Permanent(plain)), middleware.Outage},
-		{"outermost mark wins: permanent", middleware.Permanent(middleware.Transient(plain)), middleware.Poison},
-		{"mark beats heuristics", middleware.Permanent(dialErr), middleware.Poison},
-		{"outage beats poison", errors.Join(recovered, dialErr), middleware.Outage},
-		{"mark inside a join", errors.Join(plain, middleware.Permanent(plain)), middleware.Poison},
+		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.ClassRetryable},
+		{"JSON type", typeErr, middleware.ClassRetryable},
+		{"payload decode marked permanent", middleware.Poison(fmt.Errorf("decode: %w", decodeErr)), middleware.ClassPoison},
+		{"transient", middleware.Outage(plain), middleware.ClassOutage},
+		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), middleware.ClassOutage},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), middleware.ClassOutage},
+		{"net error", fmt.Errorf("dial: %w", dialErr), middleware.ClassOutage},
+		{"pg connect", &pgconn.ConnectError{}, middleware.ClassOutage},
+		{"pg too many connections", &pgconn.PgError{Code: "53300"}, middleware.ClassOutage},
+		{"pg admin shutdown", &pgconn.PgError{Code: "57P01"}, middleware.ClassOutage},
+		{"pg connection failure", &pgconn.PgError{Code: "08006"}, middleware.ClassOutage},
+		{"outermost mark wins: transient", middleware.Outage(middleware.Poison(plain)), middleware.ClassOutage},
+		{"outermost mark wins: permanent", middleware.Poison(middleware.Outage(plain)), middleware.ClassPoison},
+		{"mark beats heuristics", middleware.Poison(dialErr), middleware.ClassPoison},
+		{"outage beats poison", errors.Join(recovered, dialErr), middleware.ClassOutage},
+		{"mark inside a join", errors.Join(plain, middleware.Poison(plain)), middleware.ClassPoison},
 	}
 	for _, c := range cases {
 		if got := middleware.Classify(c.err); got != c.want {
@@ -107,7 +107,7 @@ func TestClassifyKafka(t *testing.T) {
 		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrRequestTimedOut)},
 	}
 	for _, err := range outages {
-		if got := middleware.Classify(fmt.Errorf("handler: %w", err)); got != middleware.Outage {
+		if got := middleware.Classify(fmt.Errorf("handler: %w", err)); got != middleware.ClassOutage {
 			t.Errorf("Classify(%v) = %v, want outage", err, got)
 		}
 	}
@@ -117,7 +117,7 @@ func TestClassifyKafka(t *testing.T) {
 		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrMessageSizeTooLarge)},
 	}
 	for _, err := range retryable {
-		if got := middleware.Classify(err); got != middleware.Retryable {
+		if got := middleware.Classify(err); got != middleware.ClassRetryable {
 			t.Errorf("Classify(%v) = %v, want retryable", err, got)
 		}
 	}
@@ -132,7 +132,7 @@ func panicThroughRecoverer() (err error) {
 
 func TestErrorClassString(t *testing.T) {
 	for class, want := range map[middleware.ErrorClass]string{
-		middleware.Retryable: "retryable", middleware.Poison: "poison", middleware.Outage: "outage",
+		middleware.ClassRetryable: "retryable", middleware.ClassPoison: "poison", middleware.ClassOutage: "outage",
 	} {
 		if class.String() != want {
 			t.Errorf("%d.String() = %q, want %q", class, class.String(), want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	pgStore := postgresStoreIn(t, pool, "unused")
 	cases := []struct {
 		field string
 		err   func() error
@@ -71,17 +73,25 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{MarkAfterAckTimeout: -1})
 			return err
 		}},
-		{"Config.Store must be a *postgres.Store", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: pool})
+		{"Config.Store must be a TransactionalStore", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true})
 			return err
 		}},
 		{"IdempotencyConfig.IgnoreStoreErrors", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: postgresStoreIn(t, pool, "unused"), Transactional: pool,
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: pgStore, Transactional: true,
 				Idempotency: middleware.IdempotencyConfig{IgnoreStoreErrors: true}})
 			return err
 		}},
 		{"DeadLetterConfig.Backoff.InitialInterval", func() error {
 			return middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: -1}}.Validate()
+		}},
+		{"Backoff.Multiplier", func() error { return middleware.Backoff{Multiplier: -1}.Validate() }},
+		{"IdempotencyConfig.MarkBackoff.MaxInterval", func() error {
+			return middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{
+				MarkBackoff: middleware.Backoff{InitialInterval: time.Second, MaxInterval: time.Millisecond}}}.Validate()
+		}},
+		{"DeadLetterConfig.MaxElapsedTime", func() error {
+			return middleware.Config{Publisher: pub, DeadLetter: middleware.DeadLetterConfig{MaxElapsedTime: -time.Second}}.Validate()
 		}},
 	}
 	for _, c := range cases {
@@ -107,5 +117,8 @@ func TestZeroConfigsAreValid(t *testing.T) {
 	}
 	if err := (middleware.IdempotencyConfig{}).Validate(); err != nil {
 		t.Errorf("IdempotencyConfig{}: %v", err)
+	}
+	if err := (middleware.Backoff{}).Validate(); err != nil {
+		t.Errorf("Backoff{}: %v", err)
 	}
 }

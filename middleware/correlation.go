@@ -7,17 +7,12 @@ import (
 )
 
 // Correlation carries the correlation ID of the incoming message through the
-// handler. It takes the ID from the message's metadata (key
-// [correlation.MetadataKey]), or makes a new one when the message has none,
-// and puts it in the message context, where [correlation.FromContext] finds
-// it inside the handler and anything the handler calls: this project's
-// cqrs buses read it there for the messages they publish. The
-// [Logging] middleware and loggers built on [NewLogHandler] add it to their
-// records. Every message the handler returns that has no correlation ID gets
-// this one.
-//
-// The incoming message's metadata is left as it is; a dead letter carries
-// the ID from the context.
+// handler, as the package doc describes. It takes the ID from the message's
+// metadata (key [correlation.MetadataKey]), or makes a new one when the
+// message has none, and puts it in the message context
+// ([correlation.FromContext]). Every message the handler returns that has
+// no correlation ID gets this one. The incoming message's metadata is left
+// as it is.
 func Correlation(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		id := correlation.FromMessage(msg)

@@ -40,10 +40,7 @@ func TestCorrelation(t *testing.T) {
 		receipt := message.NewMessage(watermill.NewUUID(), []byte(msg.UUID))
 		return []*message.Message{receipt}, nil
 	}
-	mws, err := middleware.Defaults(middleware.Config{Publisher: env.pub, Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mws := defaultsChain(t, middleware.Config{Publisher: env.pub, Logger: logs.logger()})
 	env.runRouter(t, handlerSpec{name: kafkatest.Group(t, "billing"), topic: in, middlewares: mws, produce: produce, publishTopic: out})
 	receipts := env.collect(t, out, 2)
 
@@ -104,10 +101,7 @@ func TestCorrelationReachesEventsPublishedInTheHandler(t *testing.T) {
 	msg.Metadata.Set(correlation.MetadataKey, "corr-bus")
 	env.publish(t, in, msg)
 
-	mws, err := middleware.Defaults(middleware.Config{Publisher: env.pub, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mws := defaultsChain(t, middleware.Config{Publisher: env.pub, Logger: slog.New(slog.DiscardHandler)})
 	env.runRouter(t, handlerSpec{name: kafkatest.Group(t, "billing"), topic: in, middlewares: mws,
 		handle: func(m *message.Message) error {
 			return bus.Publish(m.Context(), receiptIssuedEvent{Order: m.UUID})

@@ -9,7 +9,15 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// Defaults of [DeadLetterConfig].
+const (
+	DefaultMaxAttempts    = 5
+	DefaultMaxElapsedTime = time.Minute
 )
 
 // DeadLetterConfig configures [DeadLetter]. The zero value is the default.
@@ -19,17 +27,18 @@ type DeadLetterConfig struct {
 	Topic string
 	// ConsumerGroup returns the consumer group a message was consumed by,
 	// which names the default topic and fills [DeadLetterConsumerGroupKey].
-	// Default [HandlerName]: by this project's convention the handler name
-	// is the consumer group.
+	// Default [HandlerName].
 	ConsumerGroup func(msg *message.Message) string
-	// MaxAttempts is how many times the handler may fail with a Retryable
-	// error in one delivery; the last failure is dead-lettered. Outages do
-	// not count. Default 5; 1 dead-letters the first failure.
+	// MaxAttempts is how many times the handler may fail with a
+	// [ClassRetryable] error in one delivery; the last failure is
+	// dead-lettered. Outages do not count. Default [DefaultMaxAttempts];
+	// 1 dead-letters the first failure.
 	MaxAttempts int
-	// MaxElapsedTime bounds the retries of Retryable errors: no retry is
-	// scheduled later than this after the first such failure. Default 1 min.
+	// MaxElapsedTime bounds the retries of [ClassRetryable] errors: no
+	// retry is scheduled later than this after the first such failure.
+	// Default [DefaultMaxElapsedTime].
 	MaxElapsedTime time.Duration
-	// Backoff spaces the retries, Retryable and Outage alike.
+	// Backoff spaces the retries, of outages and retryable errors alike.
 	Backoff Backoff
 	// Classify decides what to do with a handler error. Default [Classify].
 	Classify func(err error) ErrorClass
@@ -40,10 +49,10 @@ func (c *DeadLetterConfig) setDefaults() {
 		c.ConsumerGroup = HandlerName
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.MaxElapsedTime == 0 {
-		c.MaxElapsedTime = time.Minute
+		c.MaxElapsedTime = DefaultMaxElapsedTime
 	}
 	if c.Classify == nil {
 		c.Classify = Classify
@@ -51,9 +60,9 @@ func (c *DeadLetterConfig) setDefaults() {
 	c.Backoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, zero fields counting as
-// their defaults, with an error that wraps [ErrInvalidConfig]. DeadLetter
-// calls it.
+// Validate reports the first invalid field of c, its Backoff included,
+// zero fields counting as their defaults, with an error that wraps
+// [ErrInvalidConfig].
 func (c DeadLetterConfig) Validate() error {
 	c.setDefaults()
 	if c.Topic != "" {
@@ -63,46 +72,33 @@ func (c DeadLetterConfig) Validate() error {
 	}
 	switch {
 	case c.MaxAttempts < 0:
-		return invalid("DeadLetterConfig.MaxAttempts is negative (%d); use 0 for the default (5) or a positive count", c.MaxAttempts)
+		return invalid("DeadLetterConfig.MaxAttempts is negative (%d); use 0 for the default (%d) or a positive count", c.MaxAttempts, DefaultMaxAttempts)
 	case c.MaxElapsedTime < 0:
-		return invalid("DeadLetterConfig.MaxElapsedTime is negative (%v); use 0 for the default (1m) or a positive duration", c.MaxElapsedTime)
+		return invalid("DeadLetterConfig.MaxElapsedTime is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, DefaultMaxElapsedTime)
 	}
 	return c.Backoff.validate("DeadLetterConfig.Backoff")
 }
 
 // HandlerName returns the name of the router handler that consumes msg
-// (message.HandlerNameFromCtx). It is the default consumer group of
-// [DeadLetterConfig] and the default scope of [IdempotencyConfig].
+// (message.HandlerNameFromCtx): by the package's convention, its consumer
+// group.
 func HandlerName(msg *message.Message) string {
 	return message.HandlerNameFromCtx(msg.Context())
 }
 
-// DeadLetter retries a failing handler with exponential backoff and, when
-// the error is poison or the retries are exhausted, publishes the message to
-// the dead-letter topic with pub and acks it, so the partition moves on.
-//
-// What happens to an error depends on its [ErrorClass] (cfg.Classify):
-// Poison ([Permanent] errors, such as a payload that does not decode, and
-// panics) is dead-lettered at once; Retryable errors are retried up to
-// cfg.MaxAttempts and cfg.MaxElapsedTime, then dead-lettered; an Outage
-// ([Transient] errors, unreachable databases, store errors) is retried
-// with backoff for as long as the message's context lives and never
-// dead-lettered. When the context ends (the router or subscriber closes)
-// the last error is returned and the router nacks the message.
-//
-// The dead letter is a copy of the message, with its UUID, payload and
-// metadata, plus the metadata listed at [DeadLetterReasonKey]. If
-// publishing it fails, the error is returned: the message is nacked and
-// redelivered, never lost. Messages the handler returned are dropped with a
-// dead-lettered message.
-//
-// A message for which there is no valid dead-letter topic (no Topic, and no
-// consumer group, or one that gives an invalid topic name) is nacked with
-// an error that wraps [ErrInvalidConfig].
+// DeadLetter retries a failing handler with backoff and, when the error is
+// poison or the retries are exhausted, publishes the message to the
+// dead-letter topic with pub and acks it, so the partition moves on. What
+// happens to each [ErrorClass] (cfg.Classify), and what a dead letter
+// carries, the package doc describes. When the message's context ends
+// (the router or subscriber closes) the last error is returned and the
+// router nacks the message. If the dead letter cannot be published, the
+// error is returned: the message is nacked and redelivered, never lost. A
+// message for which there is no valid dead-letter topic is nacked with an
+// error that wraps [ErrInvalidConfig].
 //
 // DeadLetter recovers panics of the handler ([PanicError]), so Watermill's
-// Recoverer is not needed inside it. It reports retries and its outcome to
-// [Logging]. See [Defaults] for where it goes in the chain.
+// Recoverer is not needed inside it.
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
 	if pub == nil {
 		return nil, invalid("DeadLetter: the publisher is nil; pass the publisher that sends dead letters")
@@ -123,9 +119,9 @@ type deadLetter struct {
 // delivery is the retry state of one delivery of one message.
 type delivery struct {
 	attempts     int // handler calls
-	retries      int // backoff waits so far
-	failures     int // Retryable failures
+	failures     int // retryable failures
 	firstFailure time.Time
+	dead         *ErrorClass // set when the failure is to be dead-lettered
 }
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -133,28 +129,33 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 		ctx := msg.Context()
 		rep := reportFrom(ctx)
 		var s delivery
-		for {
+		var produced []*message.Message
+		err := retry.Do(ctx, d.cfg.Backoff.Delay, func() error {
 			msg.SetContext(ctx) // a failed attempt may have replaced it
 			s.attempts++
 			rep.setAttempts(s.attempts)
-			produced, err := callRecovering(h, msg)
-			if err == nil {
-				return produced, nil
-			}
+			var err error
+			produced, err = callRecovering(h, msg)
+			return err
+		}, func(f retry.Failure) error {
 			if ctx.Err() != nil {
-				return nil, err
+				return f.Err
 			}
-			class := d.cfg.Classify(err)
-			delay := d.cfg.Backoff.Delay(s.retries)
-			if d.giveUp(&s, class, delay) {
-				return d.send(msg, err, class, s.attempts)
+			class := d.cfg.Classify(f.Err)
+			if d.giveUp(&s, class, f.Delay) {
+				s.dead = &class
+				return f.Err
 			}
-			rep.retry(retryNote{err: err, class: class, attempt: s.attempts, delay: delay})
-			s.retries++
-			if !sleep(ctx, delay) {
-				return nil, err
-			}
+			rep.retry(retryNote{err: f.Err, class: class, attempt: s.attempts, delay: f.Delay})
+			return nil
+		}, nil)
+		switch {
+		case err == nil:
+			return produced, nil
+		case s.dead != nil:
+			return d.send(msg, err, *s.dead, s.attempts)
 		}
+		return nil, err
 	}
 }
 
@@ -162,9 +163,9 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 // rather than retry after delay.
 func (d *deadLetter) giveUp(s *delivery, class ErrorClass, delay time.Duration) bool {
 	switch class {
-	case Poison:
+	case ClassPoison:
 		return true
-	case Outage:
+	case ClassOutage:
 		return false
 	}
 	s.failures++
@@ -198,9 +199,9 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 		return nil, errors.Join(cause, fmt.Errorf("middleware: publish dead letter to %s: %w", topic, err))
 	}
 	reportFrom(msg.Context()).set(OutcomeDeadLettered,
-		slog.String(ErrorAttr, cause.Error()),
-		slog.String(ErrorClassAttr, class.String()),
-		slog.String(DeadLetterTopicAttr, topic))
+		slog.String(logattr.Error, cause.Error()),
+		slog.String(logattr.ErrorClass, class.String()),
+		slog.String(logattr.DeadLetterTopic, topic))
 	return nil, nil
 }
 

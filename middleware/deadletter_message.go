@@ -11,11 +11,9 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
-// Metadata keys that [DeadLetter] adds to a dead letter. The message keeps
-// its UUID, payload and metadata (a correlation ID from the context is added
-// when it had none); these say why and where it failed. A key already
-// present (a dead letter that was replayed and failed again) is
-// overwritten.
+// Metadata keys that [DeadLetter] adds to a dead letter, for the tools that
+// read dead letters. A key already present (a dead letter that was
+// replayed and failed again) is overwritten.
 const (
 	// DeadLetterReasonKey holds the text of the handler's error.
 	DeadLetterReasonKey = "dead_letter_reason"
@@ -23,8 +21,8 @@ const (
 	// the innermost error of its Unwrap chain (e.g. "*json.SyntaxError"),
 	// or "*middleware.PanicError" for a panic.
 	DeadLetterErrorTypeKey = "dead_letter_error_type"
-	// DeadLetterErrorClassKey holds the [ErrorClass]: "poison" (dead-lettered
-	// at once) or "retryable" (dead-lettered after its retries).
+	// DeadLetterErrorClassKey holds the [ErrorClass]: "poison" or
+	// "retryable".
 	DeadLetterErrorClassKey = "dead_letter_error_class"
 	// DeadLetterOriginalTopicKey holds the topic the message was consumed from.
 	DeadLetterOriginalTopicKey = "dead_letter_original_topic"
@@ -45,21 +43,6 @@ const (
 	// RFC 3339 with nanoseconds.
 	DeadLetterFailedAtKey = "dead_letter_failed_at"
 )
-
-// DeadLetterTopicAttr is the log attribute of the dead-letter topic on a
-// dead-lettered line of [Logging].
-const DeadLetterTopicAttr = "dead_letter_topic"
-
-// DeadLetterMetadataKeys returns the metadata keys [DeadLetter] adds, for
-// tools that inspect dead letters or strip the keys before a replay.
-func DeadLetterMetadataKeys() []string {
-	return []string{
-		DeadLetterReasonKey, DeadLetterErrorTypeKey, DeadLetterErrorClassKey,
-		DeadLetterOriginalTopicKey, DeadLetterOriginalPartitionKey, DeadLetterOriginalOffsetKey,
-		DeadLetterConsumerGroupKey, DeadLetterHandlerKey, DeadLetterAttemptsKey,
-		DeadLetterFailedAtKey,
-	}
-}
 
 // deadLetterMessage returns the dead letter of msg: a copy with the
 // metadata above.

@@ -32,11 +32,11 @@ func handleOrder(processed *counter, seq *[]string) message.NoPublishHandlerFunc
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
-			return middleware.Permanent(fmt.Errorf("decode order: %w", err))
+			return middleware.Poison(fmt.Errorf("decode order: %w", err))
 		}
 		switch o.Kind {
 		case "permanent":
-			return middleware.Permanent(errors.New("order rejected"))
+			return middleware.Poison(errors.New("order rejected"))
 		case "panic":
 			panic("boom")
 		case "flaky":
@@ -90,7 +90,7 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 	}
 	env.publish(t, topic, msgs...)
 
-	mws, err := middleware.Defaults(middleware.Config{
+	mws := defaultsChain(t, middleware.Config{
 		Publisher: env.pub,
 		Store:     memoryStore(t),
 		Logger:    slog.New(slog.DiscardHandler),
@@ -99,9 +99,6 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	processed := newCounter()
 	var seq []string
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
@@ -145,7 +142,12 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 			t.Errorf("dead letter %s lost metadata %s=%q (has %q)", dl.UUID, k, v, dl.Metadata.Get(k))
 		}
 	}
-	for _, k := range middleware.DeadLetterMetadataKeys() {
+	for _, k := range []string{
+		middleware.DeadLetterReasonKey, middleware.DeadLetterErrorTypeKey, middleware.DeadLetterErrorClassKey,
+		middleware.DeadLetterOriginalTopicKey, middleware.DeadLetterOriginalPartitionKey, middleware.DeadLetterOriginalOffsetKey,
+		middleware.DeadLetterConsumerGroupKey, middleware.DeadLetterHandlerKey, middleware.DeadLetterAttemptsKey,
+		middleware.DeadLetterFailedAtKey,
+	} {
 		if dl.Metadata.Get(k) == "" {
 			t.Errorf("dead letter %s has no %s", dl.UUID, k)
 		}

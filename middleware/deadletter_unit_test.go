@@ -80,7 +80,7 @@ func TestOutageIsNeverDeadLettered(t *testing.T) {
 		if calls == 20 {
 			cancel() // the router closes
 		}
-		return nil, middleware.Transient(errors.New("database unreachable"))
+		return nil, middleware.Outage(errors.New("database unreachable"))
 	})
 	msg := message.NewMessage("outage", nil)
 	msg.SetContext(ctx)
@@ -103,7 +103,7 @@ func TestOutagesDoNotCountAsAttempts(t *testing.T) {
 	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 2}, func(*message.Message) ([]*message.Message, error) {
 		calls++
 		if calls <= 5 {
-			return nil, middleware.Transient(errors.New("database unreachable"))
+			return nil, middleware.Outage(errors.New("database unreachable"))
 		}
 		return nil, errors.New("bug")
 	})
@@ -142,7 +142,7 @@ func TestNoConsumerGroupNacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m(func(*message.Message) ([]*message.Message, error) {
-		return nil, middleware.Permanent(errors.New("bad"))
+		return nil, middleware.Poison(errors.New("bad"))
 	})(message.NewMessage("nowhere", nil))
 	if !errors.Is(err, middleware.ErrInvalidConfig) {
 		t.Fatalf("poison without a dead-letter topic: err %v, want a nack with ErrInvalidConfig", err)

@@ -1,31 +1,27 @@
 package middleware
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"log/slog"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 )
 
 // Config configures the chain that [Defaults] builds.
 type Config struct {
 	// Publisher publishes dead letters. Required.
 	Publisher message.Publisher
-	// Store remembers processed messages. Nil leaves [Idempotency] out of
+	// Store remembers processed messages. Nil leaves idempotency out of
 	// the chain, for handlers that must see every delivery.
 	Store idempotency.Store
-	// Transactional, when set, runs each delivery in a transaction on this
-	// pool: the chain gets [TransactionalIdempotency] in place of
-	// [Idempotency], and the handler finds the transaction with
-	// postgres.TxFromContext(msg.Context()). Store must then be the
-	// *postgres.Store of the same database. Give the pool a connection per
-	// partition the router consumes, and some to spare.
-	Transactional *pgxpool.Pool
+	// Transactional, when true, runs each delivery in a transaction of
+	// Store's database: the chain gets [TransactionalIdempotency] in place
+	// of [Idempotency], and Store must be a [TransactionalStore] (a
+	// *postgres.Store). Give its pool a connection per partition the
+	// router consumes, and some to spare.
+	Transactional bool
 	// Logger receives the [Logging] lines. Nil means slog.Default().
 	Logger *slog.Logger
 	// Idempotency configures [Idempotency] or [TransactionalIdempotency].
@@ -34,62 +30,79 @@ type Config struct {
 	DeadLetter DeadLetterConfig
 }
 
-// Defaults returns the recommended middleware chain, outermost first, to
-// pass to router.AddMiddleware or handler.AddMiddleware:
+// Validate reports the first invalid field of c, its Idempotency and
+// DeadLetter configs included, zero fields counting as their defaults,
+// with an error that wraps [ErrInvalidConfig].
+func (c Config) Validate() error {
+	switch {
+	case c.Publisher == nil:
+		return invalid("Config.Publisher is nil; set it to the publisher that sends dead letters")
+	case c.Transactional && c.Store == nil:
+		return invalid("Config.Transactional is set but Config.Store is nil; set Store to the postgres.Store of the handler's database")
+	case c.Transactional && c.Idempotency.IgnoreStoreErrors:
+		return invalid("Config.Transactional is set with IdempotencyConfig.IgnoreStoreErrors, " +
+			"but the transactional mode cannot run a handler without its database; unset IgnoreStoreErrors")
+	}
+	if _, ok := c.Store.(TransactionalStore); c.Transactional && !ok {
+		return invalid("Config.Transactional is set, so Config.Store must be a TransactionalStore (a *postgres.Store), not %T", c.Store)
+	}
+	if err := c.Idempotency.Validate(); err != nil {
+		return err
+	}
+	return c.DeadLetter.Validate()
+}
+
+// Chain is the middleware chain [Defaults] builds. Add its
+// [Chain.Middlewares] to a router or a handler; Close it after the router
+// and before the store.
+type Chain struct {
+	middlewares []message.HandlerMiddleware
+	dedup       *IdempotentConsumer // nil unless check-handle-mark is in the chain
+}
+
+// Middlewares returns the chain, outermost first, for router.AddMiddleware
+// or handler.AddMiddleware.
+func (c *Chain) Middlewares() []message.HandlerMiddleware {
+	return append([]message.HandlerMiddleware(nil), c.middlewares...)
+}
+
+// Close closes what the chain owns: the [IdempotentConsumer] of
+// check-handle-mark, which waits for its pending marks (see there).
+func (c *Chain) Close(ctx context.Context) error {
+	if c.dedup == nil {
+		return nil
+	}
+	return c.dedup.Close(ctx)
+}
+
+// Defaults returns the recommended middleware chain, outermost first:
 //
 //	Correlation, Logging, DeadLetter, Idempotency
 //
-// or, with Config.Transactional, TransactionalIdempotency last.
-//
-// Correlation comes first so that everything inside, the log line included,
-// sees the correlation ID. Logging wraps the rest so that it times the
-// whole delivery and logs its final outcome. DeadLetter wraps Idempotency so
-// that a store outage reaches it as an outage (retried, never
-// dead-lettered) and so that a dead-lettered message is never marked
-// processed: replaying it from the dead-letter topic, with the same UUID,
-// runs the handler again. Idempotency is innermost so that only a handler
-// that succeeded is marked, and each retry checks again; in the
-// transactional mode, so that each retry is a transaction of its own, whose
-// claim rolls back with the failed attempt.
-//
-// When cfg is invalid it returns an error that wraps [ErrInvalidConfig]
-// and names the field.
-func Defaults(cfg Config) ([]message.HandlerMiddleware, error) {
-	chain, err := cfg.chain()
-	if err != nil && !errors.Is(err, ErrInvalidConfig) {
-		err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+// or, with Config.Transactional, TransactionalIdempotency last; the package
+// doc says why in this order. When cfg is invalid it returns an error that
+// wraps [ErrInvalidConfig] and names the field.
+func Defaults(cfg Config) (*Chain, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	return chain, err
-}
-
-// chain builds the chain of [Defaults].
-func (c Config) chain() ([]message.HandlerMiddleware, error) {
-	if c.Publisher == nil {
-		return nil, invalid("Defaults: Config.Publisher is nil; set it to the publisher that sends dead letters")
-	}
-	deadLetter, err := DeadLetter(c.Publisher, c.DeadLetter)
+	deadLetter, err := DeadLetter(cfg.Publisher, cfg.DeadLetter)
 	if err != nil {
 		return nil, err
 	}
-	chain := []message.HandlerMiddleware{Correlation, Logging(c.Logger), deadLetter}
-	if c.Store == nil && c.Transactional == nil {
-		return chain, nil
+	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, Logging(cfg.Logger), deadLetter}}
+	switch {
+	case cfg.Transactional:
+		tx, err := TransactionalIdempotency(cfg.Store.(TransactionalStore), cfg.Idempotency)
+		if err != nil {
+			return nil, err
+		}
+		c.middlewares = append(c.middlewares, tx)
+	case cfg.Store != nil:
+		if c.dedup, err = NewIdempotency(cfg.Store, cfg.Idempotency); err != nil {
+			return nil, err
+		}
+		c.middlewares = append(c.middlewares, c.dedup.Middleware)
 	}
-	dedup, err := c.idempotency()
-	if err != nil {
-		return nil, err
-	}
-	return append(chain, dedup), nil
-}
-
-// idempotency builds the idempotency middleware that cfg asks for.
-func (c Config) idempotency() (message.HandlerMiddleware, error) {
-	if c.Transactional == nil {
-		return NewIdempotency(c.Store, c.Idempotency)
-	}
-	store, ok := c.Store.(*postgres.Store)
-	if !ok {
-		return nil, invalid("Defaults: Config.Transactional is set, so Config.Store must be a *postgres.Store of the same database, not %T", c.Store)
-	}
-	return TransactionalIdempotency(c.Transactional, store, c.Idempotency)
+	return c, nil
 }

@@ -2,10 +2,10 @@
 // correlation IDs that follow the work ([Correlation]), duplicates skipped
 // with a store that may survive restarts ([Idempotency]) or, for handlers
 // whose effects live in PostgreSQL, in the transaction that holds those
-// effects ([TransactionalIdempotency]), poison messages
-// sent to a dead-letter topic instead of blocking the partition while
-// outages are waited out ([DeadLetter]), and one structured log line per
-// message ([Logging]).
+// effects ([TransactionalIdempotency]), poison messages sent to a
+// dead-letter topic instead of blocking the partition while outages are
+// waited out ([DeadLetter]), and one structured log line per message
+// ([Logging]).
 //
 // # Order
 //
@@ -14,22 +14,113 @@
 //
 //	Correlation → Logging → DeadLetter → Idempotency → handler
 //
-// where Idempotency is [TransactionalIdempotency] when Config.Transactional
-// is set. [Defaults] explains why. DeadLetter does the work of Watermill's Retry and
-// PoisonQueue together, so their relative order cannot be got wrong; do not
-// add those two, nor Watermill's Deduplicator (it records a message before
-// the handler runs, so a failed message's redelivery is dropped: a lost
-// message).
+// Correlation comes first so that everything inside, the log line included,
+// sees the correlation ID. Logging wraps the rest so that it times the
+// whole delivery and logs its final outcome. DeadLetter wraps Idempotency so
+// that a store outage reaches it as an outage (retried, never
+// dead-lettered) and so that a dead-lettered message is never marked
+// processed: replaying it from the dead-letter topic, with the same UUID,
+// runs the handler again. Idempotency is innermost so that only a handler
+// that succeeded is marked and each retry checks again; in the
+// transactional mode, so that each retry is a transaction of its own, whose
+// claim rolls back with the failed attempt.
+//
+// DeadLetter does the work of Watermill's Retry and PoisonQueue together;
+// do not add those two, nor Watermill's Deduplicator: it records a message
+// before the handler runs, so a failed message's redelivery is dropped, a
+// lost message.
+//
+// The chain owns goroutines (the marks after an ack, below): close the
+// router, then the [Chain], then the store.
+//
+// # Check, handle, mark
+//
+// [Idempotency] skips a message whose scoped key (see [IdempotencyConfig])
+// the store has: it is acked without calling the handler, with outcome
+// duplicate. Otherwise the handler runs, and only when it succeeds is the
+// key marked: a failing handler marks nothing, so its retry or redelivery
+// runs it again. Delivery stays at-least-once: a crash between the handler
+// and the mark redelivers the message and runs the handler again. A mark
+// that fails is retried in place with MarkBackoff, so an outage of the
+// store does not run the handler twice.
+//
+// When the handler returns messages, the router publishes them after the
+// chain has returned, and acks the message only if that publish succeeds.
+// So such a message is marked not when the handler returns but once it is
+// acked, by a goroutine of the [IdempotentConsumer] that waits for the ack
+// (at most MarkAfterAckTimeout) and then marks, retrying for at most
+// MarkAfterAckTimeout more: a failed publish marks nothing and the
+// redelivery returns the messages again. A delivery of the same key that
+// arrives meanwhile waits for that mark and is then a duplicate; after
+// StoreTimeout it fails as an outage ([ErrMarkPending]) rather than run the
+// handler a second time. A mark given up there is logged at warn; only a
+// later duplicate of that message would run the handler again.
+// [IdempotentConsumer.Close] waits for these goroutines.
 //
 // # Exactly-once effects
 //
-// [Idempotency] checks, runs the handler, then marks: delivery is
-// at-least-once, and a crash between the handler and the mark runs the
-// handler again on redelivery. [TransactionalIdempotency] closes that gap
-// for handlers that write to PostgreSQL: it claims the message
-// (postgres.Store.MarkProcessedTx's statement) in a transaction, runs the
-// handler with that transaction in its context (postgres.TxFromContext),
-// and commits the claim with the handler's writes, or rolls both back.
+// [TransactionalIdempotency] closes the crash window for handlers that
+// write to PostgreSQL. Per delivery, its store begins a transaction and
+// claims the key in it, in one round trip; the handler runs with that
+// transaction in its context (postgres.TxFromContext) and its writes
+// commit with the claim, or roll back with it when it fails or panics. A
+// key with a fresh mark is a duplicate: the transaction ends and the
+// message is acked without calling the handler. A concurrent delivery of
+// the same key (a redelivery during a rebalance, two instances) waits on
+// the claim until the first transaction ends: after a commit it is a
+// duplicate, after a rollback it runs. Size the pool for one connection per
+// message handled at once (one per partition), plus the store's own use.
+//
+// A failed begin, claim or commit is an outage, and so is a handler error
+// once the transaction's connection broke; a commit whose outcome is
+// unknown too, since the redelivery finds the claim if it happened. A
+// commit that PostgreSQL turns into a rollback, because a statement of the
+// handler failed and the handler returned nil all the same, is an ordinary
+// retryable error. A handler here must not return messages: the router
+// would publish them after the commit, and if that failed the redelivery
+// would find the claim and lose them. Such a handler is rolled back and
+// dead-lettered with [ErrReturnedMessagesInTx]; it should publish from
+// inside instead.
+//
+// # Errors
+//
+// DeadLetter sorts handler errors with [Classify] into three classes, and
+// the marks [Poison] and [Outage] name two of them:
+//
+//   - [ClassPoison] ([PoisonError], panics): the message can never succeed.
+//     It is dead-lettered at once.
+//   - [ClassOutage] ([OutageError], store errors, unreachable networks,
+//     databases and Kafka brokers, dependency timeouts): the
+//     infrastructure failed, not the message. It is retried with backoff
+//     for as long as the message's context lives and never dead-lettered.
+//   - [ClassRetryable], everything else: retried up to
+//     DeadLetterConfig.MaxAttempts and MaxElapsedTime, then dead-lettered.
+//
+// A handler that decodes its payload should wrap the decode error with
+// [Poison] (this project's cqrs consumers do): a bare JSON error is
+// retryable, since it may as well come from a dependency that answers with
+// an HTML error page during its own outage.
+//
+// # Retries
+//
+// Every retry (DeadLetter's, a failed mark's, a cqrs reply's) waits by
+// [Backoff]: exponential, with equal jitter, each wait drawn uniformly
+// between half the nominal wait and all of it. Without jitter every
+// consumer that hit the same outage would retry in lockstep and hit the
+// recovering dependency together. Equal jitter rather than full jitter
+// (anywhere from zero to the nominal wait): the consumers retry against a
+// shared dependency that is down, and full jitter sends a share of them
+// back almost at once at every step; with equal jitter each wait is at
+// least half the nominal one, so the backoff still backs off and the
+// elapsed-time budgets stay predictable, while the retries spread over
+// half the interval.
+//
+// # Dead letters
+//
+// A dead letter is a copy of the message, with its UUID, payload and
+// metadata (plus the correlation ID of the context when it had none), and
+// the metadata listed at [DeadLetterReasonKey]: why, where and when it
+// failed. Messages the handler returned are dropped with it.
 //
 // # Correlation
 //
@@ -40,29 +131,10 @@
 // [DeadLetter] for the dead letter. Correlation itself stamps the messages
 // the handler returns.
 //
-// # Errors
-//
-// DeadLetter sorts handler errors with [Classify] into three classes.
-// Poison ([Permanent] errors and panics) is dead-lettered at once. A
-// handler that decodes its payload should wrap the decode error with
-// [Permanent] (this project's cqrs consumers do): a bare JSON error is not
-// poison, since it may as well come from a dependency's error page. Outages
-// ([Transient] errors, store errors, unreachable networks, databases and
-// Kafka brokers, partitions without a leader or enough in-sync replicas,
-// dependency timeouts) are retried with backoff until they succeed and
-// never dead-lettered. Anything else is retried a bounded number of times,
-// then dead-lettered.
-//
-// # Outcomes
-//
-// Every delivery ends in one [Outcome], the "outcome" field of the log
-// line: ok, duplicate, dead-lettered or nacked; each scheduled retry logs a
-// line with outcome retry. Logging puts a small record in the message
-// context that the inner middlewares fill; it is guarded by a mutex.
-//
 // # Conventions
 //
 // The router handler's name is the consumer group (topics.ConsumerGroup).
 // So the default dead-letter topic is topics.DeadLetter(handler name) and
-// the default idempotency scope is the handler name.
+// the default idempotency scope is the handler name, so that two consumers
+// of one message do not skip each other's work.
 package middleware

@@ -6,10 +6,9 @@ import (
 )
 
 // ErrInvalidConfig is wrapped by every error that rejects a configuration:
-// of the constructors ([DeadLetter], [NewIdempotency], [Defaults]), of the
-// Validate methods, and of [DeadLetter] when it finds no valid dead-letter
-// topic for a message. Test for it with errors.Is; the error's text names
-// the field and says what to change.
+// of the constructors, of the Validate methods, and of [DeadLetter] when it
+// finds no valid dead-letter topic for a message. Test for it with
+// errors.Is; the error's text names the field and says what to change.
 var ErrInvalidConfig = errors.New("middleware: invalid configuration")
 
 // invalid returns a configuration error: ErrInvalidConfig followed by the
@@ -18,58 +17,53 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// PermanentError marks a handler error that no retry can fix: the message
-// is dead-lettered at once. Create one with [Permanent]; test for one with
+// PoisonError marks an error of the message itself, which no retry can
+// fix ([ClassPoison]). Create one with [Poison]; test for one with
 // errors.As.
-type PermanentError struct {
+type PoisonError struct {
 	Err error
 }
 
-// Permanent marks err as permanent: [DeadLetter] sends the message to the
-// dead-letter topic without retrying it. Permanent(nil) is nil.
-//
-// Wrap with it the error of decoding a message's payload: [Classify] does
-// not take a bare JSON error for poison, since it may come from a
-// dependency rather than from the message.
-func Permanent(err error) error {
+// Poison marks err as poison: [DeadLetter] sends the message to the
+// dead-letter topic at once, without retrying it. Poison(nil) is nil. Wrap
+// with it the error of decoding a message's payload (see the package doc).
+func Poison(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &PermanentError{Err: err}
+	return &PoisonError{Err: err}
 }
 
 // Error returns the text of the wrapped error.
-func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PoisonError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.
-func (e *PermanentError) Unwrap() error { return e.Err }
+func (e *PoisonError) Unwrap() error { return e.Err }
 
-// TransientError marks an error of the infrastructure, not of the message:
-// a database or broker that cannot be reached, a dependency that timed out.
-// Such an outage is retried with backoff until it succeeds and is never
-// dead-lettered. Create one with [Transient]; test for one with errors.As.
-type TransientError struct {
+// OutageError marks an error of the infrastructure, not of the message
+// ([ClassOutage]). Create one with [Outage]; test for one with errors.As.
+type OutageError struct {
 	Err error
 }
 
-// Transient marks err as an outage: [DeadLetter] retries the message with
-// backoff for as long as it takes, and never dead-letters it.
-// Transient(nil) is nil.
-func Transient(err error) error {
+// Outage marks err as an outage: [DeadLetter] retries the message with
+// backoff for as long as it takes and never dead-letters it. Outage(nil)
+// is nil.
+func Outage(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &TransientError{Err: err}
+	return &OutageError{Err: err}
 }
 
 // Error returns the text of the wrapped error.
-func (e *TransientError) Error() string { return e.Err.Error() }
+func (e *OutageError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.
-func (e *TransientError) Unwrap() error { return e.Err }
+func (e *OutageError) Unwrap() error { return e.Err }
 
 // PanicError is the error [DeadLetter] returns for a handler that panicked.
-// [Classify] treats it as poison.
+// It is [ClassPoison].
 type PanicError struct {
 	// Value is what the handler passed to panic.
 	Value any
@@ -87,13 +81,15 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// ErrMarkPending is returned, as an outage, for a delivery of a key whose
-// earlier delivery is still waiting for its ack to be marked, after
-// StoreTimeout: the delivery is retried rather than run a second time.
+// ErrMarkPending is the outage of a delivery whose key an earlier delivery
+// still waits to mark after its ack (see [IdempotentConsumer]).
 var ErrMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
 
-// ErrReturnedMessagesInTx is the permanent error of a handler under
-// [TransactionalIdempotency] that returned messages: their publish after the
-// commit could fail with nothing to retry it, so the transaction is rolled
-// back and the message dead-lettered.
+// ErrReturnedMessagesInTx is the poison of a handler under
+// [TransactionalIdempotency] that returned messages (see there).
 var ErrReturnedMessagesInTx = errors.New("middleware: a handler in the transactional mode returned messages; publish them from the handler instead")
+
+// ErrClosed is the outage of a delivery that reaches an
+// [IdempotentConsumer] (or a [Chain]) after its Close: the message is
+// nacked, for another instance or a later run to handle.
+var ErrClosed = errors.New("middleware: closed")

@@ -23,7 +23,7 @@ func exampleLogger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey || a.Key == middleware.DurationAttr {
+			if a.Key == slog.TimeKey || a.Key == "duration" {
 				return slog.Attr{}
 			}
 			return a
@@ -65,6 +65,39 @@ func ExampleIdempotency() {
 	// charging for 0190c5a4-9d7e-7000-8000-00000000002a
 }
 
+// The owned form of Idempotency: Close waits for the marks it makes after
+// an ack (of messages whose handler returned messages) before the store
+// closes.
+func ExampleNewIdempotency() {
+	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
+	defer store.Close()
+	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{
+		Scope: func(*message.Message) string { return "billing.order-placed-consumer" },
+	})
+	if err != nil {
+		panic(err)
+	}
+	handler := dedup.Middleware(func(msg *message.Message) ([]*message.Message, error) {
+		fmt.Println("issuing a receipt for", msg.UUID)
+		return []*message.Message{message.NewMessage("0190c5a4-9d7e-7000-8000-0000000000f1", nil)}, nil
+	})
+
+	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002d", nil)
+	_, _ = handler(msg)
+	msg.Ack() // the router acks once it published the receipt: the mark follows
+	if err := dedup.Close(context.Background()); err != nil {
+		panic(err)
+	}
+	done, _ := store.IsProcessed(context.Background(), idempotency.ScopedKey("billing.order-placed-consumer", msg.UUID))
+	fmt.Println("marked after Close:", done)
+	_, err = handler(message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002e", nil))
+	fmt.Println("after Close:", errors.Is(err, middleware.ErrClosed))
+	// Output:
+	// issuing a receipt for 0190c5a4-9d7e-7000-8000-00000000002d
+	// marked after Close: true
+	// after Close: true
+}
+
 func ExampleDeadLetter() {
 	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
 	defer pubSub.Close()
@@ -77,7 +110,7 @@ func ExampleDeadLetter() {
 		panic(err)
 	}
 	handler := deadLetter(func(*message.Message) ([]*message.Message, error) {
-		return nil, middleware.Permanent(errors.New("unknown currency XXX"))
+		return nil, middleware.Poison(errors.New("unknown currency XXX"))
 	})
 	_, err = handler(message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002b", []byte(`{"currency":"XXX"}`)))
 	fmt.Println("error for the router:", err) // nil: the message is acked
@@ -143,12 +176,12 @@ func ExampleDefaults() {
 	if err != nil {
 		panic(err)
 	}
-	router.AddMiddleware(chain...)
+	router.AddMiddleware(chain.Middlewares()...)
 
 	group := topics.ConsumerGroup("payments", "order-placed")
 	router.AddConsumerHandler(group, topics.Event("orders", "order-placed"), pubSub, func(msg *message.Message) error {
 		if string(msg.Payload) == "not json" {
-			return middleware.Permanent(errors.New("cannot decode"))
+			return middleware.Poison(errors.New("cannot decode"))
 		}
 		return nil
 	})
@@ -170,7 +203,10 @@ func ExampleDefaults() {
 	dl := <-letters
 	dl.Ack()
 	fmt.Println("dead letter:", dl.UUID, dl.Metadata.Get(middleware.DeadLetterReasonKey))
+	// The router first, then the chain (it waits for pending marks), then
+	// the store (deferred above).
 	_ = router.Close()
+	_ = chain.Close(context.Background())
 	// Output:
 	// {"level":"DEBUG","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000001","correlation_id":"req-42","outcome":"ok"}
 	// {"level":"ERROR","msg":"message handled","handler":"payments.order-placed-consumer","topic":"orders.order-placed","message_uuid":"0190c5a4-9d7e-7000-8000-000000000002","correlation_id":"req-42","outcome":"dead-lettered","error":"cannot decode","error_class":"poison","dead_letter_topic":"payments.order-placed-consumer.dlq"}

@@ -42,7 +42,7 @@ func ExampleTransactionalIdempotency() {
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher:     pubSub, // in production: a broker.NewPublisher
 		Store:         store,
-		Transactional: pool,
+		Transactional: true, // store is a *postgres.Store
 		Idempotency: middleware.IdempotencyConfig{
 			OnDuplicate: func(msg *message.Message, _, _ string) { fmt.Println("duplicate skipped:", string(msg.Payload)) },
 		},
@@ -54,7 +54,7 @@ func ExampleTransactionalIdempotency() {
 	if err != nil {
 		panic(err)
 	}
-	router.AddMiddleware(chain...)
+	router.AddMiddleware(chain.Middlewares()...)
 	router.AddConsumerHandler(topics.ConsumerGroup("payments", "order-placed"), topics.Event("orders", "order-placed"), pubSub,
 		func(msg *message.Message) error {
 			// The charge is written in the transaction that claimed the message.
@@ -74,6 +74,7 @@ func ExampleTransactionalIdempotency() {
 		_ = pubSub.Publish(topics.Event("orders", "order-placed"), message.NewMessage(m.id, []byte(m.order)))
 	}
 	_ = router.Close()
+	_ = chain.Close(ctx)
 
 	var charges int
 	_ = pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".charges").Scan(&charges)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,6 +22,7 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // waitTimeout bounds every wait in these tests; a healthy run needs a
@@ -35,7 +35,7 @@ var fastBackoff = struct{ initial, max time.Duration }{5 * time.Millisecond, 50 
 // kafkaEnv is a Kafka broker with a publisher on it.
 type kafkaEnv struct {
 	brokers []string
-	pub     *kafka.Publisher
+	pub     *broker.Publisher
 }
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {
@@ -47,7 +47,7 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 }
 
 // newPublisher returns a new Kafka publisher; the caller closes it.
-func (e *kafkaEnv) newPublisher(t *testing.T) *kafka.Publisher {
+func (e *kafkaEnv) newPublisher(t *testing.T) *broker.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
 	if err != nil {
@@ -340,4 +340,35 @@ func where(lines []map[string]any, key string, value any) []map[string]any {
 func proxiedPool(t *testing.T) (*pgxpool.Pool, *tcpproxy.Proxy) {
 	t.Helper()
 	return pgtest.ProxiedPool(t)
+}
+
+// defaultsChain is middleware.Defaults(cfg), whose chain is closed when the
+// test ends: after the router, whose stop runRouter registers later.
+func defaultsChain(t *testing.T, cfg middleware.Config) []message.HandlerMiddleware {
+	t.Helper()
+	c, err := middleware.Defaults(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(context.Background()); err != nil {
+			t.Errorf("chain close: %v", err)
+		}
+	})
+	return c.Middlewares()
+}
+
+// newIdempotency is middleware.NewIdempotency, closed when the test ends.
+func newIdempotency(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig) *middleware.IdempotentConsumer {
+	t.Helper()
+	d, err := middleware.NewIdempotency(store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(context.Background()); err != nil {
+			t.Errorf("idempotency close: %v", err)
+		}
+	})
+	return d
 }

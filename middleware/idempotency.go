@@ -4,48 +4,44 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
-// Log attribute keys that [Idempotency] adds to the [Logging] line.
+// Defaults of [IdempotencyConfig].
 const (
-	IdempotencyScopeAttr      = "idempotency_scope"
-	IdempotencyKeyAttr        = "idempotency_key"
-	IdempotencyStoreErrorAttr = "idempotency_store_error"
+	DefaultStoreTimeout        = 5 * time.Second
+	DefaultMarkAfterAckTimeout = time.Minute
 )
 
-// IdempotencyConfig configures [Idempotency]. The zero value is the default.
+// IdempotencyConfig configures [Idempotency] and [TransactionalIdempotency].
+// The zero value is the default.
 type IdempotencyConfig struct {
 	// Key returns the key of a message. Default [MessageKey]. An error makes
 	// the message poison: it can never be processed safely.
 	Key func(msg *message.Message) (string, error)
-	// Scope returns the consumer a key belongs to, so that two handlers of
-	// the same message do not skip each other's work: the store gets
-	// idempotency.ScopedKey(scope, key). Default [HandlerName] (the
-	// handler name is the consumer group). Return "" to store the bare key.
+	// Scope returns the consumer a key belongs to: the store gets
+	// idempotency.ScopedKey(scope, key). Default [HandlerName]. Return ""
+	// to store the bare key.
 	Scope func(msg *message.Message) string
 	// IgnoreStoreErrors, when true, prefers availability to deduplication:
 	// a failed check runs the handler anyway and a failed mark is dropped,
-	// both noted in the log line. By default (false) a store error is an
-	// outage ([Transient]): the check is retried by [DeadLetter] (or the
-	// message nacked), and a failed mark after a successful handler is
-	// retried in place, with MarkBackoff, without running the handler again.
+	// both noted in the log line. By default a store error is an outage.
 	IgnoreStoreErrors bool
-	// StoreTimeout bounds each store call. Default 5 s.
+	// StoreTimeout bounds each store call. Default [DefaultStoreTimeout].
 	StoreTimeout time.Duration
 	// MarkBackoff spaces the retries of a failed mark.
 	MarkBackoff Backoff
-	// MarkAfterAckTimeout bounds the retries of the mark of a message whose
-	// handler returned messages, which [Idempotency] makes once the router
-	// acked it. Past it the mark is given up and logged; only a later
-	// duplicate of the message would then run the handler again. Default
-	// 1 min.
+	// MarkAfterAckTimeout bounds the wait for the ack of a message whose
+	// handler returned messages, and then the retries of its mark. Default
+	// [DefaultMarkAfterAckTimeout].
 	MarkAfterAckTimeout time.Duration
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
 	// to count them. Handlers run concurrently, and so may it.
@@ -60,68 +56,48 @@ func (c *IdempotencyConfig) setDefaults() {
 		c.Scope = HandlerName
 	}
 	if c.StoreTimeout == 0 {
-		c.StoreTimeout = 5 * time.Second
+		c.StoreTimeout = DefaultStoreTimeout
 	}
 	if c.MarkAfterAckTimeout == 0 {
-		c.MarkAfterAckTimeout = time.Minute
+		c.MarkAfterAckTimeout = DefaultMarkAfterAckTimeout
 	}
 	c.MarkBackoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, zero fields counting as
-// their defaults, with an error that wraps [ErrInvalidConfig].
-// NewIdempotency calls it.
+// Validate reports the first invalid field of c, its MarkBackoff included,
+// zero fields counting as their defaults, with an error that wraps
+// [ErrInvalidConfig].
 func (c IdempotencyConfig) Validate() error {
 	c.setDefaults()
 	switch {
 	case c.StoreTimeout < 0:
-		return invalid("IdempotencyConfig.StoreTimeout is negative (%v); use 0 for the default (5s) or a positive duration", c.StoreTimeout)
+		return invalid("IdempotencyConfig.StoreTimeout is negative (%v); use 0 for the default (%v) or a positive duration", c.StoreTimeout, DefaultStoreTimeout)
 	case c.MarkAfterAckTimeout < 0:
-		return invalid("IdempotencyConfig.MarkAfterAckTimeout is negative (%v); use 0 for the default (1m) or a positive duration", c.MarkAfterAckTimeout)
+		return invalid("IdempotencyConfig.MarkAfterAckTimeout is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, DefaultMarkAfterAckTimeout)
 	}
 	return c.MarkBackoff.validate("IdempotencyConfig.MarkBackoff")
 }
 
-// Idempotency skips messages that were already processed, with store:
-// check, handle, mark. A message whose scoped key the store has is acked
-// without calling the handler (outcome "duplicate", logged at debug with
-// key and scope by [Logging], passed to cfg.OnDuplicate). Otherwise the
-// handler runs, and only when it succeeds is the key marked: a failing
-// handler marks nothing, so its retry or redelivery runs it again. Delivery
-// stays at-least-once: a crash between handler and mark redelivers.
-//
-// When the handler returns messages, the router publishes them after the
-// whole chain has returned, and acks the message only if that publish
-// succeeds (it nacks it otherwise). So the key of such a message is not
-// marked when the handler returns but once the message is acked: a failed
-// publish marks nothing, and the redelivery runs the handler again and
-// returns its messages again. A goroutine waits for the ack or the nack, at
-// most cfg.MarkAfterAckTimeout (not for the message's context, which an
-// outer middleware may cancel before the router acks); after an ack it
-// marks, retrying a store error with MarkBackoff for up to
-// MarkAfterAckTimeout. A delivery of the same key that arrives meanwhile (a
-// duplicate right behind it on its partition) waits for that mark and is
-// then skipped; if the mark is still pending after StoreTimeout, the
-// delivery fails as an outage (ErrMarkPending) and is retried, rather than
-// running the handler a second time. A crash, or a mark that fails for longer than
-// MarkAfterAckTimeout, between the ack and the mark leaves the message
-// unmarked: delivery is still at least once, only a later duplicate of it
-// would run the handler again. Such a failed mark is logged on a line of
-// its own, at warn.
+// Idempotency skips messages that were already processed: check, handle,
+// mark, as the package doc describes. It is [NewIdempotency] without an
+// owner for the marks it makes after an ack, which end on their own within
+// twice MarkAfterAckTimeout. Where they must land before the store closes,
+// use [NewIdempotency] (or [Defaults]) and Close it between the router and
+// the store.
 //
 // Idempotency panics if store is nil or cfg is invalid; [NewIdempotency]
-// returns the error instead. See [Defaults] for where it goes in the chain.
+// returns the error instead.
 func Idempotency(store idempotency.Store, cfg IdempotencyConfig) message.HandlerMiddleware {
 	m, err := NewIdempotency(store, cfg)
 	if err != nil {
 		panic(err)
 	}
-	return m
+	return m.Middleware
 }
 
-// NewIdempotency is [Idempotency] that returns a configuration error,
-// which wraps [ErrInvalidConfig], instead of panicking.
-func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
+// NewIdempotency returns the [IdempotentConsumer] for store and cfg, or a
+// configuration error, which wraps [ErrInvalidConfig].
+func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (*IdempotentConsumer, error) {
 	if store == nil {
 		return nil, invalid("Idempotency: the store is nil; pass an idempotency.Store, such as idempotency.NewMemoryStore or postgres.NewStore")
 	}
@@ -129,25 +105,41 @@ func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (message.Han
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &dedup{store: store, cfg: cfg, pending: map[string][]chan struct{}{}}
-	return d.middleware, nil
+	life, abort := context.WithCancel(context.Background())
+	return &IdempotentConsumer{store: store, cfg: cfg, pending: map[string][]chan struct{}{}, life: life, abort: abort}, nil
 }
 
-type dedup struct {
+// IdempotentConsumer is the check-handle-mark middleware ([Middleware]) with
+// an owner for the marks it makes after an ack ([Close]). Make it with
+// [NewIdempotency]; close it after the router and before the store.
+//
+// [Middleware]: IdempotentConsumer.Middleware
+// [Close]: IdempotentConsumer.Close
+type IdempotentConsumer struct {
 	store idempotency.Store
 	cfg   IdempotencyConfig
 
-	mu sync.Mutex
+	closed atomic.Bool // set under mu
+	mu     sync.Mutex
 	// pending holds, per stored key, a channel closed when the delivery that
 	// waits for its ack to mark the key (markOnAck) is done.
 	pending map[string][]chan struct{}
+	marks   sync.WaitGroup // the goroutines of markOnAck
+
+	life  context.Context // ends when Close gives up on the pending marks
+	abort context.CancelFunc
 }
 
-func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
+// Middleware is the router middleware: it skips a message whose scoped key
+// the store has, and marks the key of a message whose handler succeeded.
+func (d *IdempotentConsumer) Middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		k, err := d.cfg.keyOf(msg)
 		if err != nil {
 			return nil, err
+		}
+		if d.closed.Load() {
+			return nil, Outage(fmt.Errorf("middleware: idempotency: %w", ErrClosed))
 		}
 		ctx := msg.Context()
 		if err := d.awaitPending(ctx, k.stored); err != nil {
@@ -166,99 +158,24 @@ func (d *dedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return produced, err
 		}
 		if len(produced) > 0 {
-			d.markOnAck(ctx, msg, k.stored)
+			if err := d.markOnAck(ctx, msg, k.stored); err != nil {
+				return nil, err
+			}
 			return produced, nil
 		}
 		if err := d.mark(ctx, k.stored); err != nil {
 			if !d.cfg.IgnoreStoreErrors {
 				return nil, err
 			}
-			reportFrom(ctx).note(slog.String(IdempotencyStoreErrorAttr, err.Error()))
+			reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
 		}
 		return produced, nil
 	}
 }
 
-// markOnAck marks key once the router acks msg, which it does after it
-// published the messages the handler returned. A nack, or no ack within
-// MarkAfterAckTimeout, marks nothing: the redelivery runs the handler again.
-// The wait does not end with msg's context, since an outer middleware (a
-// timeout, say) may cancel it before the router publishes and acks. Until
-// the goroutine is done, deliveries of key wait in awaitPending. It lives at
-// most twice MarkAfterAckTimeout: the wait for the ack, then the mark.
-func (d *dedup) markOnAck(ctx context.Context, msg *message.Message, key string) {
-	done := make(chan struct{})
-	d.mu.Lock()
-	d.pending[key] = append(d.pending[key], done)
-	d.mu.Unlock()
-	go func() {
-		defer d.settle(key, done)
-		if !acked(msg, d.cfg.MarkAfterAckTimeout) {
-			return
-		}
-		// msg's context may end right after the ack (watermill-kafka cancels
-		// it then), so the mark gets a context of its own.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.MarkAfterAckTimeout)
-		defer cancel()
-		if err := d.mark(ctx, key); err != nil {
-			reportFrom(ctx).late("idempotency mark after the ack failed; a later duplicate of the message would run the handler again", err)
-		}
-	}()
-}
-
-// acked waits until msg is acked (true), or nacked or timeout passes (false).
-func acked(msg *message.Message, timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-msg.Acked():
-		return true
-	case <-msg.Nacked():
-		return false
-	case <-t.C:
-		return false
-	}
-}
-
-// settle ends the pending mark of key that done stands for.
-func (d *dedup) settle(key string, done chan struct{}) {
-	d.mu.Lock()
-	d.pending[key] = slices.DeleteFunc(d.pending[key], func(c chan struct{}) bool { return c == done })
-	if len(d.pending[key]) == 0 {
-		delete(d.pending, key)
-	}
-	d.mu.Unlock()
-	close(done)
-}
-
-// awaitPending waits while earlier deliveries of key wait for their ack to
-// mark it, so that a duplicate right behind one is skipped. After
-// StoreTimeout it returns ErrMarkPending as an outage, so the delivery is
-// retried later instead of running the handler a second time.
-func (d *dedup) awaitPending(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
-	defer cancel()
-	for {
-		d.mu.Lock()
-		var done chan struct{}
-		if p := d.pending[key]; len(p) > 0 {
-			done = p[0]
-		}
-		d.mu.Unlock()
-		if done == nil {
-			return nil
-		}
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return Transient(fmt.Errorf("%w (key %s): %w", ErrMarkPending, key, ctx.Err()))
-		}
-	}
-}
-
 // isProcessed asks the store. A store error is an outage, or with
 // IgnoreStoreErrors, noted and taken as "not processed".
-func (d *dedup) isProcessed(ctx context.Context, key string) (bool, error) {
+func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
 	done, err := d.store.IsProcessed(ctx, key)
@@ -267,35 +184,32 @@ func (d *dedup) isProcessed(ctx context.Context, key string) (bool, error) {
 	}
 	err = fmt.Errorf("middleware: idempotency check: %w", err)
 	if d.cfg.IgnoreStoreErrors {
-		reportFrom(ctx).note(slog.String(IdempotencyStoreErrorAttr, err.Error()))
+		reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
 		return false, nil
 	}
-	return false, Transient(err)
+	return false, Outage(err)
 }
 
 // mark records key after the handler succeeded. A store error is retried
-// in place, with backoff, until the mark succeeds or ctx ends, so the
+// in place, with MarkBackoff, until the mark succeeds or ctx ends, so the
 // handler does not run twice because of an outage; with IgnoreStoreErrors
 // it is returned at once.
-func (d *dedup) mark(ctx context.Context, key string) error {
-	for n := 0; ; n++ {
-		err := d.markOnce(ctx, key)
-		if err == nil {
-			return nil
+func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
+	return retry.Do(ctx, d.cfg.MarkBackoff.Delay, func() error {
+		if err := d.markOnce(ctx, key); err != nil {
+			return fmt.Errorf("middleware: idempotency mark: %w", err)
 		}
-		err = fmt.Errorf("middleware: idempotency mark: %w", err)
+		return nil
+	}, func(f retry.Failure) error {
 		if d.cfg.IgnoreStoreErrors {
-			return err
+			return f.Err
 		}
-		delay := d.cfg.MarkBackoff.Delay(n)
-		reportFrom(ctx).retry(retryNote{err: err, class: Outage, attempt: n + 1, delay: delay})
-		if !sleep(ctx, delay) {
-			return Transient(err)
-		}
-	}
+		reportFrom(ctx).retry(retryNote{err: f.Err, class: ClassOutage, attempt: f.Retry, delay: f.Delay})
+		return nil
+	}, Outage)
 }
 
-func (d *dedup) markOnce(ctx context.Context, key string) error {
+func (d *IdempotentConsumer) markOnce(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
 	return d.store.MarkProcessed(ctx, key)

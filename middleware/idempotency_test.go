@@ -25,7 +25,7 @@ var storeKinds = []struct {
 // counts duplicates.
 func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, duplicates *atomic.Int64) []message.HandlerMiddleware {
 	t.Helper()
-	mws, err := middleware.Defaults(middleware.Config{
+	mws := defaultsChain(t, middleware.Config{
 		Publisher: pub,
 		Store:     store,
 		Logger:    slog.New(slog.DiscardHandler),
@@ -41,9 +41,6 @@ func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, dupl
 			Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return mws
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
-var errPermanentBug = middleware.Permanent(errors.New("bug"))
+var errPoisonBug = middleware.Poison(errors.New("bug"))
 
 // failingStore is a real in-memory store whose calls fail while told to:
 // the unit tests' way to stage a store outage without a database.
@@ -58,11 +58,8 @@ func (s *failingStore) MarkProcessed(ctx context.Context, key string) error {
 func idempotent(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig, calls *atomic.Int64, err error) message.HandlerFunc {
 	t.Helper()
 	cfg.MarkBackoff = middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
-	m, cerr := middleware.NewIdempotency(store, cfg)
-	if cerr != nil {
-		t.Fatal(cerr)
-	}
-	return m(func(*message.Message) ([]*message.Message, error) {
+	m := newIdempotency(t, store, cfg)
+	return m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)
 		return nil, err
 	})
@@ -76,7 +73,7 @@ func TestIdempotencyStoreErrors(t *testing.T) {
 
 	store.failNext(1, 0)
 	_, err := h(msg)
-	var te *middleware.TransientError
+	var te *middleware.OutageError
 	if !errors.As(err, &te) || !errors.Is(err, errDown) || calls.Load() != 0 {
 		t.Fatalf("failed check: err %v (want transient), handler ran %d times (want 0)", err, calls.Load())
 	}
@@ -93,18 +90,15 @@ func TestIdempotencyStoreErrors(t *testing.T) {
 func TestIdempotencyMarkGivesUpWhenTheContextEnds(t *testing.T) {
 	store := &failingStore{Store: memoryStore(t)}
 	store.failNext(0, 1<<30) // the mark never succeeds
-	m, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newIdempotency(t, store, middleware.IdempotencyConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
 	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-000000000002", nil)
 	msg.SetContext(ctx)
-	_, err = m(func(*message.Message) ([]*message.Message, error) {
+	_, err := m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		cancel() // the router closes while the handler runs
 		return nil, nil
 	})(msg)
-	var te *middleware.TransientError
+	var te *middleware.OutageError
 	if !errors.As(err, &te) || !errors.Is(err, errDown) {
 		t.Fatalf("mark never succeeded and the context ended: err %v, want transient (nack)", err)
 	}
@@ -146,7 +140,7 @@ func TestIdempotencyKeyAndScope(t *testing.T) {
 	noUUID := message.NewMessage("", nil)
 	h := idempotent(t, store, middleware.IdempotencyConfig{}, &calls, nil)
 	_, err := h(noUUID)
-	var pe *middleware.PermanentError
+	var pe *middleware.PoisonError
 	if !errors.As(err, &pe) || calls.Load() != 0 {
 		t.Fatalf("no UUID, no Kafka position: err %v, want permanent", err)
 	}

@@ -29,16 +29,13 @@ func TestKeyFallsBackToKafkaPosition(t *testing.T) {
 	handled := newCounter()
 	var keys []string // written by one partition's handler at a time
 	run := func(duplicates *atomic.Int64) func() {
-		mws, err := middleware.Defaults(middleware.Config{
+		mws := defaultsChain(t, middleware.Config{
 			Publisher: env.pub, Store: store, Logger: slog.New(slog.DiscardHandler),
 			Idempotency: middleware.IdempotencyConfig{OnDuplicate: func(_ *message.Message, _, key string) {
 				keys = append(keys, key)
 				duplicates.Add(1)
 			}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		return env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws,
 			handle: func(m *message.Message) error {
 				handled.add(m.UUID + string(m.Payload))

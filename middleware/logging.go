@@ -9,43 +9,25 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
-)
-
-// Log attribute keys of the [Logging] middleware, besides [CorrelationAttr].
-const (
-	HandlerAttr     = "handler"
-	TopicAttr       = "topic"
-	PartitionAttr   = "partition"
-	OffsetAttr      = "offset"
-	MessageUUIDAttr = "message_uuid"
-	DurationAttr    = "duration"
-	OutcomeAttr     = "outcome"
-	ErrorAttr       = "error"
-	AttemptsAttr    = "attempts"
-	ErrorClassAttr  = "error_class"
-	RetryDelayAttr  = "retry_delay"
+	"github.com/koto-dev/watermill-koto/internal/logattr"
 )
 
 // Logging logs one structured line per delivery of a message, when the
 // chain inside it returns: handler, topic, partition and offset (when the
 // subscriber is Kafka), message_uuid, correlation_id, duration, outcome
-// (see [Outcome]), attempts when the handler ran more than once, and error.
-// A duplicate adds idempotency_scope and idempotency_key. Levels: debug for
-// ok and duplicate, warn for nacked, error for dead-lettered.
+// (an [Outcome]), attempts when the handler ran more than once, and error.
+// A duplicate adds idempotency_scope and idempotency_key, a dead letter
+// error_class and dead_letter_topic. Levels: debug for ok and duplicate,
+// warn for nacked, error for dead-lettered.
 //
-// Each retry that [DeadLetter] or [Idempotency] schedules is logged too,
-// at warn, when it is scheduled: outcome "retry", with the attempt number,
-// error, error_class and retry_delay.
+// Each retry that [DeadLetter] or [Idempotency] schedules is logged when it
+// is scheduled, at warn: outcome retry, with the attempt number, error,
+// error_class and retry_delay. A mark after the ack that fails is logged
+// on a warn line of its own (the delivery's line is written by then).
 //
-// The correlation ID comes from the context ([Correlation] must come before
-// Logging in the chain; [Defaults] does that) or, failing that, from the
-// message's metadata. A nil logger means slog.Default().
-//
-// The router publishes the messages a handler returns after the chain, so
-// after the line: if that publish fails, the line says ok and the router
-// nacks the message (and logs the error itself). [Idempotency] marks such a
-// message only once the router acks it; a mark that fails then is logged on
-// a line of its own, at warn, with the message's attributes and error.
+// The correlation ID comes from the context ([Correlation] comes first in
+// [Defaults]) or, failing that, from the message's metadata. A nil logger
+// means slog.Default().
 func Logging(logger *slog.Logger) message.HandlerMiddleware {
 	if logger == nil {
 		logger = slog.Default()
@@ -61,7 +43,7 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 				onRetry: func(n retryNote) { logRetry(ctx, logger, base(), n) },
 				onLate: func(text string, err error) {
 					b := base()
-					logger.LogAttrs(ctx, slog.LevelWarn, text, append(b[:len(b):len(b)], slog.String(ErrorAttr, err.Error()))...)
+					logger.LogAttrs(ctx, slog.LevelWarn, text, append(b[:len(b):len(b)], slog.String(logattr.Error, err.Error()))...)
 				},
 			}
 			msg.SetContext(withReport(ctx, rep))
@@ -80,13 +62,13 @@ func messageAttrs(ctx context.Context, msg *message.Message) []slog.Attr {
 	}
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
 	attrs := []slog.Attr{
-		slog.String(HandlerAttr, message.HandlerNameFromCtx(ctx)),
-		slog.String(TopicAttr, pos.topic),
+		slog.String(logattr.Handler, message.HandlerNameFromCtx(ctx)),
+		slog.String(logattr.Topic, pos.topic),
 	}
 	if pos.kafka {
-		attrs = append(attrs, slog.Int(PartitionAttr, int(pos.partition)), slog.Int64(OffsetAttr, pos.offset))
+		attrs = append(attrs, slog.Int(logattr.Partition, int(pos.partition)), slog.Int64(logattr.Offset, pos.offset))
 	}
-	return append(attrs, slog.String(MessageUUIDAttr, msg.UUID), slog.String(CorrelationAttr, id))
+	return append(attrs, slog.String(logattr.MessageUUID, msg.UUID), slog.String(logattr.Correlation, id))
 }
 
 func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.Attr, rep *report, d time.Duration, err error) {
@@ -101,24 +83,24 @@ func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.At
 		return
 	}
 	base := lazyBase()
-	attrs := append(base[:len(base):len(base)], slog.Duration(DurationAttr, d), slog.String(OutcomeAttr, string(outcome)))
+	attrs := append(base[:len(base):len(base)], slog.Duration(logattr.Duration, d), slog.String(logattr.Outcome, string(outcome)))
 	if attempts > 1 {
-		attrs = append(attrs, slog.Int(AttemptsAttr, attempts))
+		attrs = append(attrs, slog.Int(logattr.Attempts, attempts))
 	}
 	attrs = append(attrs, extra...)
 	if err != nil {
-		attrs = append(attrs, slog.String(ErrorAttr, err.Error()))
+		attrs = append(attrs, slog.String(logattr.Error, err.Error()))
 	}
 	logger.LogAttrs(ctx, level, "message handled", attrs...)
 }
 
 func logRetry(ctx context.Context, logger *slog.Logger, base []slog.Attr, n retryNote) {
 	attrs := append(base[:len(base):len(base)],
-		slog.String(OutcomeAttr, string(OutcomeRetry)),
-		slog.Int(AttemptsAttr, n.attempt),
-		slog.String(ErrorAttr, n.err.Error()),
-		slog.String(ErrorClassAttr, n.class.String()),
-		slog.Duration(RetryDelayAttr, n.delay),
+		slog.String(logattr.Outcome, string(OutcomeRetry)),
+		slog.Int(logattr.Attempts, n.attempt),
+		slog.String(logattr.Error, n.err.Error()),
+		slog.String(logattr.ErrorClass, n.class.String()),
+		slog.Duration(logattr.RetryDelay, n.delay),
 	)
 	logger.LogAttrs(ctx, slog.LevelWarn, "message handling failed, retrying", attrs...)
 }

@@ -29,9 +29,9 @@ func kindHandler(attempts *counter) message.NoPublishHandlerFunc {
 		case o.Kind == "fail-once" && first:
 			return errors.New("first attempt fails")
 		case o.Kind == "outage-once" && first:
-			return middleware.Transient(errors.New("database unreachable"))
+			return middleware.Outage(errors.New("database unreachable"))
 		case o.Kind == "permanent":
-			return middleware.Permanent(errors.New("order rejected"))
+			return middleware.Poison(errors.New("order rejected"))
 		}
 		return nil
 	}
@@ -56,15 +56,12 @@ func TestLoggingLine(t *testing.T) {
 	env.publish(t, topic, ok, failOnce, dup, poison, outage, last) // one partition, in order
 
 	logs := &logCapture{}
-	mws, err := middleware.Defaults(middleware.Config{
+	mws := defaultsChain(t, middleware.Config{
 		Publisher:  env.pub,
 		Store:      memoryStore(t),
 		Logger:     logs.logger(),
 		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	attempts := newCounter()
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
 	waitFor(t, "six handled lines", func() bool { return len(where(logs.lines(t), "msg", "message handled")) == 6 })
@@ -161,10 +158,7 @@ func TestDeadLetterPublishFailureNacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &logCapture{}
-	mws, err := middleware.Defaults(middleware.Config{Publisher: closed, Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mws := defaultsChain(t, middleware.Config{Publisher: closed, Logger: logs.logger()})
 	attempts := newCounter()
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
 	waitFor(t, "two nacked deliveries", func() bool { return len(where(logs.lines(t), "outcome", "nacked")) >= 2 })

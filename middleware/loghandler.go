@@ -5,16 +5,14 @@ import (
 	"log/slog"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/internal/logattr"
 )
-
-// CorrelationAttr is the log attribute key of the correlation ID, in the
-// [Logging] line and in records of a logger built on [NewLogHandler].
-const CorrelationAttr = "correlation_id"
 
 // NewLogHandler wraps next so that every record logged with a context that
 // carries a correlation ID (inside a handler behind [Correlation]:
 // logger.InfoContext(msg.Context(), ...)) gets the attribute
-// correlation_id, unless the record already has one.
+// correlation_id, the key of the [Logging] line, unless the record already
+// has one.
 func NewLogHandler(next slog.Handler) slog.Handler {
 	return logHandler{next: next}
 }
@@ -30,9 +28,9 @@ func (h logHandler) Enabled(ctx context.Context, level slog.Level) bool {
 
 // Handle adds the correlation ID of ctx to r and passes it on.
 func (h logHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := correlation.FromContext(ctx); id != "" && !hasAttr(r, CorrelationAttr) {
+	if id := correlation.FromContext(ctx); id != "" && !hasAttr(r, logattr.Correlation) {
 		r = r.Clone()
-		r.AddAttrs(slog.String(CorrelationAttr, id))
+		r.AddAttrs(slog.String(logattr.Correlation, id))
 	}
 	return h.next.Handle(ctx, r)
 }

@@ -15,7 +15,7 @@ func TestNewLogHandler(t *testing.T) {
 	ctx := correlation.WithID(context.Background(), "corr-7")
 	logger.InfoContext(ctx, "with id")
 	logger.InfoContext(context.Background(), "without id")
-	logger.InfoContext(ctx, "explicit", middleware.CorrelationAttr, "mine")
+	logger.InfoContext(ctx, "explicit", "correlation_id", "mine")
 	logger.DebugContext(ctx, "debug is kept by the inner handler's level")
 
 	lines := logs.lines(t)

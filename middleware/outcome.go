@@ -7,24 +7,26 @@ import (
 	"time"
 )
 
-// Outcome is what became of one delivery of a message, as the [Logging]
-// middleware reports it in the "outcome" field.
+// Outcome is what became of one delivery of a message: the "outcome" field
+// of the [Logging] line.
 type Outcome string
 
 const (
 	// OutcomeOK: the handler succeeded; the message is acked.
 	OutcomeOK Outcome = "ok"
-	// OutcomeDuplicate: [Idempotency] found the message already processed
-	// and acked it without calling the handler.
+	// OutcomeDuplicate: the message was already processed; it is acked
+	// without calling the handler.
 	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeRetry: an attempt failed and will be retried after a backoff.
-	// It is logged once per retry, before the wait.
+	// OutcomeRetry: an attempt failed ([ClassOutage] or [ClassRetryable])
+	// and is retried after a backoff. Logged once per retry, before the
+	// wait.
 	OutcomeRetry Outcome = "retry"
-	// OutcomeDeadLettered: [DeadLetter] published the message to the
-	// dead-letter topic; it is acked.
+	// OutcomeDeadLettered: the message ([ClassPoison], or [ClassRetryable]
+	// past its retries) is on the dead-letter topic; it is acked.
 	OutcomeDeadLettered Outcome = "dead-lettered"
-	// OutcomeNacked: the chain returned an error; the router nacks the
-	// message and the subscriber redelivers it.
+	// OutcomeNacked: the chain returned an error (an outage that outlived
+	// the message's context, a dead letter that could not be published);
+	// the router nacks the message and the subscriber redelivers it.
 	OutcomeNacked Outcome = "nacked"
 )
 

@@ -79,7 +79,7 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	handled := newCounter()
 	var duplicates atomic.Int64
 	logs := &logCapture{}
-	mws, err := middleware.Defaults(middleware.Config{
+	mws := defaultsChain(t, middleware.Config{
 		Publisher: env.pub,
 		Store:     store,
 		Logger:    logs.logger(),
@@ -92,9 +92,6 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: countingHandler(handled)})
 	env.publish(t, topic, msgs[:100]...)
 	waitFor(t, "the first 100 messages", func() bool { return handled.distinct() == 100 })

@@ -73,11 +73,8 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 // waits for the mark and is a duplicate.
 func TestIdempotencyMarksReturnedMessagesOnAck(t *testing.T) {
 	var calls atomic.Int64
-	m, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := m(func(*message.Message) ([]*message.Message, error) {
+	m := newIdempotency(t, memoryStore(t), middleware.IdempotencyConfig{})
+	h := m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})
@@ -117,11 +114,8 @@ func TestIdempotencyMarksReturnedMessagesOnAck(t *testing.T) {
 // a duplicate.
 func TestPendingMarkIsAnOutage(t *testing.T) {
 	var calls atomic.Int64
-	m, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{StoreTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := m(func(*message.Message) ([]*message.Message, error) {
+	m := newIdempotency(t, memoryStore(t), middleware.IdempotencyConfig{StoreTimeout: 50 * time.Millisecond})
+	h := m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})
@@ -130,8 +124,8 @@ func TestPendingMarkIsAnOutage(t *testing.T) {
 	if _, err := h(first); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h(message.NewMessage(id, nil))
-	if !errors.Is(err, middleware.ErrMarkPending) || middleware.Classify(err) != middleware.Outage {
+	_, err := h(message.NewMessage(id, nil))
+	if !errors.Is(err, middleware.ErrMarkPending) || middleware.Classify(err) != middleware.ClassOutage {
 		t.Fatalf("second delivery while the first awaits its ack: %v (class %v), want an ErrMarkPending outage", err, middleware.Classify(err))
 	}
 	first.Ack()
@@ -155,12 +149,9 @@ func TestPendingMarkIsAnOutage(t *testing.T) {
 func TestFailedMarkAfterAckIsLogged(t *testing.T) {
 	store := &failingStore{Store: memoryStore(t)}
 	store.failNext(0, 1)
-	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dedup := newIdempotency(t, store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
 	logs := &logCapture{}
-	h := middleware.Logging(logs.logger())(dedup(func(*message.Message) ([]*message.Message, error) {
+	h := middleware.Logging(logs.logger())(dedup.Middleware(func(*message.Message) ([]*message.Message, error) {
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	}))
 	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-000000000007", nil)
@@ -170,7 +161,7 @@ func TestFailedMarkAfterAckIsLogged(t *testing.T) {
 	msg.Ack()
 	waitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
 	late := logs.lines(t)[1]
-	if late["level"] != "WARN" || late[middleware.MessageUUIDAttr] != msg.UUID || late[middleware.ErrorAttr] == nil {
+	if late["level"] != "WARN" || late["message_uuid"] != msg.UUID || late["error"] == nil {
 		t.Errorf("line of the failed mark: %v", late)
 	}
 }
@@ -182,13 +173,10 @@ func TestMarkAfterAckRetriesStoreErrors(t *testing.T) {
 	store := &failingStore{Store: memoryStore(t)}
 	store.failNext(0, 2)
 	var calls atomic.Int64
-	m, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{
+	m := newIdempotency(t, store, middleware.IdempotencyConfig{
 		MarkBackoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := m(func(*message.Message) ([]*message.Message, error) {
+	h := m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})

@@ -32,7 +32,7 @@ func TestDeadLetterReplayRunsAgain(t *testing.T) {
 		middlewares: defaults(t, env.pub, memoryStore(t), &duplicates),
 		handle: func(m *message.Message) error {
 			if !fixed.Load() {
-				return errPermanentBug
+				return errPoisonBug
 			}
 			handled.add(m.UUID)
 			return nil

@@ -31,7 +31,7 @@ func TestTransactionalAbortedCommitIsAnError(t *testing.T) {
 	})
 	msg := newMessages(1)[0]
 	_, err := handler(msg)
-	if !errors.Is(err, pgx.ErrTxCommitRollback) || middleware.Classify(err) != middleware.Retryable {
+	if !errors.Is(err, pgx.ErrTxCommitRollback) || middleware.Classify(err) != middleware.ClassRetryable {
 		t.Fatalf("handler = %v (class %v), want pgx.ErrTxCommitRollback, retryable", err, middleware.Classify(err))
 	}
 	if rows, _ := e.fx.counts(); rows != 0 {
@@ -94,7 +94,7 @@ func TestTransactionalPanicRollsBack(t *testing.T) {
 // after the commit could fail with nothing to retry it.
 func TestTransactionalRefusesReturnedMessages(t *testing.T) {
 	e := newRaceEnv(t)
-	mw, err := middleware.TransactionalIdempotency(e.pool, e.store, middleware.IdempotencyConfig{})
+	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestTransactionalRefusesReturnedMessages(t *testing.T) {
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})
 	produced, err := handler(newMessages(1)[0])
-	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.Poison || produced != nil {
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.ClassPoison || produced != nil {
 		t.Fatalf("handler returning messages: %d produced, %v (class %v), want ErrReturnedMessagesInTx as poison", len(produced), err, middleware.Classify(err))
 	}
 	if rows, claims := e.fx.counts(); rows != 0 || claims != 0 {

@@ -34,28 +34,24 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 		field string
 		err   func() error
 	}{
-		{"pool is nil", func() error {
-			_, err := middleware.TransactionalIdempotency(nil, store, middleware.IdempotencyConfig{})
-			return err
-		}},
 		{"store is nil", func() error {
-			_, err := middleware.TransactionalIdempotency(pool, nil, middleware.IdempotencyConfig{})
+			_, err := middleware.TransactionalIdempotency(nil, middleware.IdempotencyConfig{})
 			return err
 		}},
 		{"IdempotencyConfig.IgnoreStoreErrors", func() error {
-			_, err := middleware.TransactionalIdempotency(pool, store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
+			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
 			return err
 		}},
 		{"IdempotencyConfig.StoreTimeout", func() error {
-			_, err := middleware.TransactionalIdempotency(pool, store, middleware.IdempotencyConfig{StoreTimeout: -1})
+			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{StoreTimeout: -1})
 			return err
 		}},
-		{"Config.Store must be a *postgres.Store", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: memoryStore(t), Transactional: pool})
+		{"Config.Store must be a TransactionalStore", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: memoryStore(t), Transactional: true})
 			return err
 		}},
-		{"Config.Store must be a *postgres.Store", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Transactional: pool})
+		{"Config.Store is nil", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Transactional: true})
 			return err
 		}},
 	}
@@ -68,8 +64,11 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 			t.Errorf("%s: %v does not wrap ErrInvalidConfig", c.field, err)
 		}
 	}
-	mws, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: pool})
-	if err != nil || len(mws) != 4 {
-		t.Errorf("Defaults in the transactional mode: %d middlewares, %v", len(mws), err)
+	chain, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true})
+	if err != nil || len(chain.Middlewares()) != 4 {
+		t.Fatalf("Defaults in the transactional mode: %v", err)
+	}
+	if err := chain.Close(context.Background()); err != nil {
+		t.Errorf("Close of a transactional chain: %v", err)
 	}
 }

@@ -39,7 +39,7 @@ func (e *effects) insert(msg *message.Message) error {
 	ctx := msg.Context()
 	tx, ok := postgres.TxFromContext(ctx)
 	if !ok {
-		return middleware.Permanent(errors.New("no transaction in the handler's context"))
+		return middleware.Poison(errors.New("no transaction in the handler's context"))
 	}
 	_, err := tx.Exec(ctx, "INSERT INTO "+e.table+" (message_uuid) VALUES ($1)", msg.UUID)
 	return err
@@ -57,15 +57,15 @@ func (e *effects) counts() (rows, distinct int) {
 
 // transactionalDefaults builds the recommended chain in the transactional
 // mode with short backoffs; onDuplicate counts duplicates.
-func transactionalDefaults(t *testing.T, pub message.Publisher, pool *pgxpool.Pool, store *postgres.Store, logger *slog.Logger, duplicates *atomic.Int64) []message.HandlerMiddleware {
+func transactionalDefaults(t *testing.T, pub message.Publisher, store *postgres.Store, logger *slog.Logger, duplicates *atomic.Int64) []message.HandlerMiddleware {
 	t.Helper()
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	mws, err := middleware.Defaults(middleware.Config{
+	mws := defaultsChain(t, middleware.Config{
 		Publisher:     pub,
 		Store:         store,
-		Transactional: pool,
+		Transactional: true,
 		Logger:        logger,
 		Idempotency: middleware.IdempotencyConfig{
 			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
@@ -75,8 +75,5 @@ func transactionalDefaults(t *testing.T, pub message.Publisher, pool *pgxpool.Po
 			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return mws
 }

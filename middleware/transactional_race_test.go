@@ -39,7 +39,7 @@ func newRaceEnv(t *testing.T) *raceEnv {
 // wrap returns h behind TransactionalIdempotency with a fixed scope.
 func (e *raceEnv) wrap(t *testing.T, h message.NoPublishHandlerFunc) message.HandlerFunc {
 	t.Helper()
-	mw, err := middleware.TransactionalIdempotency(e.pool, e.store, middleware.IdempotencyConfig{
+	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{
 		Scope:       func(*message.Message) string { return "race" },
 		OnDuplicate: func(*message.Message, string, string) { e.duplicates.Add(1) },
 	})

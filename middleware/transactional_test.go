@@ -41,7 +41,7 @@ func TestTransactionalEffectsHappenOnce(t *testing.T) {
 	group := kafkatest.Group(t, "payments")
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
-		middlewares: transactionalDefaults(t, env.pub, pool, store, logs.logger(), &duplicates),
+		middlewares: transactionalDefaults(t, env.pub, store, logs.logger(), &duplicates),
 		handle:      fx.insert,
 	})
 	waitFor(t, "700 deliveries", func() bool {
@@ -106,7 +106,7 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
-		middlewares: transactionalDefaults(t, env.pub, pool, store, nil, &duplicates),
+		middlewares: transactionalDefaults(t, env.pub, store, nil, &duplicates),
 		handle:      handle,
 	})
 	env.publish(t, topic, msgs...)
@@ -167,7 +167,7 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
-		middlewares: transactionalDefaults(t, env.pub, pool, store, logs.logger(), &duplicates),
+		middlewares: transactionalDefaults(t, env.pub, store, logs.logger(), &duplicates),
 		handle:      handle,
 	})
 	defer proxy.Restore() // should the test fail first, for the cleanup

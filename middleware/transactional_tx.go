@@ -6,47 +6,20 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 )
 
-// begin opens a transaction on the pool and claims key in it. pgx sends
-// BEGIN and the claim as one batch (pgx.Batch.BeginTx), so both cost one
-// round trip. claimed is false when key has a fresh mark: a duplicate. On
-// an error nothing is left open.
+// begin begins a transaction with the claim of key, within StoreTimeout.
+// Every error is an outage.
 func (d *txDedup) begin(ctx context.Context, key string) (tx pgx.Tx, claimed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
-	if err := d.store.EnsureSchema(ctx); err != nil {
-		return nil, false, Transient(fmt.Errorf("middleware: transactional idempotency: %w", err))
-	}
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(d.claim, pgtype.UUID{Bytes: idempotency.KeyUUID(key), Valid: true})
-	br := d.pool.SendBatch(ctx, b)
-	tx = br.Tx()
-	claimed, err = readClaim(br)
+	tx, claimed, err = d.store.BeginClaim(ctx, key)
 	if err != nil {
-		d.rollback(ctx, tx)
-		return nil, false, Transient(fmt.Errorf("middleware: transactional idempotency: begin and claim: %w: %w",
-			idempotency.ErrStoreUnavailable, err))
+		return nil, false, Outage(fmt.Errorf("middleware: transactional idempotency: %w", err))
 	}
 	return tx, claimed, nil
-}
-
-// readClaim reads the results of the begin-and-claim batch and closes it:
-// whether the claim inserted (or renewed) the mark.
-func readClaim(br pgx.BatchResults) (bool, error) {
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return false, err
-	}
-	tag, err := br.Exec()
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	return err == nil && tag.RowsAffected() == 1, err
 }
 
 // commit commits tx. It runs even when ctx is already cancelled (the router
@@ -62,7 +35,7 @@ func (d *txDedup) commit(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("middleware: transactional idempotency: commit: %w "+
 			"(a statement of the handler failed and the handler returned nil, or it ended the transaction itself)", err)
 	}
-	return Transient(fmt.Errorf("middleware: transactional idempotency: commit: %w: %w", idempotency.ErrStoreUnavailable, err))
+	return Outage(fmt.Errorf("middleware: transactional idempotency: commit: %w: %w", idempotency.ErrStoreUnavailable, err))
 }
 
 // rollback ends tx without committing if it is still open, and gives its
@@ -81,7 +54,7 @@ func (d *txDedup) rollback(ctx context.Context, tx pgx.Tx) {
 // some of those as a bare io.ErrUnexpectedEOF).
 func failed(tx pgx.Tx, err error) error {
 	if tx.Conn().IsClosed() {
-		return Transient(err)
+		return Outage(err)
 	}
 	return err
 }

@@ -157,7 +157,7 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router.AddConsumerHandler(group, topic, sub, p.handle).AddMiddleware(chain...)
+	router.AddConsumerHandler(group, topic, sub, p.handle).AddMiddleware(chain.Middlewares()...)
 	done := make(chan error, 1)
 	go func() { done <- router.Run(context.Background()) }()
 	<-router.Running()
@@ -165,6 +165,9 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 		_ = router.Close()
 		if err := <-done; err != nil {
 			t.Errorf("router: %v", err)
+		}
+		if err := chain.Close(kafkatest.Context(t)); err != nil {
+			t.Errorf("chain close: %v", err)
 		}
 	})
 }
@@ -260,7 +263,7 @@ func TestDLQAgainstKotoKafka(t *testing.T) {
 	if out, _, code = koto(t, addr, "dlq", "replay", "-group", group); code != 0 || !strings.Contains(out, "sent 0 dead letters from") {
 		t.Fatalf("replay once more (exit %d): %s", code, out)
 	}
-	waitFor(t, "the fixed consumer to handle both replays", func() bool { return len(p.handledUUIDs()) == 2 })
+	kafkatest.WaitFor(t, "the fixed consumer to handle both replays", func() bool { return len(p.handledUUIDs()) == 2 })
 	if got := p.handledUUIDs(); !slices.Equal(sortedCopy(got), sortedCopy(uuids)) {
 		t.Fatalf("handled %v, want %v", got, uuids)
 	}
@@ -331,7 +334,7 @@ func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...st
 // waitForList runs list -json until it shows n dead letters.
 func waitForList(t *testing.T, addr, group string, listed *[]map[string]any, n int) {
 	t.Helper()
-	waitFor(t, "the dead letters", func() bool {
+	kafkatest.WaitFor(t, "the dead letters", func() bool {
 		out, stderr, code := koto(t, addr, "dlq", "list", "-group", group, "-json")
 		if code != 0 {
 			t.Fatalf("list -json: exit %d: %s", code, stderr)
@@ -352,17 +355,6 @@ func letterAt(t *testing.T, listed []map[string]any, uuid string) map[string]any
 	}
 	t.Fatalf("no dead letter %s in %v", uuid, listed)
 	return nil
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(kafkatest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func sortedCopy(s []string) []string {

@@ -29,7 +29,7 @@ func BenchmarkCheckMark(b *testing.B) {
 	}
 	for _, callers := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("callers=%d/raw", callers), func(b *testing.B) {
-			benchmarks.RawPgxCheckMark(b, pool, store.Statements(), callers)
+			benchmarks.RawPgxCheckMark(b, pool, benchmarks.StoreSQL(store), callers)
 		})
 		b.Run(fmt.Sprintf("callers=%d/store", callers), func(b *testing.B) {
 			benchmarks.StoreCheckMark(b, store, callers)

@@ -12,60 +12,77 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-type claim struct {
-	claimed bool
-	err     error
-}
+// claimFunc claims key in a transaction of its own, as MarkProcessedTx in
+// a transaction of the caller's or BeginClaim do; tx is nil when nothing
+// is left open.
+type claimFunc func(t *testing.T, key string) (tx pgx.Tx, claimed bool, err error)
 
-// TestMarkProcessedTxConcurrentClaims: while one transaction holds a claim,
-// a second claim of the same key waits; it gets false when the first
-// commits and true when it rolls back.
-func TestMarkProcessedTxConcurrentClaims(t *testing.T) {
+// TestConcurrentClaims: while one transaction holds a claim, a second
+// claim of the same key waits; it is a duplicate when the first commits
+// and claims when it rolls back. Both MarkProcessedTx and BeginClaim.
+func TestConcurrentClaims(t *testing.T) {
 	pool := pgtest.Pool(t)
-	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
+	schema := pgtest.Schema(t, pool)
+	s := newStore(t, pool, postgres.Config{Schema: schema})
 	if err := s.EnsureSchema(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name        string
-		end         func(pgx.Tx, context.Context) error
-		wantClaimed bool
-	}{
-		{"commit", pgx.Tx.Commit, false},
-		{"rollback", pgx.Tx.Rollback, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			key := newUUIDKey()
-			first := begin(t, pool)
-			if claimed, err := s.MarkProcessedTx(ctxT(t), first, key); err != nil || !claimed {
-				t.Fatalf("first claim = %v, %v; want true", claimed, err)
-			}
-			second := begin(t, pool)
-			result := make(chan claim, 1)
-			go func() {
-				claimed, err := s.MarkProcessedTx(ctxT(t), second, key)
-				result <- claim{claimed, err}
-			}()
-			waitForLockWait(t, pool, second.Conn().PgConn().PID())
-			select {
-			case r := <-result:
-				t.Fatalf("second claim returned %+v while the first transaction was open", r)
-			default:
-			}
-			if err := c.end(first, ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
-			r := <-result
-			if r.err != nil || r.claimed != c.wantClaimed {
-				t.Fatalf("second claim after %s = %v, %v; want %v", c.name, r.claimed, r.err, c.wantClaimed)
-			}
-			if err := second.Commit(ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
-			if !isProcessed(t, s, key) {
-				t.Fatal("key not processed after a committed claim")
-			}
-		})
+	claimers := map[string]claimFunc{
+		"MarkProcessedTx": func(t *testing.T, key string) (pgx.Tx, bool, error) {
+			tx := begin(t, pool)
+			claimed, err := s.MarkProcessedTx(ctxT(t), tx, key)
+			return tx, claimed, err
+		},
+		"BeginClaim": func(t *testing.T, key string) (pgx.Tx, bool, error) { return s.BeginClaim(ctxT(t), key) },
+	}
+	for name, claim := range claimers {
+		for _, c := range []struct {
+			end         string
+			endTx       func(pgx.Tx, context.Context) error
+			wantClaimed bool
+		}{
+			{"commit", pgx.Tx.Commit, false},
+			{"rollback", pgx.Tx.Rollback, true},
+		} {
+			t.Run(name+"/"+c.end, func(t *testing.T) {
+				key := newUUIDKey()
+				first, claimed, err := claim(t, key)
+				if err != nil || !claimed {
+					t.Fatalf("first claim = %v, %v; want true", claimed, err)
+				}
+				type result struct {
+					tx      pgx.Tx
+					claimed bool
+					err     error
+				}
+				second := make(chan result, 1)
+				go func() {
+					tx, claimed, err := claim(t, key)
+					second <- result{tx, claimed, err}
+				}()
+				waitForClaimWait(t, pool, schema)
+				select {
+				case r := <-second:
+					t.Fatalf("second claim returned %+v while the first transaction was open", r)
+				default:
+				}
+				if err := c.endTx(first, ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				r := <-second
+				if r.err != nil || r.claimed != c.wantClaimed {
+					t.Fatalf("second claim after %s = %v, %v; want %v", c.end, r.claimed, r.err, c.wantClaimed)
+				}
+				if r.tx != nil {
+					if err := r.tx.Commit(ctxT(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !isProcessed(t, s, key) {
+					t.Fatal("key not processed after a committed claim")
+				}
+			})
+		}
 	}
 }
 
@@ -136,11 +153,13 @@ func begin(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
 	return tx
 }
 
-// waitForLockWait polls the catalog until the backend pid waits for a lock.
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool, pid uint32) {
+// waitForClaimWait polls the catalog until a session waits for a lock
+// while running a statement on schema: a claim blocked on another.
+func waitForClaimWait(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for queryInt(t, pool, "SELECT count(*) FROM pg_locks WHERE pid = $1 AND NOT granted", int32(pid)) == 0 {
+	const waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0"
+	for queryInt(t, pool, waiting, schema) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second claim never waited for a lock")
 		}

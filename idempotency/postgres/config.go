@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
 
 // Defaults of Config. A zero field means its default.
@@ -30,26 +29,28 @@ const maxTable = maxIdentifier - len("ix__processed_at")
 // table koto.processed_messages, created on first use, cleaned every hour,
 // marks counting for idempotency.DefaultWindow.
 type Config struct {
-	// Schema holds the table; default "koto". Names are used exactly as
-	// given, case included: they are quoted, never interpolated raw.
+	// Schema holds the table; default [DefaultSchema]. Names are used
+	// exactly as given, case included: they are quoted, never interpolated
+	// raw.
 	Schema string
-	// Table is the table's name; default "processed_messages". At most 47
-	// bytes, so that its index name ix_<table>_processed_at fits
-	// PostgreSQL's 63-byte limit.
+	// Table is the table's name; default [DefaultTable]. At most 47 bytes,
+	// so that its index name ix_<table>_processed_at fits PostgreSQL's
+	// 63-byte limit.
 	Table string
 	// DisableAutoCreateSchema, when true, makes the store check on first
 	// use that the table exists instead of creating it; use it when
 	// migrations create the table (see SchemaSQL).
 	DisableAutoCreateSchema bool
 	// CleanupInterval is how often the background cleanup deletes expired
-	// marks; default 1 hour. The first pass runs when the store is made. A
-	// negative interval disables the background cleanup; Cleanup still
-	// works.
+	// marks; default [DefaultCleanupInterval]. The first pass runs when the
+	// store is made. A negative interval turns the background cleanup off;
+	// Cleanup still works.
 	CleanupInterval time.Duration
-	// Window is how long a mark counts; default idempotency.DefaultWindow.
+	// Window is how long a mark counts, at least 1ms; default
+	// idempotency.DefaultWindow.
 	Window time.Duration
 	// CleanupBatchSize is how many rows one cleanup transaction deletes at
-	// most; default 5000.
+	// most; default [DefaultCleanupBatchSize].
 	CleanupBatchSize int
 	// Logger receives the background cleanup's failures (warn) and its
 	// progress (debug); default slog.Default().
@@ -103,16 +104,8 @@ func (c Config) Validate() error {
 
 // checkIdentifier refuses a name PostgreSQL would not keep as given.
 func checkIdentifier(field, name string, limit int) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: %s is empty; set a name", ErrInvalidConfig, field)
-	case len(name) > limit:
-		return fmt.Errorf("%w: %s %q is %d bytes; shorten it to at most %d bytes",
-			ErrInvalidConfig, field, name, len(name), limit)
-	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("%w: %s %q contains a NUL byte; remove it", ErrInvalidConfig, field, name)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8; use a UTF-8 name", ErrInvalidConfig, field, name)
+	if err := pgschema.CheckName(field, name, limit); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

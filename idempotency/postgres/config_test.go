@@ -35,11 +35,6 @@ func TestNewStoreDefaults(t *testing.T) {
 	if s.Window() != idempotency.DefaultWindow || s.Table() != "koto.processed_messages" {
 		t.Fatalf("zero Config gave window %v, table %s", s.Window(), s.Table())
 	}
-	st := s.Statements()
-	if !strings.Contains(st.IsProcessed, "processed_at > now() - interval '86400000000 microseconds'") ||
-		!strings.Contains(st.MarkProcessed, "ON CONFLICT (message_id)") {
-		t.Fatalf("unexpected statements: %+v", st)
-	}
 }
 
 func TestNewStoreRejectsInvalidConfig(t *testing.T) {

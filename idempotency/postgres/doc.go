@@ -2,22 +2,48 @@
 // kept in a PostgreSQL table, so that deduplication survives restarts and
 // redeploys.
 //
-// A Store marks keys (stored as idempotency.KeyUUID(key)) in one table,
-// koto.processed_messages by default, which it creates on first use under a
-// PostgreSQL advisory lock unless Config.DisableAutoCreateSchema is set; then
-// it only checks that the table exists, and SchemaSQL gives the DDL for your
-// migrations. IsProcessed counts only marks younger than the window, in
-// SQL. A background cleanup deletes expired marks every CleanupInterval, in
-// bounded batches, one instance at a time. MarkProcessed commits its mark
-// without waiting for the WAL flush, for its own statement only: a crash of
-// PostgreSQL can lose the last marks, whose redeliveries then run again, as
-// after a crash between the handler and the mark (at least once).
+// # Table
 //
-// For handlers whose side effects live in the same database,
-// MarkProcessedTx claims a key inside the handler's own transaction: the
-// claim commits or rolls back with the handler's writes, and a concurrent
-// duplicate waits for the outcome. ContextWithTx and TxFromContext carry
-// that transaction to the handler.
+// A [Store] keeps each key as idempotency.KeyUUID(key) in one table,
+// koto.processed_messages by default. It creates the schema, table and index
+// on first use, under PostgreSQL advisory locks so that instances starting
+// together do not race; a failed creation is tried again on the next call.
+// With Config.DisableAutoCreateSchema it only checks that the table exists
+// and [SchemaSQL] gives the DDL for your migrations. Names are validated and
+// quoted: a schema or table name can never inject SQL.
+//
+// # Window and cleanup
+//
+// [Store.IsProcessed] counts only marks younger than the window, in SQL,
+// whatever the cleanup has deleted. A background cleanup deletes expired
+// marks every CleanupInterval in bounded batches, each its own short
+// transaction, one instance at a time ([Store.Cleanup]).
+//
+// # Asynchronous marks
+//
+// [Store.MarkProcessed] commits with synchronous_commit off for its own
+// transaction only (the session's setting is left alone): the mark is
+// visible at once, but its commit does not wait for the WAL flush, which
+// saves a disk sync per message. A crash of PostgreSQL within the next
+// moments (at most three times wal_writer_delay, 600 ms by default) can
+// lose it; a redelivery of the message then runs its handler again. That is
+// the at-least-once window check-handle-mark has anyway between handler and
+// mark. The transactional claim keeps the durability settings of its
+// transaction.
+//
+// # Transactional claim
+//
+// For handlers whose side effects live in the same database, the claim of a
+// key runs inside the transaction that holds those effects: it inserts the
+// mark, or renews one older than the window, and reports whether it did.
+// It commits or rolls back with the effects. A concurrent claim of the same
+// key waits on the row until the first transaction ends: after a commit it
+// finds the mark (a duplicate), after a rollback it claims. [Store.BeginClaim]
+// begins such a transaction on the store's pool with the claim in one round
+// trip; [Store.MarkProcessedTx] claims in a transaction of the caller's.
+// [ContextWithTx] and [TxFromContext] carry the transaction to the handler.
+//
+// # Errors
 //
 // Errors from PostgreSQL are returned wrapped with
 // idempotency.ErrStoreUnavailable (and the pgx error): an outage, for the

@@ -45,15 +45,8 @@ func ExampleNewStore() {
 // In the transactional mode the claim commits with the handler's writes.
 func ExampleStore_MarkProcessedTx() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool, store := exampleStore(ctx)
 	defer pool.Close()
-	store, err := postgres.NewStore(pool, postgres.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
 	defer store.Close()
 
 	// The handler writes its effects with the transaction in its context.
@@ -83,6 +76,30 @@ func ExampleStore_MarkProcessedTx() {
 	}
 }
 
+// BeginClaim begins the transaction and claims the message in one round
+// trip; middleware.TransactionalIdempotency does this for every delivery.
+func ExampleStore_BeginClaim() {
+	ctx := context.Background()
+	pool, store := exampleStore(ctx)
+	defer pool.Close()
+	defer store.Close()
+
+	tx, claimed, err := store.BeginClaim(ctx, "0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b")
+	if err != nil {
+		log.Fatal(err) // an outage: nack and retry later
+	}
+	if !claimed {
+		return // a duplicate: nothing is left open
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1"); err != nil {
+		log.Fatal(err) // rolls back the claim with the writes
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
 func ExampleSchemaSQL() {
 	fmt.Print(postgres.SchemaSQL(postgres.Config{}))
 	// Output:
@@ -93,4 +110,18 @@ func ExampleSchemaSQL() {
 	// );
 	// CREATE INDEX IF NOT EXISTS ix_processed_messages_processed_at
 	//     ON koto.processed_messages (processed_at);
+}
+
+// exampleStore connects to the database and makes a Store with the
+// default configuration, as ExampleNewStore shows.
+func exampleStore(ctx context.Context) (*pgxpool.Pool, *postgres.Store) {
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := postgres.NewStore(pool, postgres.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return pool, store
 }

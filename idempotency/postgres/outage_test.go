@@ -29,6 +29,13 @@ func TestOutage(t *testing.T) {
 		"MarkProcessed": func(ctx context.Context) error { return s.MarkProcessed(ctx, "during") },
 		"Cleanup":       func(ctx context.Context) error { _, err := s.Cleanup(ctx); return err },
 		"first use":     func(ctx context.Context) error { return late.MarkProcessed(ctx, "during") },
+		"BeginClaim": func(ctx context.Context) error {
+			tx, _, err := s.BeginClaim(ctx, "during")
+			if tx != nil {
+				t.Errorf("BeginClaim returned a transaction with %v", err)
+			}
+			return err
+		},
 	} {
 		err := callWithTimeout(call)
 		if !errors.Is(err, idempotency.ErrStoreUnavailable) {

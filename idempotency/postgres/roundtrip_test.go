@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -76,14 +78,18 @@ func TestHotPathStatements(t *testing.T) {
 	}
 	wg.Wait()
 
-	st := s.Statements()
+	// The raw-pgx baseline of the benchmarks must send the same statements.
+	st := benchmarks.StoreSQL(s)
 	tracer.mu.Lock()
 	defer tracer.mu.Unlock()
-	want := map[string]int{st.IsProcessed: n, st.MarkProcessed: n}
-	if len(tracer.queries) != 2 || tracer.queries[st.IsProcessed] != n || tracer.queries[st.MarkProcessed] != n {
+	want := map[string]int{st.Check: n, st.Mark: n}
+	if len(tracer.queries) != 2 || tracer.queries[st.Check] != n || tracer.queries[st.Mark] != n {
 		t.Fatalf("%d check+marks sent %v, want %v", n, tracer.queries, want)
 	}
-	for _, sql := range []string{st.IsProcessed, st.MarkProcessed} {
+	if !strings.Contains(st.Check, "processed_at > now() - interval '86400000000 microseconds'") {
+		t.Errorf("the check does not count the default window: %s", st.Check)
+	}
+	for _, sql := range []string{st.Check, st.Mark} {
 		if p := tracer.prepares[sql]; p < 1 || p > int(cfg.MaxConns) {
 			t.Fatalf("%q prepared %d times on %d connections", sql, p, cfg.MaxConns)
 		}

@@ -12,31 +12,9 @@ type statements struct {
 	createSch   string
 	createTable string // the table and its index
 	isProcessed string
-	mark        string // MarkProcessed: claim, with an asynchronous commit
-	claim       string // MarkProcessedTx
+	mark        string // MarkProcessed: claim, with an asynchronous commit of its own
+	claim       string // BeginClaim and MarkProcessedTx: insert or renew; one row when it marks
 	cleanup     string
-}
-
-// Statements is the SQL a Store runs for IsProcessed, MarkProcessed and
-// MarkProcessedTx, built once when the Store is made. Each takes one
-// argument, $1: the key's idempotency.KeyUUID as a uuid. They are here for
-// EXPLAIN, pg_stat_statements and benchmarks.
-type Statements struct {
-	// IsProcessed selects one boolean: whether the key has a mark younger
-	// than the window.
-	IsProcessed string
-	// MarkProcessed is Claim run as a statement of its own, whose commit
-	// does not wait for the WAL to reach the disk: it sets
-	// synchronous_commit to off for its own (implicit) transaction only,
-	// with set_config(…, true), leaving the session's setting as it was.
-	// A crash of PostgreSQL can lose the last such marks, which makes
-	// their redeliveries run the handler again: the same at-least-once
-	// window as a crash between the handler and the mark.
-	MarkProcessed string
-	// Claim, the statement of MarkProcessedTx, inserts a mark, or renews
-	// one older than the window; it affects one row when it marks and none
-	// when a fresh mark exists. It leaves the transaction's settings alone.
-	Claim string
 }
 
 func buildStatements(cfg Config) statements {

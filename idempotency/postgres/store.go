@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -31,9 +29,6 @@ type Store struct {
 }
 
 var _ idempotency.Store = (*Store)(nil)
-
-// errNilTx is returned by MarkProcessedTx when it is given no transaction.
-var errNilTx = errors.New("postgres: MarkProcessedTx needs a transaction, got nil")
 
 // NewStore returns a Store that keeps its marks in pool's database, as cfg
 // says (zero fields mean their defaults). It refuses an invalid cfg with an
@@ -76,16 +71,8 @@ func (s *Store) IsProcessed(ctx context.Context, key string) (bool, error) {
 }
 
 // MarkProcessed marks key as processed now. Marking a key with a fresh mark
-// changes nothing; a mark older than the window is renewed.
-//
-// The mark commits asynchronously (synchronous_commit off for its own
-// transaction; the session's setting is left alone): it is visible at
-// once, but does not wait for the WAL flush, which saves a disk sync per
-// message. A crash of PostgreSQL within the next moments (at most three
-// times wal_writer_delay, 600 ms by default) can lose it; a redelivery of
-// the message then runs the handler again, as after a crash between the
-// handler and the mark. A later synchronous commit on the server makes it
-// durable with everything before it. MarkProcessedTx is not affected.
+// changes nothing; a mark older than the window is renewed. Its commit does
+// not wait for the WAL flush (see the package doc).
 func (s *Store) MarkProcessed(ctx context.Context, key string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
@@ -94,30 +81,6 @@ func (s *Store) MarkProcessed(ctx context.Context, key string) error {
 		return unavailable("mark processed", err)
 	}
 	return nil
-}
-
-// MarkProcessedTx claims key inside tx, the transaction that also holds the
-// handler's writes: claimed is true when this transaction marked the key
-// (it had no mark, or one older than the window) and false when a fresh mark
-// exists, which means a duplicate. The claim commits or rolls back with tx.
-// A concurrent transaction claiming the same key waits until tx ends: after
-// a commit its claim is false, after a rollback it is true.
-//
-// On first use the table is created, or checked, on another connection of
-// the pool; when every connection may be busy in transactions, call
-// EnsureSchema at startup.
-func (s *Store) MarkProcessedTx(ctx context.Context, tx pgx.Tx, key string) (claimed bool, err error) {
-	if tx == nil {
-		return false, errNilTx
-	}
-	if err := s.ensure(ctx); err != nil {
-		return false, err
-	}
-	tag, err := tx.Exec(ctx, s.sql.claim, keyArg(key))
-	if err != nil {
-		return false, unavailable("claim", err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // Close stops the background cleanup and waits for it to return. The Store
@@ -135,12 +98,6 @@ func (s *Store) Window() time.Duration { return s.cfg.Window }
 // Table returns the store's table as it appears in its SQL, schema
 // included, quoted where needed.
 func (s *Store) Table() string { return s.sql.qualified }
-
-// Statements returns the SQL the store runs for IsProcessed,
-// MarkProcessed and MarkProcessedTx.
-func (s *Store) Statements() Statements {
-	return Statements{IsProcessed: s.sql.isProcessed, MarkProcessed: s.sql.mark, Claim: s.sql.claim}
-}
 
 // keyArg is the argument a key is stored under: its KeyUUID.
 func keyArg(key string) pgtype.UUID {

@@ -8,9 +8,8 @@ import (
 
 type txKey struct{}
 
-// ContextWithTx returns a copy of ctx that carries tx: in the transactional
-// mode, the transaction that claimed the message with MarkProcessedTx, for
-// the handler to write its effects in.
+// ContextWithTx returns a copy of ctx that carries tx, the transaction that
+// claimed a message, for its handler to write its effects in.
 func ContextWithTx(ctx context.Context, tx pgx.Tx) context.Context {
 	return context.WithValue(ctx, txKey{}, tx)
 }

@@ -41,12 +41,13 @@ func CompareStore(ctx context.Context, pool *pgxpool.Pool, store *postgres.Store
 	if err := store.EnsureSchema(ctx); err != nil {
 		return nil, err
 	}
-	if err := warmUp(ctx, most, rawOp(pool, store.Statements()), storeOp(store)); err != nil {
+	sql := StoreSQL(store)
+	if err := warmUp(ctx, most, rawOp(pool, sql), storeOp(store)); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	out := make([]StoreResult, 0, len(callers))
 	for _, c := range callers {
-		raw := func(b *testing.B) { RawPgxCheckMark(b, pool, store.Statements(), c) }
+		raw := func(b *testing.B) { RawPgxCheckMark(b, pool, sql, c) }
 		st := func(b *testing.B) { StoreCheckMark(b, store, c) }
 		r, s := interleave(raw, st, rounds)
 		if r.N == 0 || s.N == 0 {

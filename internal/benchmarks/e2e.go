@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,8 +33,8 @@ type E2E struct {
 	schema  string
 	table   string // the handlers' table, quoted
 	store   *postgres.Store
-	pub     *kafka.Publisher // for dead letters; none are expected
-	runs    atomic.Int64     // numbers the runs' topics and groups
+	pub     *broker.Publisher // for dead letters; none are expected
+	runs    atomic.Int64      // numbers the runs' topics and groups
 }
 
 // NewE2E sets the benchmark up on the Kafka brokers and PostgreSQL pool,

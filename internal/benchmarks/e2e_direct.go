@@ -28,10 +28,12 @@ func (e *E2E) Direct(ctx context.Context, v E2EVariant, n int) (time.Duration, e
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
 		return nil, e.handler(v.Handler)(msg)
 	})
-	for i := len(chain) - 1; i >= 0; i-- {
-		h = chain[i](h)
+	mws := chain.Middlewares()
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
 	}
-	return runWorkers(ctx, E2EPartitions, n, h)
+	d, err := runWorkers(ctx, E2EPartitions, n, h)
+	return d, errors.Join(err, chain.Close(context.Background()))
 }
 
 // runWorkers calls h with n new messages from workers goroutines and

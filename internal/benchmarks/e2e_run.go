@@ -30,6 +30,7 @@ type E2ERun struct {
 	start   time.Time // written once, before first is closed
 	end     time.Time // written once, before done is closed
 	router  *message.Router
+	chain   *middleware.Chain
 	stopped chan error
 }
 
@@ -55,7 +56,7 @@ func (e *E2E) Start(ctx context.Context, v E2EVariant, n int) (*E2ERun, error) {
 	case <-r.router.Running():
 		return r, nil
 	case err := <-r.stopped:
-		return nil, fmt.Errorf("router stopped at start: %w", err)
+		return nil, errors.Join(fmt.Errorf("router stopped at start: %w", err), r.chain.Close(ctx))
 	case <-ctx.Done():
 		_ = r.Close()
 		return nil, ctx.Err()
@@ -71,28 +72,28 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
 	if err != nil {
-		return err
+		return errors.Join(err, chain.Close(context.Background()))
 	}
 	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group}, nil)
 	if err != nil {
-		return err
+		return errors.Join(err, chain.Close(context.Background()))
 	}
 	router.AddConsumerHandler(group, topic, sub, e.handler(v.Handler)).
-		AddMiddleware(append([]message.HandlerMiddleware{r.clock}, chain...)...)
-	r.router = router
+		AddMiddleware(append([]message.HandlerMiddleware{r.clock}, chain.Middlewares()...)...)
+	r.router, r.chain = router, chain
 	return nil
 }
 
 // chain returns middleware.Defaults with the idempotency of v, logging to
 // a discarding logger; a nil scope means the default, the handler name.
-func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) ([]message.HandlerMiddleware, error) {
+func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (*middleware.Chain, error) {
 	cfg := middleware.Config{Publisher: e.pub, Logger: slog.New(slog.DiscardHandler)}
 	cfg.Idempotency.Scope = scope
 	switch v.Idempotency {
 	case CheckHandleMark:
 		cfg.Store = e.store
 	case Transactional:
-		cfg.Store, cfg.Transactional = e.store, e.pool
+		cfg.Store, cfg.Transactional = e.store, true
 	}
 	return middleware.Defaults(cfg)
 }
@@ -128,8 +129,8 @@ func (r *E2ERun) Wait(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// Close stops the router and waits for it.
+// Close stops the router, waits for it, and closes the chain.
 func (r *E2ERun) Close() error {
 	err := r.router.Close()
-	return errors.Join(err, <-r.stopped)
+	return errors.Join(err, <-r.stopped, r.chain.Close(context.Background()))
 }

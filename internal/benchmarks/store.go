@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -20,10 +21,32 @@ func StoreCheckMark(b *testing.B, store idempotency.Store, callers int) {
 }
 
 // RawPgxCheckMark does what StoreCheckMark does with the store's own two
-// statements issued straight through pgx on pool: the baseline the
+// statements (sql) issued straight through pgx on pool: the baseline the
 // PostgreSQL store is measured against.
-func RawPgxCheckMark(b *testing.B, pool *pgxpool.Pool, stmts postgres.Statements, callers int) {
-	runCallers(b, callers, rawOp(pool, stmts))
+func RawPgxCheckMark(b *testing.B, pool *pgxpool.Pool, sql CheckMarkSQL, callers int) {
+	runCallers(b, callers, rawOp(pool, sql))
+}
+
+// CheckMarkSQL is the SQL a PostgreSQL store sends for IsProcessed and
+// MarkProcessed; $1 is the key's idempotency.KeyUUID.
+type CheckMarkSQL struct {
+	Check, Mark string
+}
+
+// StoreSQL writes out the statements of store from its table and window,
+// the same text as the store's: the test of the store's hot path checks
+// that they are what the store sends.
+func StoreSQL(store *postgres.Store) CheckMarkSQL {
+	table := store.Table()
+	window := fmt.Sprintf("interval '%d microseconds'", store.Window().Microseconds())
+	return CheckMarkSQL{
+		Check: "SELECT EXISTS (SELECT 1 FROM " + table +
+			" WHERE message_id = $1 AND processed_at > now() - " + window + ")",
+		Mark: "WITH async AS (SELECT set_config('synchronous_commit', 'off', true))" +
+			" INSERT INTO " + table + " AS m (message_id) SELECT $1::uuid FROM async" +
+			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
+			" WHERE m.processed_at <= now() - " + window,
+	}
 }
 
 func storeOp(store idempotency.Store) func(ctx context.Context) error {
@@ -37,14 +60,14 @@ func storeOp(store idempotency.Store) func(ctx context.Context) error {
 	}
 }
 
-func rawOp(pool *pgxpool.Pool, stmts postgres.Statements) func(ctx context.Context) error {
+func rawOp(pool *pgxpool.Pool, sql CheckMarkSQL) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		id := pgtype.UUID{Bytes: uuid.Must(uuid.NewV7()), Valid: true}
 		var done bool
-		if err := pool.QueryRow(ctx, stmts.IsProcessed, id).Scan(&done); err != nil || done {
+		if err := pool.QueryRow(ctx, sql.Check, id).Scan(&done); err != nil || done {
 			return err
 		}
-		_, err := pool.Exec(ctx, stmts.MarkProcessed, id)
+		_, err := pool.Exec(ctx, sql.Mark, id)
 		return err
 	}
 }

@@ -1,0 +1,54 @@
+// Package retry is the one retry loop of the project: call, and after a
+// failure ask the caller whether to wait and call again.
+package retry
+
+import (
+	"context"
+	"time"
+)
+
+// Failure is a failed call that [Do] may retry.
+type Failure struct {
+	Err   error         // the call's error
+	Retry int           // the retry that would follow, counting from 1
+	Delay time.Duration // the wait before it
+}
+
+// Do calls op until it returns nil, and then returns nil. After each
+// failure it calls next with the error, the number of the retry that would
+// follow and the wait before it (delay(retry-1)): a non-nil result ends Do
+// with that error; nil waits and calls op again. When ctx ends during a
+// wait, Do returns the last error, passed through interrupted unless that
+// is nil.
+func Do(ctx context.Context, delay func(retry int) time.Duration, op func() error,
+	next func(Failure) error, interrupted func(error) error) error {
+	for n := 0; ; n++ {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		f := Failure{Err: err, Retry: n + 1, Delay: delay(n)}
+		if stop := next(f); stop != nil {
+			return stop
+		}
+		if !sleep(ctx, f.Delay) {
+			if interrupted != nil {
+				return interrupted(err)
+			}
+			return err
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends, and reports whether it waited the
+// whole time.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
