@@ -100,7 +100,7 @@
 // therefore happen once, with the middleware's own caveat (a crash between
 // handler and mark runs it again, as for any delivery). Without
 // Idempotency in the chain, or for a record without a UUID (its key falls
-// back to topic/partition/offset, which differs between the copies), each
+// back to the record's position, which differs between the copies), each
 // copy runs the handler.
 //
 // # Who else gets a replay
