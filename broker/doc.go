@@ -1,6 +1,6 @@
-// Package broker wires Watermill to Kafka (watermill-kafka on IBM/sarama)
-// with defaults that do not lose or skip messages, provisions topics and
-// reads topics from their end.
+// Package broker wires Watermill to Kafka (IBM/sarama, with watermill-kafka's
+// subscriber and marshaler) with defaults that do not lose or skip
+// messages, provisions topics and reads topics from their end.
 //
 // # Defaults
 //
@@ -39,6 +39,39 @@
 // that was not acked. What was acked in the last second before a crash, or
 // acked while the subscriber was closing, is delivered again: delivery is
 // at-least-once, and the idempotency middleware absorbs the repeats.
+//
+// # Publishing and deadlines
+//
+// [Publisher] is a message.Publisher on sarama's asynchronous producer. Its
+// Publish waits for Kafka's acknowledgement of each message, but no longer
+// than the message's context (message.Message.Context, set with
+// SetContext) lasts: when it ends, Publish returns an error that wraps the
+// context's error. Watermill's publisher interface takes no context, and a
+// synchronous producer cannot be interrupted, so this is how a caller keeps
+// a deadline whatever the broker does (Watermill's cqrs buses, and this
+// project's, put the caller's context on the message). A record given up
+// that way may still be written: the producer keeps trying within sarama's
+// own timeouts and retries, and logs what became of it. Close waits for
+// those records; no goroutine of the publisher outlives it.
+//
+// [ProvisionTopics] and [TailReader] connect with connections that close
+// when their context ends or the reader closes, so that a broker that
+// accepts connections and never answers holds neither up.
+//
+// # Tail readers
+//
+// A [TailReader] resumes by itself a partition whose sarama consumer stops:
+// sarama stops it for good when its offset is out of range, after the
+// topic was deleted and created again, the broker restarted without its
+// data, or records were truncated or deleted. (Leader changes and broker
+// restarts that keep the data are retried by sarama itself.) The reader
+// logs the stop, then consumes the partition again from the first record
+// written since the last one it read, less a few seconds for producers'
+// clocks, or from the newest offset when none was: records written while
+// it was down are read, and a few read before may be handed to the
+// function again. It retries every Config.ReconnectRetrySleep until it
+// succeeds, and logs the recovery. Meanwhile [TailReader.Err] returns an
+// error that wraps [ErrReaderDown] and the cause.
 //
 // # Topics
 //

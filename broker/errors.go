@@ -22,6 +22,15 @@ var (
 	// what reaches you through watermill-kafka, such as the error of a
 	// subscriber's Subscribe or of a router's Run.
 	ErrAuthenticationFailed error = sarama.ErrSASLAuthenticationFailed
+	// ErrPublisherClosed is returned by the Publish of a closed
+	// [Publisher]. It wraps sarama.ErrShuttingDown, so that
+	// middleware.Classify takes a publish that failed because the service
+	// is stopping for the outage it is, not for a fault of the message.
+	ErrPublisherClosed = fmt.Errorf("broker: publisher closed: %w", sarama.ErrShuttingDown)
+	// ErrReaderDown is wrapped by the error of [TailReader.Err] while the
+	// reader cannot read a partition of its topic; the error also wraps
+	// the cause.
+	ErrReaderDown = errors.New("broker: tail reader cannot read")
 )
 
 // connectError is the error of a client that could not connect for what it

@@ -59,6 +59,31 @@ func ExampleNewPublisher() {
 	// order-42 shipped
 }
 
+// Publish gives up at the deadline of the message's context, whatever the
+// broker does; here it is gone.
+func ExamplePublisher_Publish() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx, embedded.WithTopics("orders.events"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close() // waits until the producer gives up on the record
+	_ = kafkaBroker.Close()
+
+	deadline, cancelSend := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelSend()
+	msg := message.NewMessage(watermill.NewUUID(), []byte("placed"))
+	msg.SetContext(deadline)
+	err = pub.Publish("orders.events", msg)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output: true
+}
+
 // A consumer group that subscribes after a message was published still
 // receives it: new groups start at the oldest offset.
 func ExampleNewSubscriber() {

@@ -38,7 +38,7 @@ func newTopic(ctx context.Context, t testing.TB, brokers []string, prefix string
 	return topic
 }
 
-func newPublisher(t *testing.T, cfg broker.Config) *kafka.Publisher {
+func newPublisher(t *testing.T, cfg broker.Config) *broker.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(cfg, nil)
 	if err != nil {

@@ -94,13 +94,22 @@ func ProvisionTopics(ctx context.Context, cfg Config, names ...string) error {
 	}
 	adm, err := sarama.NewClusterAdmin(cfg.Brokers, sc)
 	if err != nil {
-		return connectError(cfg, "provision topics: cluster admin", err)
+		return withContextErr(ctx, connectError(cfg, "provision topics: cluster admin", err))
 	}
 	defer adm.Close()
 	if err := createTopics(ctx, adm, cfg, names); err != nil {
-		return err
+		return withContextErr(ctx, err)
 	}
 	return waitForTopics(ctx, adm, names)
+}
+
+// withContextErr adds ctx's error to err when ctx ended, which closed the
+// connections that err is about.
+func withContextErr(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", err, ctx.Err())
 }
 
 // createTopics asks Kafka to create every topic; TOPIC_ALREADY_EXISTS is

@@ -35,7 +35,8 @@ func (c Config) baseSarama() *sarama.Config {
 // returns), which batches concurrent publishers without adding latency.
 func (c Config) publisherSarama() (*sarama.Config, error) {
 	sc := c.baseSarama()
-	sc.Producer.Return.Successes = true // required by the sync producer
+	sc.Producer.Return.Successes = true // the publisher waits for each acknowledgement
+	sc.Producer.Return.Errors = true
 	sc.Producer.RequiredAcks = sarama.WaitForAll
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1 // required by sarama for idempotence
@@ -56,12 +57,14 @@ func (c Config) subscriberSarama() (*sarama.Config, error) {
 
 // adminSarama configures the cluster admin of ProvisionTopics. Each of
 // sarama's blocking steps is bounded by its own timeouts; a deadline of ctx
-// that comes sooner lowers them, so that the whole call ends by it.
+// that comes sooner lowers them, so that the whole call ends by it, and its
+// connections close when ctx ends.
 func (c Config) adminSarama(ctx context.Context) (*sarama.Config, error) {
 	sc, err := c.finishSarama(c.baseSarama())
 	if err != nil {
 		return nil, err
 	}
+	bindToContext(ctx, sc)
 	if deadline, ok := ctx.Deadline(); ok {
 		left := max(time.Until(deadline), time.Millisecond)
 		for _, d := range []*time.Duration{&sc.Net.DialTimeout, &sc.Net.ReadTimeout, &sc.Net.WriteTimeout, &sc.Admin.Timeout} {

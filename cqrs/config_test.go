@@ -2,7 +2,9 @@ package cqrs_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
@@ -25,6 +27,10 @@ func TestValidateMinimalConfigs(t *testing.T) {
 	bad := cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, ReplyTopic: "no spaces"}
 	if err := bad.Validate(); !errors.Is(err, cqrs.ErrInvalidRoute) {
 		t.Errorf("Validate() of an invalid ReplyTopic: %v, want ErrInvalidRoute", err)
+	}
+	negative := cqrs.EventPublisherConfig{Service: "orders", Timeout: -time.Second}
+	if err := negative.Validate(); !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "Timeout") {
+		t.Errorf("EventPublisherConfig.Validate() of a negative Timeout: %v, want ErrInvalidConfig naming Timeout", err)
 	}
 }
 

@@ -142,9 +142,8 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	if dead.Metadata.Get(middleware.DeadLetterReasonKey) == "" {
 		t.Errorf("dead letter has no reason: %v", dead.Metadata)
 	}
-	if store.Len() != 2 {
-		t.Errorf("the configured store has %d marks, want 2", store.Len())
-	}
+	// The mark follows the handler's return: wait for it.
+	kafkatest.WaitFor(t, "2 marks in the configured store", func() bool { return store.Len() == 2 })
 }
 
 // TestExplicitRoute routes an event type to a topic of its own on both

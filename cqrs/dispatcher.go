@@ -16,13 +16,13 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// DefaultTimeout is how long a Request waits for its reply when neither
-// CommandDispatcherConfig.Timeout nor the context sets a deadline, as Koto's
-// RequestReplyTimeout.
+// DefaultTimeout is the longest a Request, Send or Publish takes when its
+// configuration sets no Timeout, as Koto's RequestReplyTimeout.
 const DefaultTimeout = 10 * time.Second
 
 // ReplyTopic returns the conventional reply topic of a service,
@@ -43,9 +43,9 @@ type CommandDispatcherConfig struct {
 	// listens by default.
 	Routes []Route
 
-	// Timeout is how long Request waits for a reply when its context has
-	// no deadline. A context deadline, earlier or later, takes precedence.
-	// Default: DefaultTimeout.
+	// Timeout is the longest a Request (sending the command and waiting
+	// for its reply) or a Send takes; a context deadline that comes sooner
+	// ends it sooner. Default: DefaultTimeout.
 	Timeout time.Duration
 
 	// ReplyTopic is the topic replies come back on. Default:
@@ -57,7 +57,9 @@ type CommandDispatcherConfig struct {
 	// Broker is where replies are read and, with AutoProvisionTopics, the
 	// reply topic is created (with Broker.Provision's settings). Brokers
 	// is required; ConsumerGroup and InitialOffset are ignored, since
-	// replies are read without a group from the newest offset.
+	// replies are read without a group from the newest offset;
+	// ReconnectRetrySleep spaces the attempts to resume reading them after
+	// a fault.
 	Broker broker.Config
 
 	// AutoProvisionTopics makes Start create the reply topic if it does
@@ -112,19 +114,29 @@ type CommandDispatcher struct {
 
 	replies *broker.TailReader
 
+	life context.Context // ends at Close, and every call under way with it
+	stop context.CancelFunc
+
 	mu      sync.Mutex
 	state   dispatcherState
+	startup *startup // of the Start under way or the last one
 	pending map[string]chan *message.Message
-	closing chan struct{} // closed by Close
 }
 
 type dispatcherState int
 
 const (
 	dispatcherNew dispatcherState = iota
+	dispatcherStarting
 	dispatcherStarted
 	dispatcherClosed
 )
+
+// startup is one Start: done closes when it ends, with err.
+type startup struct {
+	done chan struct{}
+	err  error
+}
 
 // NewCommandDispatcher returns a dispatcher that sends commands through pub,
 // typically a broker.NewPublisher. It does not connect for replies until
@@ -149,8 +161,8 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		routes:  routes,
 		logger:  cfg.Logger.With("service", cfg.Service, "reply_topic", cfg.ReplyTopic),
 		pending: make(map[string]chan *message.Message),
-		closing: make(chan struct{}),
 	}
+	d.life, d.stop = context.WithCancel(context.Background())
 	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
 		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
 			topic, ok := d.routes[params.CommandName]
@@ -187,34 +199,80 @@ func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
 // be auto-created by the cluster; partitions added to it later are not
 // read until the dispatcher is restarted.
 //
-// The subscription runs until Close. ctx bounds only the start. A second
-// Start returns ErrAlreadyStarted, a Start after Close ErrClosed.
+// The subscription runs until Close. ctx bounds only the start. Start
+// blocks neither Request, which waits for it until its own deadline, nor
+// Close, which ends it. A Start that fails may be called again. A second
+// Start returns ErrAlreadyStarted, a Start after or during Close ErrClosed.
 func (d *CommandDispatcher) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	switch d.state {
+	case dispatcherStarting, dispatcherStarted:
+		d.mu.Unlock()
+		return ErrAlreadyStarted
+	case dispatcherClosed:
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	s := &startup{done: make(chan struct{})}
+	d.state, d.startup = dispatcherStarting, s
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(d.life, func() { cancel(ErrClosed) })()
+	err := d.start(ctx)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.state == dispatcherClosed:
+		err = fmt.Errorf("cqrs: starting: %w", ErrClosed)
+	case err != nil:
+		d.state = dispatcherNew
+	default:
+		d.state = dispatcherStarted
+	}
+	s.err = err
+	close(s.done)
+	return err
+}
+
+// start provisions the reply topic if configured, and starts reading it.
+func (d *CommandDispatcher) start(ctx context.Context) error {
 	if d.cfg.AutoProvisionTopics {
 		if err := broker.ProvisionTopics(ctx, d.cfg.Broker, d.cfg.ReplyTopic); err != nil {
 			return fmt.Errorf("cqrs: provisioning the reply topic: %w", err)
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch d.state {
-	case dispatcherStarted:
-		return ErrAlreadyStarted
-	case dispatcherClosed:
-		return ErrClosed
-	}
 	if err := d.replies.Start(ctx); err != nil {
 		return fmt.Errorf("cqrs: subscribing to replies on %s: %w", d.cfg.ReplyTopic, err)
 	}
-	d.state = dispatcherStarted
 	return nil
 }
 
-// Close stops the reply subscription and fails the requests still waiting
-// with ErrClosed. It does not close the publisher. Calling it twice is fine.
+// Err returns nil when a Request can be sent now, and otherwise why not:
+// ErrNotStarted, ErrClosed, or, while the reply subscription cannot read
+// the reply topic, an error that wraps broker.ErrReaderDown and its cause.
+// It suits a health check.
+func (d *CommandDispatcher) Err() error {
+	d.mu.Lock()
+	state := d.state
+	d.mu.Unlock()
+	switch state {
+	case dispatcherNew, dispatcherStarting:
+		return ErrNotStarted
+	case dispatcherClosed:
+		return ErrClosed
+	}
+	return d.replies.Err()
+}
+
+// Close stops the reply subscription, or the Start under way, and ends
+// every Request and Send under way with ErrClosed, even those still
+// sending. It does not close the publisher. Calling it twice is fine.
 func (d *CommandDispatcher) Close() error {
 	d.mu.Lock()
 	prev := d.state
@@ -223,7 +281,7 @@ func (d *CommandDispatcher) Close() error {
 	if prev == dispatcherClosed {
 		return nil
 	}
-	close(d.closing)
+	d.stop()
 	return d.replies.Close()
 }
 
@@ -247,11 +305,16 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 }
 
 // Send publishes cmd to its routed topic and returns once it is published;
-// it waits for no handler. The message carries the command as JSON, its
-// type name, a UUIDv7 (or the MessageIDer ID), the partition key of a
-// PartitionKeyer, and the correlation ID of ctx, or a new one.
+// it waits for no handler. Send needs no Start. The message carries the
+// command as JSON, its type name, a UUIDv7 (or the MessageIDer ID), the
+// partition key of a PartitionKeyer, and the correlation ID of ctx, or a
+// new one.
 //
-// An error of the publisher is wrapped, as EventPublisher.Publish's.
+// Send ends at the deadline of ctx or after the dispatcher's Timeout,
+// whichever comes first, with an error that matches ErrTimeout (see the
+// package documentation for what becomes of the command). Close ends it
+// with ErrClosed. An error of the publisher is wrapped, as
+// EventPublisher.Publish's.
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if cmd == nil {
 		return errors.New("cqrs: Send of a nil command")
@@ -259,9 +322,16 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	name := topics.TypeName(cmd)
+	if d.life.Err() != nil {
+		return fmt.Errorf("cqrs: sending %s: %w", name, ErrClosed)
+	}
+	ctx, budget, cancel := callContext(ctx, d.cfg.Timeout, d.life)
+	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
 	if err := d.bus.Send(ctx, cmd); err != nil {
-		return fmt.Errorf("cqrs: sending %s: %w", topics.TypeName(cmd), err)
+		return failed(ctx, err, "sending "+name,
+			fmt.Sprintf("%s not sent within %s; it may still reach its handler", name, round(budget)))
 	}
 	return nil
 }
@@ -270,12 +340,14 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 // decodes into a new R. Use struct{} for R when the handler returns no
 // result.
 //
-// The wait ends at the deadline of ctx when ctx has one, otherwise after the
-// dispatcher's Timeout; the error then matches ErrTimeout (and
-// context.DeadlineExceeded). When the handler returns an error, the error
-// wraps a *HandlerError with the handler's message and kind. A cancelled ctx
-// returns context.Canceled; a closed dispatcher ErrClosed; an error of the
-// publisher is wrapped, as Send's.
+// Request ends at the deadline of ctx or after the dispatcher's Timeout,
+// whichever comes first, with an error that matches ErrTimeout and says
+// which stage ran out; a Request during Start waits for it, and while
+// replies cannot be read (see Err) Request fails at once, unsent (see the
+// package documentation). When the handler returns an error, the error
+// wraps a *HandlerError with the handler's message and kind. A cancelled
+// ctx returns context.Canceled; Close ends the Request with ErrClosed; an
+// error of the publisher is wrapped, as Send's.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)
@@ -306,30 +378,31 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 	if cmd == nil {
 		return nil, errors.New("cqrs: Request of a nil command")
 	}
-	ctx, cancel := d.withTimeout(ctx)
+	ctx, budget, cancel := callContext(ctx, d.cfg.Timeout, d.life)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
-	wait := time.Until(deadline)
-	if err := ctx.Err(); err != nil {
-		return nil, waitError(name, "(not sent)", wait, err)
+	if ctx.Err() != nil {
+		return nil, ended(ctx, "sending "+name, fmt.Sprintf("%s not sent: no time left", name))
 	}
 	ctx, _ = correlation.Ensure(ctx)
 	op := newMessageID()
-	replies, err := d.await(op)
+	replies, err := d.await(ctx, name, op, budget)
 	if err != nil {
 		return nil, err
 	}
 	defer d.forget(op)
 	if err := d.sendRequest(ctx, cmd, op); err != nil {
-		return nil, fmt.Errorf("cqrs: sending %s: %w", name, err)
+		return nil, failed(ctx, err, "sending "+name, fmt.Sprintf("%s (operation %s) not sent within %s; "+
+			"it may still reach its handler, whose late reply is then dropped", name, op, round(budget)))
 	}
 	select {
 	case reply := <-replies:
 		return reply, nil
 	case <-ctx.Done():
-		return nil, waitError(name, op, wait, ctx.Err())
-	case <-d.closing:
-		return nil, fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, ErrClosed)
+		late := fmt.Sprintf("%s (operation %s) got no reply within %s", name, op, round(budget))
+		if err := d.replies.Err(); err != nil {
+			late += fmt.Sprintf(" (%v)", err)
+		}
+		return nil, ended(ctx, "waiting for the reply to "+name, late)
 	}
 }
 
@@ -343,28 +416,49 @@ func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, op string)
 	})
 }
 
-// withTimeout gives ctx the dispatcher's Timeout, unless it has a deadline.
-func (d *CommandDispatcher) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+// await registers a request that waits for the reply to op, and returns
+// the channel the reply will come on. During Start it waits for the start
+// to end, until ctx does.
+func (d *CommandDispatcher) await(ctx context.Context, name, op string, budget time.Duration) (<-chan *message.Message, error) {
+	var waited *startup
+	for {
+		replies, starting, err := d.register(name, op, waited)
+		if starting == nil {
+			return replies, err
+		}
+		select {
+		case <-starting.done:
+			waited = starting
+		case <-ctx.Done():
+			return nil, ended(ctx, "sending "+name, fmt.Sprintf("%s not sent: the dispatcher did not finish starting within %s: %v",
+				name, round(budget), ErrNotStarted))
+		}
 	}
-	return context.WithTimeout(ctx, d.cfg.Timeout)
 }
 
-// await registers a request that waits for the reply to op, and returns
-// the channel the reply will come on.
-func (d *CommandDispatcher) await(op string) (<-chan *message.Message, error) {
+// register registers op when the dispatcher is started and its replies can
+// be read. During a Start it returns that start, to wait for; waited is the
+// start that the caller waited for, if any.
+func (d *CommandDispatcher) register(name, op string, waited *startup) (chan *message.Message, *startup, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	switch d.state {
-	case dispatcherNew:
-		return nil, ErrNotStarted
 	case dispatcherClosed:
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
+	case dispatcherNew:
+		if waited != nil {
+			return nil, nil, fmt.Errorf("%w: %s not sent: the start failed: %w", ErrNotStarted, name, waited.err)
+		}
+		return nil, nil, ErrNotStarted
+	case dispatcherStarting:
+		return nil, d.startup, nil
+	}
+	if err := d.replies.Err(); err != nil {
+		return nil, nil, middleware.Outage(fmt.Errorf("cqrs: %s not sent: replies cannot be read: %w", name, err))
 	}
 	ch := make(chan *message.Message, 1)
 	d.pending[op] = ch
-	return ch, nil
+	return ch, nil, nil
 }
 
 // forget drops the request waiting for op: a reply from now on is late.
@@ -372,14 +466,4 @@ func (d *CommandDispatcher) forget(op string) {
 	d.mu.Lock()
 	delete(d.pending, op)
 	d.mu.Unlock()
-}
-
-// waitError is the error of a request whose context ended; wait is how
-// long the request could wait.
-func waitError(name, op string, wait time.Duration, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s (operation %s) got no reply within %s: %w",
-			ErrTimeout, name, op, wait.Round(time.Millisecond), err)
-	}
-	return fmt.Errorf("cqrs: waiting for the reply to %s: %w", name, err)
 }

@@ -39,10 +39,48 @@
 // request costs one produce and one fetch each way. Because nothing reads the
 // topic as a group, no instance can take another's replies.
 //
-// A request times out after CommandDispatcherConfig.Timeout (10 s by default)
-// or at the context's deadline when it has one; the error then matches
-// ErrTimeout. An error returned by the handler reaches the caller as a
-// *HandlerError with the handler's message and kind.
+// An error returned by the handler reaches the caller as a *HandlerError
+// with the handler's message and kind.
+//
+// # Deadlines and broker faults
+//
+// Request, Send and EventPublisher.Publish end at the deadline of their
+// context or after their configured Timeout (DefaultTimeout), whichever
+// comes first, whatever the broker does. The error then matches ErrTimeout
+// and context.DeadlineExceeded and says which stage ran out: the start of
+// the dispatcher (a Request during Start waits for it), the send (Kafka did
+// not acknowledge the message in time), or the wait for the reply. Close
+// ends every Request and Send under way with ErrClosed, those still
+// sending included, and ends a Start under way.
+//
+// A message given up while it was being sent may still be written: Kafka
+// may have it already, or the producer may still deliver it. Such a command
+// may reach its handler and be handled; its reply then finds no request
+// waiting and is dropped, like every late reply. A call that timed out has
+// an unknown outcome: retry it only when doing it twice is harmless.
+//
+// Watermill's message.Publisher takes no context, and watermill-kafka's
+// waits on sarama's synchronous producer, which only sarama's own timeouts
+// bound (a 30 s read timeout, 10 retries). So the calls of this package put
+// their bounded context on the message, and broker.Publisher stops waiting
+// when that context ends. This keeps the publisher a plain Watermill
+// publisher, so the calls keep working through any other one (an outbox, a
+// test double), which is then called as it is and bounds the call itself.
+// It also keeps the hot path at one hand-off to sarama's asynchronous
+// producer per message, with no goroutine per call, and every goroutine
+// owned: the producer belongs to the publisher, whose Close waits for the
+// records still in flight. Running each Publish on a goroutine left behind
+// at the deadline would leave goroutines that nobody waits for; a producer
+// of the dispatcher's own would bypass the publisher the user chose.
+//
+// The reply subscription resumes by itself when it stops reading a
+// partition of the reply topic (see broker.TailReader), and reads the
+// replies written meanwhile. While it cannot read, Request fails at once,
+// without sending, with an error that wraps broker.ErrReaderDown and the
+// cause, marked middleware.Outage (an outage); CommandDispatcher.Err
+// reports the same, for health checks. A Request already waiting keeps
+// waiting for its reply, and its timeout error names the fault if one is
+// still under way.
 //
 // # Consumers
 //

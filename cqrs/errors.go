@@ -5,10 +5,11 @@ import (
 )
 
 var (
-	// ErrTimeout is matched by the error of a Request that got no reply in
-	// time: after CommandDispatcherConfig.Timeout, or at the deadline of the
-	// request's context. The error also matches context.DeadlineExceeded.
-	ErrTimeout = errors.New("cqrs: no reply before the timeout")
+	// ErrTimeout is matched by the error of a Request, Send or Publish that
+	// ran out of time: its configured Timeout passed, or the deadline of its
+	// context. The error also matches context.DeadlineExceeded and says what
+	// did not happen in time (see the package documentation).
+	ErrTimeout = errors.New("cqrs: timed out")
 
 	// ErrNoRoute is returned for a command whose type has no route in
 	// CommandDispatcherConfig.Routes.
@@ -25,7 +26,7 @@ var (
 	ErrInvalidRoute = errors.New("cqrs: invalid route")
 
 	// ErrNotStarted is returned by Request on a dispatcher whose Start has
-	// not run.
+	// not run, and wrapped when the Start that a Request waited for failed.
 	ErrNotStarted = errors.New("cqrs: command dispatcher not started")
 
 	// ErrUnexpectedType is wrapped by the error that dead-letters a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -23,14 +24,27 @@ type EventPublisherConfig struct {
 	// Routes send event types to explicit topics.
 	Routes []Route
 
+	// Timeout is the longest a Publish takes; a context deadline that
+	// comes sooner ends it sooner. Default: DefaultTimeout.
+	Timeout time.Duration
+
 	// Telemetry traces and measures the events published. Nil:
 	// OpenTelemetry's global providers.
 	Telemetry *telemetry.Telemetry
 }
 
+func (c *EventPublisherConfig) setDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+}
+
 // Validate reports what is wrong with the configuration. Errors wrap
 // ErrInvalidConfig, or ErrInvalidRoute for a bad route.
 func (c EventPublisherConfig) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	}
 	return validateService(c.Service, c.Routes)
 }
 
@@ -51,6 +65,7 @@ type EventPublisher struct {
 	bus     *wcqrs.EventBus
 	service string
 	routes  map[string]string
+	timeout time.Duration
 }
 
 // NewEventPublisher returns an EventPublisher that publishes through pub,
@@ -59,6 +74,7 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 	if pub == nil {
 		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
 	}
+	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,7 +84,7 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 		return nil, err
 	}
 	pub = tel.Publisher(pub)
-	p := &EventPublisher{service: cfg.Service, routes: routes}
+	p := &EventPublisher{service: cfg.Service, routes: routes, timeout: cfg.Timeout}
 	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
 		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {
 			return topicFor(p.service, p.routes, params.EventName)
@@ -88,7 +104,10 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 
 // Publish publishes event, a value or pointer of a named struct type, and
 // returns once the publisher has it (for the broker's publisher: once Kafka
-// has acknowledged it).
+// has acknowledged it). It ends at the deadline of ctx or after the
+// configured Timeout, whichever comes first; the error then matches
+// ErrTimeout, and the event may still be published (see the package
+// documentation).
 //
 // An error of the publisher is wrapped, so middleware.Classify sees it: a
 // handler that returns it during a broker outage is retried, not
@@ -105,9 +124,13 @@ func (p *EventPublisher) Publish(ctx context.Context, event any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	name := topics.TypeName(event)
+	ctx, budget, cancel := callContext(ctx, p.timeout, nil)
+	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
 	if err := p.bus.Publish(ctx, event); err != nil {
-		return fmt.Errorf("cqrs: publishing %s: %w", topics.TypeName(event), err)
+		return failed(ctx, err, "publishing "+name,
+			fmt.Sprintf("%s not published within %s; it may still be", name, round(budget)))
 	}
 	return nil
 }

@@ -54,7 +54,12 @@ type reqReplyEnv struct {
 
 func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 	t.Helper()
-	brokers := kafkatest.Brokers(t)
+	return newReqReplyEnvOn(t, kafkatest.Brokers(t))
+}
+
+// newReqReplyEnvOn is newReqReplyEnv on the given brokers.
+func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
+	t.Helper()
 	payments := serviceName(t, "payments")
 	e := &reqReplyEnv{
 		brokers:  brokers,
@@ -309,11 +314,21 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrNotStarted) {
 		t.Errorf("before Start: %v, want ErrNotStarted", err)
 	}
+	if err := d.Err(); !errors.Is(err, cqrs.ErrNotStarted) {
+		t.Errorf("Err before Start: %v, want ErrNotStarted", err)
+	}
 	if err := d.Start(testContext(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	if err := d.Start(testContext(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
 		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
+	}
+	if err := d.Err(); err != nil {
+		t.Errorf("Err of a started dispatcher: %v, want nil", err)
+	}
+	err = d.Send(context.Background(), StallCommand{})
+	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
+		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -321,12 +336,14 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if _, err := cqrs.Request[CardCharged](context.Background(), d, ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
+	if err := d.Send(context.Background(), ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	}
+	if err := d.Err(); !errors.Is(err, cqrs.ErrClosed) {
+		t.Errorf("Err after Close: %v, want ErrClosed", err)
+	}
 	if err := d.Start(context.Background()); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
-	}
-	err = d.Send(context.Background(), StallCommand{})
-	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
-		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
 	}
 }
 
@@ -338,18 +355,9 @@ func TestReplyPublishFailure(t *testing.T) {
 	payments := serviceName(t, "payments")
 	pub := newPublisher(t, brokers)
 	flaky := &flakyPublisher{Publisher: pub}
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true})
-	r := newRouter(t)
-	nacked := nackedErrors(r)
-	c := newCounter()
-	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
-		c.add(cmd.ID)
-		return CardCharged{ID: cmd.ID}, nil
-	}))
-	if err != nil {
-		t.Fatalf("Register: %v", err)
-	}
-	runRouter(t, r)
+	var nacked <-chan error
+	c, r := chargeService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true},
+		func(r *message.Router) { nacked = nackedErrors(r) })
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
 		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
@@ -405,6 +413,28 @@ func TestReplyPublishFailure(t *testing.T) {
 	if n := c.count("c-down"); n != 1 {
 		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
+}
+
+// chargeService runs a service of cfg whose ChargeCardCommand consumer
+// replies with the command's ID and counts the commands it handles. more,
+// if not nil, changes the router before it runs.
+func chargeService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig, more func(*message.Router)) (*counter, *message.Router) {
+	t.Helper()
+	svc := newService(t, brokers, cfg)
+	r := newRouter(t)
+	if more != nil {
+		more(r)
+	}
+	c := newCounter()
+	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+		c.add(cmd.ID)
+		return CardCharged{ID: cmd.ID}, nil
+	}))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	return c, r
 }
 
 // Unencodable cannot be encoded as JSON.

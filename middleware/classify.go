@@ -68,7 +68,15 @@ func (c ErrorClass) String() string {
 //     FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
 //     PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE and
 //     THROTTLING_QUOTA_EXCEEDED. Kafka flags all of them retriable but
-//     BROKER_NOT_AVAILABLE, which says the same of a broker.
+//     BROKER_NOT_AVAILABLE, which says the same of a broker;
+//   - the producer-state errors that a retry clears: OUT_OF_ORDER_SEQUENCE_NUMBER,
+//     INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING and
+//     UNKNOWN_PRODUCER_ID. The broker lost or rejects the idempotent
+//     producer's sequence (after a restart without its data, a truncated log
+//     or an expired producer ID) and did not write the record; sarama then
+//     starts a new sequence, so the record can be sent again without being
+//     duplicated. They say nothing about the message: a command whose
+//     handler has run and whose reply fails with one is never dead-lettered.
 //
 // Kafka flags a few errors of the request retriable too; they are not
 // outages here, because retrying them for ever would block the partition
@@ -170,6 +178,16 @@ var kafkaOutageCodes = map[sarama.KError]bool{
 	sarama.ErrThrottlingQuotaExceeded:         true, // 89 THROTTLING_QUOTA_EXCEEDED
 }
 
+// kafkaProducerStateCodes are the Kafka protocol errors of an idempotent
+// producer whose state the broker lost or rejects; sarama bumps the
+// producer epoch when it returns one, so that the next attempt succeeds.
+var kafkaProducerStateCodes = map[sarama.KError]bool{
+	sarama.ErrOutOfOrderSequenceNumber: true, // 45 OUT_OF_ORDER_SEQUENCE_NUMBER
+	sarama.ErrInvalidProducerEpoch:     true, // 47 INVALID_PRODUCER_EPOCH
+	sarama.ErrInvalidProducerIDMapping: true, // 49 INVALID_PRODUCER_ID_MAPPING
+	sarama.ErrUnknownProducerID:        true, // 59 UNKNOWN_PRODUCER_ID
+}
+
 // kafkaClientOutages are sarama's own errors for a cluster it cannot reach
 // or a client that is shutting down.
 var kafkaClientOutages = []error{
@@ -195,7 +213,7 @@ func isKafkaOutage(err error) bool {
 		return true
 	}
 	var code sarama.KError
-	if errors.As(err, &code) && kafkaOutageCodes[code] {
+	if errors.As(err, &code) && (kafkaOutageCodes[code] || kafkaProducerStateCodes[code]) {
 		return true
 	}
 	for _, target := range kafkaClientOutages {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,7 +35,7 @@ var fastBackoff = struct{ initial, max time.Duration }{5 * time.Millisecond, 50 
 // kafkaEnv is a Kafka broker with a publisher on it.
 type kafkaEnv struct {
 	brokers []string
-	pub     *kafka.Publisher
+	pub     *broker.Publisher
 }
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {
@@ -48,7 +47,7 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 }
 
 // newPublisher returns a new Kafka publisher; the caller closes it.
-func (e *kafkaEnv) newPublisher(t *testing.T) *kafka.Publisher {
+func (e *kafkaEnv) newPublisher(t *testing.T) *broker.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
 	if err != nil {
@@ -239,17 +238,8 @@ func republish(m *message.Message) *message.Message {
 	return c
 }
 
-// waitFor polls cond until it holds, or fails the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is kafkatest.WaitFor.
+func waitFor(t *testing.T, what string, cond func() bool) { kafkatest.WaitFor(t, what, cond) }
 
 // counter counts calls per key.
 type counter struct {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
@@ -12,10 +14,13 @@ import (
 )
 
 // MessageKey is the default idempotency key of a message: its Watermill
-// UUID, or "topic/partition/offset" from watermill-kafka's context for a
-// record without one (from a non-Watermill producer), which still catches
-// Kafka redeliveries. With neither it returns an error, and [Idempotency]
-// treats the message as poison.
+// UUID, or, for a record without one (from a non-Watermill producer),
+// "topic/partition/offset/timestamp" from watermill-kafka's context, the
+// record's timestamp in Unix milliseconds. The position catches Kafka
+// redeliveries; the timestamp keeps apart a record of a topic that was
+// deleted and created again within the window, whose offsets start at 0
+// again. With neither UUID nor position it returns an error, and
+// [Idempotency] treats the message as poison.
 func MessageKey(msg *message.Message) (string, error) {
 	if msg.UUID != "" {
 		return msg.UUID, nil
@@ -25,7 +30,11 @@ func MessageKey(msg *message.Message) (string, error) {
 	if !pos.kafka || pos.topic == "" {
 		return "", errors.New("message has no UUID and no Kafka topic, partition and offset")
 	}
-	return pos.topic + "/" + pos.partitionString() + "/" + pos.offsetString(), nil
+	key := pos.topic + "/" + pos.partitionString() + "/" + pos.offsetString()
+	if ts, ok := kafka.MessageTimestampFromCtx(ctx); ok {
+		key += "/" + strconv.FormatInt(ts.UnixMilli(), 10)
+	}
+	return key, nil
 }
 
 // scopedKey is a message's key as both idempotency middlewares compute it:

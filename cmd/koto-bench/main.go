@@ -10,6 +10,7 @@
 // Subcommands:
 //
 //	e2e       idempotent consumer end to end vs the same without idempotency
+//	outbox    outbox forwarder vs Watermill's forwarder: throughput, commit-to-Kafka latency
 //	reqreply  cqrs request/reply vs raw produce→consume round trip
 //	store     PostgreSQL idempotency store vs raw pgx (check+mark)
 //
@@ -39,6 +40,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"e2e":      e2eCommand(),
+		"outbox":   outboxCommand(),
 		"reqreply": reqreplyCommand(),
 		"store":    storeCommand(),
 	}

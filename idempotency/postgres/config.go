@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
 
 // Defaults of Config. A zero field means its default.
@@ -105,16 +104,8 @@ func (c Config) Validate() error {
 
 // checkIdentifier refuses a name PostgreSQL would not keep as given.
 func checkIdentifier(field, name string, limit int) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: %s is empty; set a name", ErrInvalidConfig, field)
-	case len(name) > limit:
-		return fmt.Errorf("%w: %s %q is %d bytes; shorten it to at most %d bytes",
-			ErrInvalidConfig, field, name, len(name), limit)
-	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("%w: %s %q contains a NUL byte; remove it", ErrInvalidConfig, field, name)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8; use a UTF-8 name", ErrInvalidConfig, field, name)
+	if err := pgschema.CheckName(field, name, limit); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

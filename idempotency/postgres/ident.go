@@ -1,69 +1,7 @@
 package postgres
 
-import "github.com/jackc/pgx/v5"
+import "github.com/koto-dev/watermill-koto/internal/pgschema"
 
-// quoteIdent returns name as an SQL identifier. A name that PostgreSQL
-// reads the same without quotes (lower-case ASCII letters, digits and
-// underscores, not starting with a digit, not a keyword) is written bare,
-// as PostgreSQL's own quote_ident does, so that the default DDL reads as
-// documented. Every other name is quoted by pgx.Identifier.Sanitize, so a
-// name can never be read as SQL.
-func quoteIdent(name string) string {
-	if plainIdent(name) && !isKeyword(name) {
-		return name
-	}
-	return pgx.Identifier{name}.Sanitize()
-}
-
-// plainIdent reports whether name is made only of what an unquoted
-// identifier keeps as is.
-func plainIdent(name string) bool {
-	if name == "" || (name[0] >= '0' && name[0] <= '9') {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-// isKeyword reports whether name is one of PostgreSQL's keywords that are
-// not "unreserved" (reserved, type or function name, and column name
-// keywords, up to PostgreSQL 17). Used bare as a table or schema name they
-// are a syntax error, so they are always quoted. Unreserved keywords are
-// valid bare identifiers.
-func isKeyword(name string) bool {
-	switch name {
-	case "all", "analyse", "analyze", "and", "any", "array",
-		"as", "asc", "asymmetric", "both", "case", "cast", "check", "collate",
-		"column", "constraint", "create", "current_catalog", "current_date",
-		"current_role", "current_time", "current_timestamp", "current_user",
-		"default", "deferrable", "desc", "distinct", "do", "else", "end",
-		"except", "false", "fetch", "for", "foreign", "from", "grant", "group",
-		"having", "in", "initially", "intersect", "into", "lateral", "leading",
-		"limit", "localtime", "localtimestamp", "not", "null", "offset", "on",
-		"only", "or", "order", "placing", "primary", "references", "returning",
-		"select", "session_user", "some", "symmetric", "system_user", "table",
-		"then", "to", "trailing", "true", "union", "unique", "user", "using",
-		"variadic", "when", "where", "window", "with", "authorization", "binary",
-		"collation", "concurrently", "cross", "current_schema", "freeze", "full",
-		"ilike", "inner", "is", "isnull", "join", "left", "like", "natural",
-		"notnull", "outer", "overlaps", "right", "similar", "tablesample",
-		"verbose", "between", "bigint", "bit", "boolean", "char", "character",
-		"coalesce", "dec", "decimal", "exists", "extract", "float", "greatest",
-		"grouping", "inout", "int", "integer", "interval", "json", "json_array",
-		"json_arrayagg", "json_exists", "json_object", "json_objectagg",
-		"json_query", "json_scalar", "json_serialize", "json_table",
-		"json_value", "least", "merge_action", "national", "nchar", "none",
-		"normalize", "nullif", "numeric", "out", "overlay", "position",
-		"precision", "real", "row", "setof", "smallint", "substring", "time",
-		"timestamp", "treat", "trim", "values", "varchar", "xmlattributes",
-		"xmlconcat", "xmlelement", "xmlexists", "xmlforest", "xmlnamespaces",
-		"xmlparse", "xmlpi", "xmlroot", "xmlserialize", "xmltable":
-		return true
-	}
-	return false
-}
+// quoteIdent returns name as an SQL identifier: bare when PostgreSQL reads
+// it the same without quotes, quoted otherwise (see pgschema.QuoteIdent).
+func quoteIdent(name string) string { return pgschema.QuoteIdent(name) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -34,9 +33,9 @@ type E2E struct {
 	schema  string
 	table   string // the handlers' table, quoted
 	store   *postgres.Store
-	pub     *kafka.Publisher // for dead letters; none are expected
-	runs    atomic.Int64     // numbers the runs' topics and groups
-	sdk     *sdkTelemetry    // for the variants with Telemetry
+	pub     *broker.Publisher // for dead letters; none are expected
+	runs    atomic.Int64      // numbers the runs' topics and groups
+	sdk     *sdkTelemetry     // for the variants with Telemetry
 }
 
 // NewE2E sets the benchmark up on the Kafka brokers and PostgreSQL pool,

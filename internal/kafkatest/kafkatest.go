@@ -32,14 +32,22 @@ func Brokers(t testing.TB) []string {
 	if addrs := FromEnv(); len(addrs) > 0 {
 		return addrs
 	}
+	return Embedded(t).Addrs()
+}
+
+// Embedded starts an embedded broker with opts for t alone, whatever
+// KAFKA_BROKERS says, and closes it when t finishes. Tests that inject
+// faults through Broker.Cluster or restart the broker need it.
+func Embedded(t testing.TB, opts ...embedded.Option) *embedded.Broker {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	b, err := embedded.Start(ctx)
+	b, err := embedded.Start(ctx, opts...)
 	if err != nil {
 		t.Fatalf("kafkatest: start embedded broker: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return b.Addrs()
+	return b
 }
 
 // FromEnv returns the addresses listed in KAFKA_BROKERS, or nil when it is

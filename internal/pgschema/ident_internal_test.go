@@ -1,7 +1,8 @@
-package postgres
+package pgschema
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -19,8 +20,8 @@ func TestQuoteIdent(t *testing.T) {
 		`x"; DROP TABLE y; --`: `"x""; DROP TABLE y; --"`,
 		"é":                    `"é"`,
 	} {
-		if got := quoteIdent(name); got != want {
-			t.Errorf("quoteIdent(%q) = %s, want %s", name, got, want)
+		if got := QuoteIdent(name); got != want {
+			t.Errorf("QuoteIdent(%q) = %s, want %s", name, got, want)
 		}
 	}
 }
@@ -47,5 +48,22 @@ func TestKeywordsCoverServer(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil || n == 0 {
 		t.Fatalf("read %d keywords: %v", n, err)
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	if err := CheckName("Table", "outbox", MaxIdentifier); err != nil {
+		t.Fatalf("CheckName(outbox) = %v", err)
+	}
+	for name, want := range map[string]string{
+		"":                      "Table is empty",
+		strings.Repeat("x", 64): "is 64 bytes; shorten it to at most 63 bytes",
+		"a\x00b":                "contains a NUL byte",
+		"\xff":                  "not valid UTF-8",
+	} {
+		err := CheckName("Table", name, MaxIdentifier)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckName(%q) = %v, want an error containing %q", name, err, want)
+		}
 	}
 }

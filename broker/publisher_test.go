@@ -1,0 +1,103 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestPublishHonoursTheMessageContext: the broker leaves every produce to
+// a topic unanswered. Publish of a message whose context has a deadline
+// returns at it; the producer retries the record once its read timeout
+// passes, and Close waits until it is written.
+// A message whose context has ended is not sent. Publish after Close
+// returns ErrPublisherClosed.
+func TestPublishHonoursTheMessageContext(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
+	b := kafkatest.Embedded(t)
+	brokers := b.Addrs()
+	topic := newTopic(testContext(t), t, brokers, "held", 1)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers, Sarama: func(sc *sarama.Config) {
+		sc.Net.ReadTimeout = time.Second
+	}}, nil)
+	if err != nil {
+		t.Fatalf("NewPublisher: %v", err)
+	}
+	stall := kafkatest.StallRequests(t, b, kmsg.Produce, topic)
+
+	late := message.NewMessage(watermill.NewUUID(), []byte("late"))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	late.SetContext(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pub.Publish(topic, late) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Publish under a stalled produce: %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Publish did not return at its message's deadline")
+	}
+	if stall.Count() == 0 {
+		t.Error("the produce never reached the broker")
+	}
+
+	gone := message.NewMessage(watermill.NewUUID(), []byte("gone"))
+	cancelled, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	gone.SetContext(cancelled)
+	if err := pub.Publish(topic, gone); !errors.Is(err, context.Canceled) {
+		t.Errorf("Publish with an ended context: %v, want context.Canceled", err)
+	}
+
+	stall.Release()
+	if err := pub.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := kafkatest.Records(t, brokers, topic); n != 1 {
+		t.Errorf("%d records written, want the late one alone", n)
+	}
+	err = pub.Publish(topic, message.NewMessage(watermill.NewUUID(), nil))
+	if !errors.Is(err, broker.ErrPublisherClosed) || !errors.Is(err, sarama.ErrShuttingDown) {
+		t.Errorf("Publish after Close: %v, want ErrPublisherClosed, which is sarama.ErrShuttingDown", err)
+	}
+	if err := pub.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestProvisionTopicsEndsWithItsContext: the broker leaves the topic
+// creation unanswered; cancelling the context ends ProvisionTopics at once.
+func TestProvisionTopicsEndsWithItsContext(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
+	b := kafkatest.Embedded(t)
+	topic := kafkatest.Topic(t, "held")
+	stall := kafkatest.StallRequests(t, b, kmsg.CreateTopics, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- broker.ProvisionTopics(ctx, broker.Config{Brokers: b.Addrs()}, topic) }()
+	select {
+	case <-stall.Stalled:
+	case <-time.After(testTimeout):
+		t.Fatal("the topic creation never reached the broker")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("ProvisionTopics cancelled: %v, want context.Canceled", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("ProvisionTopics did not end with its context")
+	}
+}

@@ -1,0 +1,195 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestTailReaderResumesARecreatedTopic: the reader's topic is deleted and
+// created again, so that its offset is out of range. While the broker
+// refuses the offset lookups that resuming needs, Err wraps ErrReaderDown
+// and the cause; once it answers them again, the reader resumes, logs it,
+// Err is nil, and it reads every message published since the recreation,
+// those published while it was down included.
+func TestTailReaderResumesARecreatedTopic(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
+	b := kafkatest.Embedded(t)
+	brokers := b.Addrs()
+	ctx := testContext(t)
+	topic := newTopic(ctx, t, brokers, "recreated", 1)
+	cfg := broker.Config{Brokers: brokers, ReconnectRetrySleep: 20 * time.Millisecond}
+	got := make(chan *message.Message, 64)
+	logs := &logRecorder{}
+	r, err := broker.NewTailReader(cfg, topic, func(m *message.Message) { got <- m }, logs)
+	if err != nil {
+		t.Fatalf("NewTailReader: %v", err)
+	}
+	if err := r.Err(); !errors.Is(err, broker.ErrReaderDown) {
+		t.Errorf("Err before Start: %v, want ErrReaderDown", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer closeTailReader(t, r)
+	if err := r.Err(); err != nil {
+		t.Fatalf("Err after Start: %v", err)
+	}
+	publish(t, newPublisher(t, cfg), topic, "", "before-1", "before-2", "before-3")
+	if p := payloads(receiveN(ctx, t, got, 3)); !slices.Equal(p, []string{"before-1", "before-2", "before-3"}) {
+		t.Fatalf("read %v before the recreation", p)
+	}
+
+	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: topic, Count: -1})
+	recreateTopic(ctx, t, brokers, topic)
+	pub := newPublisher(t, cfg) // the first one's producer state is the old topic's
+	publish(t, pub, topic, "", "after-1")
+	waitUntil(ctx, t, "the reader to report the partition it cannot read", func() bool { return r.Err() != nil })
+	if err := r.Err(); !errors.Is(err, broker.ErrReaderDown) || !errors.Is(err, sarama.ErrOffsetOutOfRange) {
+		t.Errorf("Err while the partition cannot be resumed: %v, want ErrReaderDown and sarama.ErrOffsetOutOfRange", err)
+	}
+	publish(t, pub, topic, "", "after-2")
+	fault.Remove()
+	waitUntil(ctx, t, "the reader to resume", func() bool { return r.Err() == nil })
+	publish(t, pub, topic, "", "after-3")
+	if p := payloads(receiveN(ctx, t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
+		t.Errorf("read %v after the recreation, want after-1, after-2 and after-3", p)
+	}
+	if !logs.has("Tail reader resumed reading a partition") {
+		t.Errorf("no log line on the recovery; logged %v", logs.messages())
+	}
+}
+
+// TestTailReaderStartEndsWithCloseAndContext: the broker leaves the
+// reader's offset lookups unanswered, so Start hangs. A Start whose context
+// ends returns, and Close ends another Start and returns, leaving nothing
+// running.
+func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
+	b := kafkatest.Embedded(t)
+	brokers := b.Addrs()
+	topic := newTopic(testContext(t), t, brokers, "hanging", 2)
+	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, topic, func(*message.Message) {}, nil)
+	if err != nil {
+		t.Fatalf("NewTailReader: %v", err)
+	}
+	stall := kafkatest.StallRequests(t, b, kmsg.ListOffsets, topic)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := within(t, "Start with a short deadline", func() error { return r.Start(ctx) }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Start past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if stall.Count() != 1 {
+		t.Fatalf("%d offset lookups reached the broker, want 1", stall.Count())
+	}
+	started := make(chan error, 1)
+	go func() { started <- r.Start(context.Background()) }()
+	for range 2 { // the first Start's, and this one's
+		select {
+		case <-stall.Stalled:
+		case <-time.After(testTimeout):
+			t.Fatal("the second Start's offset lookup never reached the broker")
+		}
+	}
+	if err := within(t, "Close during Start", r.Close); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := within(t, "Start ended by Close", func() error { return <-started }); err == nil {
+		t.Error("Start ended by Close succeeded")
+	}
+}
+
+// recreateTopic deletes topic and provisions it again.
+func recreateTopic(ctx context.Context, t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	resp, err := newAdmin(t, brokers).DeleteTopics(ctx, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete %s: %v", topic, err)
+	}
+	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 1), topic); err != nil {
+		t.Fatalf("create %s again: %v", topic, err)
+	}
+}
+
+func receiveN(ctx context.Context, t *testing.T, ch <-chan *message.Message, n int) []*message.Message {
+	t.Helper()
+	var out []*message.Message
+	for len(out) < n {
+		out = append(out, next(ctx, t, ch))
+	}
+	return out
+}
+
+// waitUntil polls cond until it holds, or fails the test when ctx ends.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %s: %v", what, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// within runs f and returns its result, or fails the test when f takes
+// more than testTimeout.
+func within(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(testTimeout):
+		t.Fatalf("%s did not return within %s", what, testTimeout)
+		return nil
+	}
+}
+
+// logRecorder is a watermill.LoggerAdapter that keeps the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Error(msg string, err error, _ watermill.LogFields) {
+	l.add(msg + ": " + err.Error())
+}
+func (l *logRecorder) Info(msg string, _ watermill.LogFields)           { l.add(msg) }
+func (l *logRecorder) Debug(msg string, _ watermill.LogFields)          { l.add(msg) }
+func (l *logRecorder) Trace(msg string, _ watermill.LogFields)          { l.add(msg) }
+func (l *logRecorder) With(watermill.LogFields) watermill.LoggerAdapter { return l }
+
+func (l *logRecorder) add(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, msg)
+}
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
+}
+
+func (l *logRecorder) has(prefix string) bool {
+	return slices.ContainsFunc(l.messages(), func(m string) bool { return strings.HasPrefix(m, prefix) })
+}

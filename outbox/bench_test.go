@@ -1,0 +1,33 @@
+package outbox_test
+
+import (
+	"testing"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+// BenchmarkForwarder measures the forwarder's throughput: b.N messages
+// committed beforehand, then forwarded to Kafka; msg/s leaves out the
+// start-up and the first batch (go run ./cmd/koto-bench outbox compares it
+// with Watermill's forwarder).
+func BenchmarkForwarder(b *testing.B) {
+	pool := pgtest.Pool(b)
+	ob, err := benchmarks.NewOutbox(ctx(b), kafkatest.Brokers(b), pool, pgtest.Name("koto_bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ob.Close()
+	if _, err := ob.Fill(ctx(b), b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	f, err := ob.ForwardKoto(ctx(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if f.Time > 0 {
+		b.ReportMetric(float64(f.Messages)/f.Time.Seconds(), "msg/s")
+	}
+}

@@ -1,0 +1,78 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
+)
+
+// Defaults of Config. A zero field means its default.
+const (
+	DefaultSchema = "koto"
+	DefaultTable  = "outbox"
+	// DefaultMaxMessageBytes is sarama's default Producer.MaxMessageBytes,
+	// just under Kafka's default message.max.bytes.
+	DefaultMaxMessageBytes = 1_000_000
+)
+
+// offsetsSuffix names the forwarder's position table: <Table>_offsets.
+const offsetsSuffix = "_offsets"
+
+// maxTable leaves room for the offsets table's suffix within PostgreSQL's
+// identifier limit.
+const maxTable = pgschema.MaxIdentifier - len(offsetsSuffix)
+
+// Config configures an Outbox. Its zero value is the default: tables
+// koto.outbox and koto.outbox_offsets, created by Setup.
+type Config struct {
+	// Schema holds the tables; default "koto". Names are used exactly as
+	// given, case included: they are quoted, never interpolated raw.
+	Schema string
+	// Table is the outbox table's name; default "outbox". The forwarder
+	// keeps its position in <Table>_offsets, so Table has at most 55
+	// bytes.
+	Table string
+	// DisableAutoCreateSchema, when true, makes Setup (and so the
+	// forwarder) check that the tables exist instead of creating them;
+	// use it when migrations create them (see SchemaSQL).
+	DisableAutoCreateSchema bool
+	// MaxMessageBytes is the largest message a publisher accepts, counting
+	// payload, metadata, UUID and partition key; default
+	// DefaultMaxMessageBytes. Keep it at most the producer's
+	// Producer.MaxMessageBytes and the topics' max.message.bytes: a row
+	// Kafka refuses would stop the forwarder until Kafka's limit is raised.
+	MaxMessageBytes int
+}
+
+// setDefaults fills the zero fields with their defaults.
+func (c *Config) setDefaults() {
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+}
+
+// Validate reports every field that cannot work, each error wrapping
+// ErrInvalidConfig. Zero fields count as their defaults, so Config{} is
+// valid. New calls it.
+func (c Config) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if err := pgschema.CheckName("Schema", c.Schema, pgschema.MaxIdentifier); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if err := pgschema.CheckName("Table", c.Table, maxTable); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if c.MaxMessageBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxMessageBytes is %d; set a positive size in bytes, or 0 for %d",
+			ErrInvalidConfig, c.MaxMessageBytes, DefaultMaxMessageBytes))
+	}
+	return errors.Join(errs...)
+}

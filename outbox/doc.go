@@ -1,0 +1,100 @@
+// Package outbox is the transactional outbox: messages are written into a
+// PostgreSQL table in the same transaction as the business rows they
+// announce, and a forwarder moves them to Kafka once that transaction has
+// committed. A rolled-back transaction publishes nothing; a committed one
+// publishes every message it wrote, even if the process dies right after
+// the commit.
+//
+// # Writing
+//
+// [New] describes one outbox table per database (koto.outbox by default)
+// and [Outbox.Setup] creates it, under an advisory lock, at startup;
+// [SchemaSQL] gives the DDL for external migrations. Inside a transaction,
+// [Outbox.Publisher] writes into a given pgx.Tx, and
+// [Outbox.ContextPublisher] into the transaction carried by each message's
+// context: the one [Transact] or [WithTx] put there, or the transactional
+// consumer mode's (the context key is postgres.ContextWithTx's). Both are
+// message.Publishers, so Watermill's and this module's cqrs publishers can
+// be pointed at them unchanged. A message with no transaction in reach is
+// an error wrapping [ErrNoTransaction]; it is never published some other
+// way. A message keeps its UUID (one without gets a UUIDv7), its payload and
+// its metadata, gains the correlation ID of its context if it has none, and
+// its partition_key metadata becomes the Kafka record key, exactly as with
+// a direct publish through the broker package. Each write also queues a
+// pg_notify, which PostgreSQL delivers on commit and which wakes the
+// forwarder at once.
+//
+// Aggregates that collect domain events ([Aggregate], [Events]) have them
+// written by [PublishDomainEvents] in the transaction that saves them; they
+// are cleared only when it commits, so a rollback leaves them on the
+// aggregate and publishes none.
+//
+// # Table format
+//
+// The table is watermill-sql's default PostgreSQL messages table
+// (DefaultPostgreSQLSchema) with its offsets table (<table>_offsets,
+// DefaultPostgreSQLOffsetsAdapter): watermill-sql's DDL, insert, row
+// mapping and position queries keep it in that format. Each row holds one
+// message in the envelope format of Watermill's components/forwarder
+// (destination topic, UUID, payload, metadata), so Watermill's forwarder
+// can read the table too; its uuid column is the message's idempotency
+// key, idempotency.KeyUUID(msg.UUID).
+//
+// # Order
+//
+// Rows are forwarded in the order of their transaction IDs (xid8), and in
+// insertion order within a transaction. A transaction gets its ID at its
+// first write, not at its commit, so two transactions can commit in the
+// other order than they are forwarded: T2 writes something, T1 writes
+// message A and commits, T2 writes message B and commits; B reaches Kafka
+// before A. Where the order of one key's messages matters (the key being
+// their partition key, so that they share a partition), take the key's
+// lock with [Outbox.LockKeys] before the transaction's first write: a
+// second transaction on that key then waits for the first to end before
+// it writes, gets a later ID, and its messages follow. Messages of one key
+// then reach their partition in the order their transactions committed.
+// LockKeys after a write is refused with [ErrKeyLockAfterWrite].
+//
+// # Forwarding
+//
+// A [Forwarder] runs in every instance. One is active per table: it holds
+// a session advisory lock on a dedicated connection, outside the pool, and
+// on that connection it listens for the notifications, reads and records
+// its position; the others stand by and try the lock every
+// TakeoverInterval, so one of them takes over within about that long when
+// the active one stops, dies or loses its connection (which releases the
+// lock, and with it any chance of recording a position).
+//
+// The active forwarder reads up to BatchSize rows after its position with
+// watermill-sql's visibility guard: only rows of transactions older than
+// every running one (transaction_id < pg_snapshot_xmin), so that no row of
+// a lower ID can commit later and the position never passes a message.
+// Rows committed behind a transaction that is still running wait for it,
+// however long it runs; the forwarder looks again after a few
+// milliseconds, growing to PollInterval. The guard is cluster-wide: any
+// long transaction holds back every outbox, so keep transactions short.
+// The forwarder produces the batch with one SendMessages call of the
+// broker package's producer (acks=all, idempotent) and, while Kafka takes
+// it, reads the next one. Only when Kafka has acknowledged every record of
+// the batch does it move its position past the batch and delete the
+// batch's rows, in one transaction, committed without waiting for the WAL
+// flush (a position lost in a crash of PostgreSQL only sends its batch
+// again). No transaction is open while Kafka is called, and the table
+// holds only what is not forwarded yet.
+//
+// Delivery is at least once. If the forwarder dies between the produce and
+// the recording, the next one sends that batch again, with the same UUIDs,
+// which the idempotency middleware of the consumers drops. During a Kafka
+// or PostgreSQL outage rows stay in the table and the forwarder retries
+// with RetryBackoff; when the outage ends they go out in order. It wakes on
+// every commit that wrote into the table and looks anyway every
+// PollInterval, so a lost notification, or the loss of the connection,
+// costs at most that long.
+//
+// Messages are checked when written (a topic Kafka would refuse, a message
+// over Config.MaxMessageBytes, metadata that is not UTF-8: ErrInvalidMessage)
+// so that a row Kafka refuses should not happen; if it does, the forwarder
+// retries it and logs the error until Kafka's limit is raised. A row that is
+// not a message envelope at all, which no Publisher writes, is logged and
+// skipped.
+package outbox

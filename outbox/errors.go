@@ -1,0 +1,39 @@
+package outbox
+
+import "errors"
+
+// Sentinel errors of this package, wrapped by the errors that add the
+// details; test for them with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every error that New, NewForwarder
+	// and the Validate methods return for a configuration they refuse. The
+	// message names the field and says what to change.
+	ErrInvalidConfig = errors.New("outbox: invalid configuration")
+
+	// ErrNoTransaction means a publish or a call that needs a transaction
+	// found none: the message's context, or ctx, does not carry one (see
+	// Transact and WithTx). Nothing was written or published.
+	ErrNoTransaction = errors.New("outbox: no transaction in reach")
+
+	// ErrSchemaMissing means the outbox tables do not exist: Setup found
+	// them missing with DisableAutoCreateSchema set, or a publish wrote to
+	// a table that is not there. The message names the table and says how
+	// to create it.
+	ErrSchemaMissing = errors.New("outbox: tables missing")
+
+	// ErrInvalidMessage means a message cannot be forwarded to Kafka as it
+	// is: its topic breaks Kafka's naming rules (the error also wraps
+	// topics.ErrInvalid), it is larger than Config.MaxMessageBytes, or its
+	// metadata is not UTF-8. Nothing was written.
+	ErrInvalidMessage = errors.New("outbox: message cannot be forwarded")
+
+	// ErrKeyLockAfterWrite is returned by LockKeys when the transaction
+	// has written already: its position in the outbox is fixed, and a key
+	// lock taken now cannot order it (see the package documentation).
+	ErrKeyLockAfterWrite = errors.New("outbox: key lock taken after the transaction's first write")
+
+	// ErrNotThroughOutbox is returned by PublishDomainEvents when its
+	// publisher published an event without writing it into the outbox in
+	// the transaction of ctx: it is not built on Outbox.ContextPublisher.
+	ErrNotThroughOutbox = errors.New("outbox: event publisher does not write into the outbox")
+)

@@ -1,0 +1,159 @@
+package outbox_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/outbox"
+)
+
+// An order row and its OrderPlaced event commit in one transaction; the
+// forwarder takes the event to Kafka. The example runs against the
+// PostgreSQL at DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable), in a schema of
+// its own that it drops at the end, and an embedded Kafka broker.
+func Example() {
+	ctx := context.Background()
+	pool, schema := exampleDatabase(ctx)
+	defer pool.Close()
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	kafka, err := embedded.Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer kafka.Close()
+	brokers := broker.Config{Brokers: kafka.Addrs()}
+
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if err := box.Setup(ctx); err != nil { // at startup: the tables
+		panic(err)
+	}
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	go fwd.Run(ctx)
+	defer fwd.Close()
+
+	// The order and its event commit together, or neither does.
+	_, _ = pool.Exec(ctx, "CREATE TABLE "+schema+".orders (id text PRIMARY KEY)")
+	events, err := cqrs.NewEventPublisher(box.ContextPublisher(), cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		panic(err)
+	}
+	err = outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		// The order's key first: its events then reach Kafka in commit order.
+		if err := box.LockKeys(ctx, tx, "order-1"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".orders VALUES ('order-1')"); err != nil {
+			return err
+		}
+		return events.Publish(ctx, OrderPlaced{OrderID: "order-1"})
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	msg := receive(ctx, brokers, "orders.order-placed")
+	fmt.Println(msg.Metadata.Get("name"), string(msg.Payload), "key", msg.Metadata.Get(broker.PartitionKeyMetadataKey))
+	// Output:
+	// order-placed {"order_id":"order-1"} key order-1
+}
+
+// An aggregate records its events; PublishDomainEvents writes them in the
+// transaction that saves it, and they are cleared only once it commits.
+func ExamplePublishDomainEvents() {
+	ctx := context.Background()
+	pool, schema := exampleDatabase(ctx)
+	defer pool.Close()
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if err := box.Setup(ctx); err != nil {
+		panic(err)
+	}
+	events, err := cqrs.NewEventPublisher(box.ContextPublisher(), cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		panic(err)
+	}
+
+	o := &order{ID: "order-7"} // embeds outbox.Events
+	o.place()
+	save := func(fail bool) error {
+		return outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+			// ... save the order with tx ...
+			if err := outbox.PublishDomainEvents(ctx, events, o); err != nil {
+				return err
+			}
+			if fail {
+				return fmt.Errorf("the save failed")
+			}
+			return nil
+		})
+	}
+	fmt.Println(save(true), "- events kept:", len(o.DomainEvents()))
+	fmt.Println(save(false), "- events kept:", len(o.DomainEvents()))
+	// Output:
+	// the save failed - events kept: 1
+	// <nil> - events kept: 0
+}
+
+// receive returns the first message on topic.
+func receive(ctx context.Context, cfg broker.Config, topic string) *message.Message {
+	cfg.ConsumerGroup = "example"
+	sub, err := broker.NewSubscriber(cfg, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msgs, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		panic(err)
+	}
+	msg, ok := <-msgs
+	if !ok {
+		panic("no message on " + topic)
+	}
+	msg.Ack()
+	return msg
+}
+
+// exampleDatabase connects to DATABASE_URL and creates a schema with a
+// fresh name.
+func exampleDatabase(ctx context.Context) (*pgxpool.Pool, string) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		panic(err)
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	schema := "koto_example_" + hex.EncodeToString(suffix[:]) // a plain identifier: no quoting needed
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		panic(fmt.Errorf("this example needs PostgreSQL at %s (set DATABASE_URL): %w", url, err))
+	}
+	return pool, schema
+}

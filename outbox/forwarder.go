@@ -1,0 +1,161 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/broker"
+)
+
+// forwarderGroup is the consumer group under which the forwarder keeps its
+// position in the offsets table.
+const forwarderGroup = "koto_outbox_forwarder"
+
+// Forwarder moves committed rows of an outbox table to Kafka and deletes
+// them. Run it in every instance of a service: one at a time is active per
+// table, the others stand by and take over when it stops (see the package
+// documentation). Make it with NewForwarder, stop it with Close.
+type Forwarder struct {
+	o   *Outbox
+	cfg ForwarderConfig
+	log *slog.Logger
+	sql forwarderSQL
+
+	mu      sync.Mutex
+	running bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	producer *broker.Producer // used by Run's goroutine only
+
+	active    atomic.Bool
+	forwarded atomic.Int64
+}
+
+// NewForwarder returns a Forwarder for o's table that produces to
+// cfg.Broker. It validates cfg (errors wrap ErrInvalidConfig) and connects
+// to nothing: Run does.
+func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
+	if o == nil {
+		return nil, fmt.Errorf("%w: NewForwarder: outbox is nil; pass the one from outbox.New", ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Forwarder{
+		o:   o,
+		cfg: cfg,
+		log: cfg.Logger.With(slog.String("outbox", o.t.outbox)),
+		sql: newForwarderSQL(o.t, cfg.BatchSize),
+	}, nil
+}
+
+// Run forwards until ctx is done or Close is called, then returns nil. It
+// connects to PostgreSQL on a connection of its own, made with the pool's
+// ConnConfig (pgxpool's BeforeConnect and AfterConnect hooks do not apply),
+// stands by until it is the table's active forwarder, runs Setup, connects
+// to Kafka and forwards (see Forwarding in the package documentation).
+// Failures of PostgreSQL or Kafka, and tables missing with
+// DisableAutoCreateSchema, are logged and retried with RetryBackoff; only
+// a configuration that cannot work (an error wrapping [ErrInvalidConfig] or
+// broker.ErrInvalidConfig) ends Run with an error. Run may be called again
+// after it returned, but not while it runs.
+func (f *Forwarder) Run(ctx context.Context) error {
+	ctx, err := f.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer f.stop()
+	failures := 0
+	for {
+		progressed, err := f.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fatal(err) {
+			f.log.Error("outbox forwarder stopped", slog.Any("error", err))
+			return err
+		}
+		if progressed {
+			failures = 0
+		}
+		delay := f.cfg.RetryBackoff.Delay(failures)
+		failures++
+		f.log.Warn("outbox forwarder failed; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// fatal reports whether err is one retrying cannot fix.
+func fatal(err error) bool {
+	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, broker.ErrInvalidConfig)
+}
+
+// start marks the forwarder running and returns Run's context.
+func (f *Forwarder) start(ctx context.Context) (context.Context, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.closed:
+		return nil, errors.New("outbox: Forwarder.Run after Close")
+	case f.running:
+		return nil, errors.New("outbox: Forwarder.Run called while it runs")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f.running, f.cancel, f.done = true, cancel, make(chan struct{})
+	return ctx, nil
+}
+
+// stop ends Run: it closes the producer and releases Close.
+func (f *Forwarder) stop() {
+	f.closeProducer()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancel()
+	f.running = false
+	close(f.done)
+}
+
+// Close stops Run and waits until it has returned: the connection is
+// closed, which hands the table to a standby forwarder, and the producer
+// is closed after its in-flight batch. Close is safe to call more than
+// once, and without Run; it returns nil.
+func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	cancel, done, running := f.cancel, f.done, f.running
+	f.mu.Unlock()
+	if running {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+// Active reports whether this forwarder is the active one of its table
+// now: it holds the table's lock and forwards.
+func (f *Forwarder) Active() bool { return f.active.Load() }
+
+// Forwarded returns how many messages this forwarder has produced to Kafka
+// and recorded as forwarded since it was made.
+func (f *Forwarder) Forwarded() int64 { return f.forwarded.Load() }
+
+func (f *Forwarder) closeProducer() {
+	if f.producer != nil {
+		if err := f.producer.Close(); err != nil {
+			f.log.Warn("outbox forwarder: close the Kafka producer", slog.Any("error", err))
+		}
+		f.producer = nil
+	}
+}

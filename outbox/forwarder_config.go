@@ -1,0 +1,128 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// Defaults of ForwarderConfig. A zero field means its default.
+const (
+	DefaultBatchSize        = 1000
+	DefaultPollInterval     = time.Second
+	DefaultTakeoverInterval = time.Second
+	DefaultQueryTimeout     = 10 * time.Second
+	DefaultApplicationName  = "koto-outbox-forwarder"
+)
+
+// ForwarderConfig configures a Forwarder. Every field but Broker.Brokers
+// has a default.
+type ForwarderConfig struct {
+	// Broker is where messages go: the producer is the broker package's
+	// (acks=all, idempotent, Broker.Sarama applied), and Broker.Marshaler
+	// turns messages into records. Broker.Brokers is required.
+	Broker broker.Config
+
+	// BatchSize is the most rows read and produced at once; default
+	// DefaultBatchSize. A crash re-sends at most one batch.
+	BatchSize int
+
+	// PollInterval is how long the forwarder waits for a notification
+	// before it looks at the table anyway; default DefaultPollInterval. A
+	// lost notification delays messages by at most this much.
+	PollInterval time.Duration
+
+	// TakeoverInterval is how often a standby forwarder tries to become
+	// the active one; default DefaultTakeoverInterval. When the active
+	// forwarder dies, another takes over within about this much.
+	TakeoverInterval time.Duration
+
+	// QueryTimeout bounds every statement of the forwarder's connection;
+	// default DefaultQueryTimeout. A connection that does not answer in
+	// time is dropped and made again.
+	QueryTimeout time.Duration
+
+	// RetryBackoff spaces the attempts after a failure of PostgreSQL or
+	// Kafka; zero fields mean middleware.Backoff's defaults (100 ms
+	// doubling up to 10 s). Success resets it.
+	RetryBackoff middleware.Backoff
+
+	// ApplicationName is the application_name of the forwarder's
+	// PostgreSQL connection, as pg_stat_activity shows it; default
+	// DefaultApplicationName.
+	ApplicationName string
+
+	// Logger receives the forwarder's life: becoming active (info),
+	// failures it retries (warn), rows it cannot read (error), batches
+	// (debug); default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *ForwarderConfig) setDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.TakeoverInterval == 0 {
+		c.TakeoverInterval = DefaultTakeoverInterval
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.ApplicationName == "" {
+		c.ApplicationName = DefaultApplicationName
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports every field that cannot work, each error wrapping
+// ErrInvalidConfig (and, for Broker, the broker package's error). Zero
+// fields count as their defaults. NewForwarder calls it.
+func (c ForwarderConfig) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if err := c.Broker.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Broker: %w", ErrInvalidConfig, err))
+	}
+	if c.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("%w: BatchSize is %d; set a positive number of rows, or 0 for %d",
+			ErrInvalidConfig, c.BatchSize, DefaultBatchSize))
+	}
+	for _, d := range []struct {
+		name      string
+		value, to time.Duration
+	}{
+		{"PollInterval", c.PollInterval, DefaultPollInterval},
+		{"TakeoverInterval", c.TakeoverInterval, DefaultTakeoverInterval},
+		{"QueryTimeout", c.QueryTimeout, DefaultQueryTimeout},
+	} {
+		if d.value < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s is %v; set a positive duration, or 0 for %v", ErrInvalidConfig, d.name, d.value, d.to))
+		}
+	}
+	if err := validateBackoff(c.RetryBackoff); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// validateBackoff refuses what middleware.Backoff cannot use.
+func validateBackoff(b middleware.Backoff) error {
+	switch {
+	case b.InitialInterval < 0:
+		return fmt.Errorf("%w: RetryBackoff.InitialInterval is %v; set a positive duration, or 0 for the default", ErrInvalidConfig, b.InitialInterval)
+	case b.MaxInterval < 0 || (b.MaxInterval > 0 && b.MaxInterval < b.InitialInterval):
+		return fmt.Errorf("%w: RetryBackoff.MaxInterval is %v; set it to at least InitialInterval, or 0 for the default", ErrInvalidConfig, b.MaxInterval)
+	case b.Multiplier != 0 && b.Multiplier < 1:
+		return fmt.Errorf("%w: RetryBackoff.Multiplier is %v; set at least 1, or 0 for the default", ErrInvalidConfig, b.Multiplier)
+	}
+	return nil
+}

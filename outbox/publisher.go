@@ -1,0 +1,177 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// Publisher is a message.Publisher that writes messages into the outbox
+// table inside a PostgreSQL transaction, from which the forwarder sends
+// them to Kafka once the transaction has committed. Make one with
+// [Outbox.Publisher] for a given transaction, or with
+// [Outbox.ContextPublisher] to use the transaction in each message's
+// context. It is safe for concurrent use as far as its transaction is.
+type Publisher struct {
+	o  *Outbox
+	tx pgx.Tx // nil: the transaction in the message's context
+}
+
+var _ message.Publisher = (*Publisher)(nil)
+
+// Publisher returns a Publisher that writes into tx. Commit or roll back
+// tx yourself, through the pgx.Tx.
+func (o *Outbox) Publisher(tx pgx.Tx) *Publisher { return &Publisher{o: o, tx: tx} }
+
+// ContextPublisher returns a Publisher that writes each message into the
+// transaction in the message's context (see WithTx, Transact and the
+// transactional consumer mode). A message without one is an error wrapping
+// ErrNoTransaction: it is never published some other way. Point the cqrs
+// publishers at it to send their messages through the outbox.
+func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
+
+// Publish writes msgs, in order, into the outbox in the transaction, for
+// topic, with a notification that wakes the forwarder on commit. A message
+// without a UUID gets a UUIDv7 and one without a correlation ID gets its
+// context's (see Writing in the package documentation); both are set on
+// msg. Nothing is written when topic or a message cannot go to Kafka (an
+// error wrapping [ErrInvalidMessage]) or a message has no transaction in
+// reach ([ErrNoTransaction]). After an error of the database the
+// transaction is aborted: roll it back.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := topics.Validate(topic); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	for _, msg := range msgs {
+		if err := p.o.prepare(msg); err != nil {
+			return err
+		}
+	}
+	if p.tx != nil {
+		return p.o.write(msgs[0].Context(), p.tx, nil, topic, msgs)
+	}
+	groups, err := byTransaction(msgs)
+	if err != nil {
+		return fmt.Errorf("outbox: publishing %d message(s) to %s: %w", len(msgs), topic, err)
+	}
+	for _, g := range groups {
+		if err := p.o.write(g.ctx, g.tx, g.unit, topic, g.msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close does nothing: the transaction is the caller's. It returns nil.
+func (p *Publisher) Close() error { return nil }
+
+// txGroup is the messages of one Publish call that share a transaction.
+type txGroup struct {
+	ctx  context.Context
+	tx   pgx.Tx
+	unit *unit
+	msgs []*message.Message
+}
+
+// byTransaction groups msgs by the transaction in their contexts, keeping
+// their order within each group. Any message without one fails the whole
+// call before anything is written.
+func byTransaction(msgs []*message.Message) ([]*txGroup, error) {
+	var groups []*txGroup
+	for i, msg := range msgs {
+		tx, ok := TxFromContext(msg.Context())
+		if !ok {
+			return nil, fmt.Errorf("%w: message %d (%s) has no transaction in its context; "+
+				"publish inside outbox.Transact or the transactional consumer mode, or use Outbox.Publisher(tx)",
+				ErrNoTransaction, i, msg.UUID)
+		}
+		var g *txGroup
+		for _, have := range groups {
+			if have.tx == tx {
+				g = have
+			}
+		}
+		if g == nil {
+			u, _ := unitOf(msg.Context())
+			g = &txGroup{ctx: msg.Context(), tx: tx, unit: u}
+			groups = append(groups, g)
+		}
+		g.msgs = append(g.msgs, msg)
+	}
+	return groups, nil
+}
+
+// prepare gives msg the UUID and correlation ID a direct publish would
+// carry, and checks that Kafka can take it.
+func (o *Outbox) prepare(msg *message.Message) error {
+	if msg.UUID == "" {
+		msg.UUID = correlation.NewID()
+	}
+	correlation.Stamp(msg.Context(), msg)
+	size := len(msg.UUID) + len(msg.Payload) + len(msg.Metadata.Get(broker.PartitionKeyMetadataKey))
+	for k, v := range msg.Metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return fmt.Errorf("%w: message %s: metadata %q is not valid UTF-8", ErrInvalidMessage, msg.UUID, k)
+		}
+		size += len(k) + len(v)
+	}
+	if size > o.cfg.MaxMessageBytes {
+		return fmt.Errorf("%w: message %s has %d bytes of payload, metadata, UUID and key, more than MaxMessageBytes (%d)",
+			ErrInvalidMessage, msg.UUID, size, o.cfg.MaxMessageBytes)
+	}
+	return nil
+}
+
+// write inserts msgs into the outbox in tx, one statement per message and
+// a pg_notify, all in one round trip.
+func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *unit, topic string, msgs []*message.Message) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	schema := o.t.schemaAdapter(1)
+	b := &pgx.Batch{}
+	for _, msg := range msgs {
+		env, err := wrap(topic, msg)
+		if err != nil {
+			return fmt.Errorf("%w: message %s: %w", ErrInvalidMessage, msg.UUID, err)
+		}
+		row := message.NewMessage(idempotency.KeyUUID(msg.UUID).String(), env)
+		q, err := schema.InsertQuery(wsql.InsertQueryParams{Topic: sqlTopic, Msgs: message.Messages{row}})
+		if err != nil {
+			return fmt.Errorf("outbox: insert query: %w", err)
+		}
+		b.Queue(q.Query, q.Args...)
+	}
+	b.Queue("SELECT pg_notify($1, '')", o.t.channel)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return o.writeError(topic, len(msgs), err)
+	}
+	if u != nil {
+		u.wrote(len(msgs))
+	}
+	return nil
+}
+
+// writeError explains an error of the insert.
+func (o *Outbox) writeError(topic string, n int, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%w: writing %d message(s) for %s into %s: %w; call Outbox.Setup at startup, or create the tables with outbox.SchemaSQL",
+			ErrSchemaMissing, n, topic, o.t.outbox, err)
+	}
+	return fmt.Errorf("outbox: writing %d message(s) for %s into %s: %w", n, topic, o.t.outbox, err)
+}

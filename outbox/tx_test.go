@@ -1,0 +1,150 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/outbox"
+)
+
+// TestContextPublisher: a message reaches the outbox through the
+// transaction in its context, whether Transact, WithTx or
+// postgres.ContextWithTx put it there; a message without one is refused
+// and nothing of its call is written.
+func TestContextPublisher(t *testing.T) {
+	e := newEnv(t)
+	topic := kafkatest.Topic(t, "ctx")
+	pub := e.o.ContextPublisher()
+
+	err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		in := newMsg("transact", "")
+		in.SetContext(ctx)
+		return pub.Publish(topic, in)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tx := begin(t, e)
+	viaStore := newMsg("store", "")
+	viaStore.SetContext(postgres.ContextWithTx(context.Background(), tx))
+	orphan := newMsg("orphan", "")
+	if err := pub.Publish(topic, viaStore, orphan); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("Publish with a message without transaction = %v, want ErrNoTransaction", err)
+	}
+	if err := pub.Publish(topic, viaStore); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, tx)
+	if n := e.rows(); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+}
+
+// TestWithTxAfterCommit: functions registered with AfterCommit run after
+// the commit, in order, and never after a rollback; a context without a
+// bound transaction refuses them.
+func TestWithTxAfterCommit(t *testing.T) {
+	e := newEnv(t)
+	var ran []int
+	err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		for i := range 3 {
+			if err := outbox.AfterCommit(ctx, func() { ran = append(ran, i) }); err != nil {
+				return err
+			}
+		}
+		if len(ran) != 0 {
+			t.Error("ran before the commit")
+		}
+		return nil
+	})
+	if err != nil || len(ran) != 3 || ran[0] != 0 || ran[2] != 2 {
+		t.Fatalf("after commit: %v, ran %v", err, ran)
+	}
+	ran = nil
+	_ = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		_ = outbox.AfterCommit(ctx, func() { ran = append(ran, 1) })
+		return errors.New("rollback")
+	})
+	if len(ran) != 0 {
+		t.Fatal("ran after a rollback")
+	}
+	if err := outbox.AfterCommit(context.Background(), func() {}); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("AfterCommit without a transaction = %v", err)
+	}
+	tx := begin(t, e)
+	if err := outbox.AfterCommit(postgres.ContextWithTx(context.Background(), tx), func() {}); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("AfterCommit with a transaction not bound by WithTx = %v", err)
+	}
+}
+
+// TestTransactPanics: a panic rolls back and goes on.
+func TestTransactPanics(t *testing.T) {
+	e := newEnv(t)
+	topic := kafkatest.Topic(t, "panic")
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not go on")
+			}
+		}()
+		_ = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+			if err := e.o.Publisher(tx).Publish(topic, newMsg("x", "")); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	if n := e.rows(); n != 0 {
+		t.Fatalf("%d rows after a panic, want 0", n)
+	}
+}
+
+// TestInvalidMessages: what Kafka would refuse is refused when written,
+// and nothing of the call is written.
+func TestInvalidMessages(t *testing.T) {
+	e := newEnv(t)
+	small, err := outbox.New(e.pool, outbox.Config{Schema: e.schema, MaxMessageBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	badMeta := newMsg("x", "")
+	badMeta.Metadata.Set("k", "\xff")
+	for name, c := range map[string]struct {
+		o     *outbox.Outbox
+		topic string
+		msgs  []*message.Message
+	}{
+		"bad topic":     {e.o, "orders/placed", []*message.Message{newMsg("x", "")}},
+		"too large":     {small, "orders", []*message.Message{newMsg("ok", ""), newMsg(string(make([]byte, 100)), "")}},
+		"bad metadata":  {e.o, "orders", []*message.Message{newMsg("ok", ""), badMeta}},
+		"empty topic":   {e.o, "", []*message.Message{newMsg("x", "")}},
+		"too long name": {e.o, string(make([]byte, 250)), []*message.Message{newMsg("x", "")}},
+	} {
+		err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
+		})
+		if !errors.Is(err, outbox.ErrInvalidMessage) {
+			t.Errorf("%s: %v, want ErrInvalidMessage", name, err)
+		}
+	}
+	if n := e.rows(); n != 0 {
+		t.Fatalf("%d rows written", n)
+	}
+}
+
+// TestPublishAssignsUUID: a message without UUID gets a UUIDv7.
+func TestPublishAssignsUUID(t *testing.T) {
+	e := newEnv(t)
+	msg := message.NewMessage("", []byte("x"))
+	e.publish(kafkatest.Topic(t, "uuid"), msg)
+	if len(msg.UUID) != 36 || msg.UUID[14] != '7' {
+		t.Fatalf("UUID %q, want a UUIDv7", msg.UUID)
+	}
+}
