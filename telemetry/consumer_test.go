@@ -126,7 +126,7 @@ func TestConsumerOutcomes(t *testing.T) {
 	consumed := func(kv ...attribute.KeyValue) int64 {
 		return e.sdk.count(t, "messaging.client.consumed.messages", append(kv, semconv.MessagingConsumerGroupName(e.group))...)
 	}
-	waitFor(t, "4 deliveries recorded", func() bool { return consumed() == 4 })
+	kafkatest.WaitFor(t, "4 deliveries recorded", func() bool { return consumed() == 4 })
 
 	for outcome, want := range map[string]int64{"ok": 2, "duplicate": 1, "dead-lettered": 1, "nacked": 0} {
 		if got := consumed(telemetry.AttrOutcome.String(outcome), semconv.MessagingDestinationName(e.topic)); got != want {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,12 +16,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
-
-// waitTimeout bounds every wait of these tests; a healthy run needs a
-// fraction of it.
-const waitTimeout = 60 * time.Second
 
 // sdk is a Telemetry on the OpenTelemetry SDK, with a span recorder and a
 // manual metric reader to look at what it recorded.
@@ -47,6 +43,11 @@ func newSDK(t *testing.T) *sdk {
 		t.Fatalf("telemetry.New: %v", err)
 	}
 	s.tel, s.tracer = tel, tp.Tracer("test")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("spans recorded:\n%s", describe(s.spans.Ended()))
+		}
+	})
 	return s
 }
 
@@ -108,17 +109,12 @@ func hasAll(set attribute.Set, match []attribute.KeyValue) bool {
 // holds, and returns them all.
 func (s *sdk) waitForSpans(t *testing.T, done func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		spans := s.spans.Ended()
-		if done(spans) {
-			return spans
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans still incomplete after %s:\n%s", waitTimeout, describe(spans))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var spans []sdktrace.ReadOnlySpan
+	kafkatest.WaitFor(t, "the spans", func() bool {
+		spans = s.spans.Ended()
+		return done(spans)
+	})
+	return spans
 }
 
 // runRouter runs router until the test ends, and returns once its handlers
@@ -138,18 +134,6 @@ func runRouter(t *testing.T, router *message.Router) {
 			t.Errorf("router: %v", err)
 		}
 	})
-}
-
-// waitFor polls until cond holds, or fails the test with what it says.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // named returns the spans called name.
