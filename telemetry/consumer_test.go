@@ -240,3 +240,68 @@ func TestNackedDelivery(t *testing.T) {
 		t.Fatalf("want one process span, nacked with status Error:\n%s", describe(e.sdk.spans.Ended()))
 	}
 }
+
+// TestReturnedMessagesContinueTheTrace: the messages a handler returns,
+// which the router publishes, continue the delivery's trace, whether the
+// router's publisher is decorated (a send span, child of the delivery's)
+// or not (the delivery's trace context in their metadata).
+func TestReturnedMessagesContinueTheTrace(t *testing.T) {
+	for _, decorated := range []bool{true, false} {
+		t.Run(map[bool]string{true: "decorated publisher", false: "plain publisher"}[decorated], func(t *testing.T) {
+			e := newConsumerEnv(t)
+			out := kafkatest.Topic(t, "out")
+			if err := broker.ProvisionTopics(kafkatest.Context(t), broker.Config{Brokers: e.brokers}, out); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var routerPub message.Publisher = raw // the router closes it
+			if decorated {
+				routerPub = e.sdk.tel.Publisher(raw)
+			}
+			router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := func(group string) message.Subscriber {
+				s, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			router.AddHandler(e.group, e.topic, sub(e.group), out, routerPub, func(msg *message.Message) ([]*message.Message, error) {
+				return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte("next"))}, nil
+			}).AddMiddleware(e.chain.Middlewares()...)
+			next := kafkatest.Group(t, "next")
+			router.AddConsumerHandler(next, out, sub(next), func(*message.Message) error { return nil }).
+				AddMiddleware(e.sdk.tel.Middleware)
+			runRouter(t, router)
+			if err := e.pub.Publish(e.topic, newMessage(watermill.NewUUID(), "first", "c-first")); err != nil {
+				t.Fatal(err)
+			}
+
+			spans := e.sdk.waitForSpans(t, func(s []sdktrace.ReadOnlySpan) bool { return len(named(s, "process "+out)) == 1 })
+			first, second := named(spans, "process "+e.topic), named(spans, "process "+out)[0]
+			if len(first) != 1 {
+				t.Fatalf("want one delivery of the first message:\n%s", describe(spans))
+			}
+			parent := first[0]
+			if decorated {
+				sends := named(spans, "send "+out)
+				if len(sends) != 1 || sends[0].Parent().SpanID() != first[0].SpanContext().SpanID() {
+					t.Fatalf("want one send span of the returned message, child of the delivery's:\n%s", describe(spans))
+				}
+				parent = sends[0]
+			}
+			if second.Parent().SpanID() != parent.SpanContext().SpanID() || second.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+				t.Errorf("the returned message's delivery is not the child of %s:\n%s", parent.Name(), describe(spans))
+			}
+			if got := attr(second, semconv.MessagingMessageConversationIDKey); got != "c-first" {
+				t.Errorf("the returned message's correlation ID %q, want c-first", got)
+			}
+		})
+	}
+}

@@ -99,11 +99,12 @@
 //
 // # Outbox
 //
-// A message written to an outbox table through a decorated publisher (the
-// cqrs publishers decorate theirs) keeps its producer span's trace context
-// in its metadata. The forwarder that sends the rows on to Kafka
-// decorates its Kafka publisher too: each forwarded message gets a
-// producer span whose parent is the one in the row, so the consumer span
-// continues the trace that wrote the row. The forwarder reports its
-// backlog by [Telemetry.ObserveOutbox].
+// A message written to an outbox table through a decorated publisher (a
+// cqrs EventPublisher or CommandDispatcher on the outbox's
+// ContextPublisher decorates it) keeps its producer span's trace context
+// in its metadata. The forwarder
+// sends each row's metadata on to Kafka unchanged, so the consumer span is
+// the child of the span that wrote the row, in the trace of the
+// transaction's caller. An outbox reports its backlog, the rows waiting
+// and the age of the oldest, through [Telemetry.ObserveOutbox].
 package telemetry

@@ -2,13 +2,16 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
@@ -40,7 +43,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	if err := box.Setup(ctx); err != nil {
 		t.Fatalf("outbox setup: %v", err)
 	}
-	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: slog.New(slog.DiscardHandler)})
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +91,8 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	}
 	select {
 	case <-consumed:
-	case <-ctx.Done():
-		t.Fatal("the event did not come through the outbox")
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the event did not come through the outbox: %s", outboxState(pool, box))
 	}
 
 	topic := topics.Event(orders, "order-placed")
@@ -106,4 +109,31 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	if got := attr(process, semconv.MessagingMessageConversationIDKey); got != cid {
 		t.Errorf("consumer span's correlation ID %q, want %q", got, cid)
 	}
+}
+
+// outboxState says how many rows wait in box, and how old the oldest open
+// transaction of the cluster is: the forwarder forwards no row committed
+// after it began (its visibility guard, pg_snapshot_xmin, is cluster-wide),
+// so another client's long transaction on a shared server holds it back.
+func outboxState(pool *pgxpool.Pool, box *outbox.Outbox) string {
+	ctx := context.Background()
+	var waiting int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+box.Table()).Scan(&waiting); err != nil {
+		return err.Error()
+	}
+	var oldest, app string
+	err := pool.QueryRow(ctx, `SELECT (now() - xact_start)::text, application_name FROM pg_stat_activity
+		WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL ORDER BY xact_start LIMIT 1`).Scan(&oldest, &app)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d rows wait in %s; the oldest open transaction of the cluster began %s ago (application %q)", waiting, box.Table(), oldest, app)
+}
+
+// testLogger logs warnings to stderr with -v, and nothing otherwise.
+func testLogger() *slog.Logger {
+	if !testing.Verbose() {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -17,7 +17,7 @@ func TestParseE2EFlags(t *testing.T) {
 	if f.telemetry || len(f.variants()) != len(benchmarks.E2EVariants()) {
 		t.Errorf("telemetry variants without -telemetry: %+v", f.variants())
 	}
-	if f, err := parseE2EFlags([]string{"-telemetry"}); err != nil || len(f.variants()) != len(benchmarks.E2EVariants())+2 {
+	if f, err := parseE2EFlags([]string{"-telemetry"}); err != nil || len(f.variants()) != len(benchmarks.E2EVariants())+len(benchmarks.E2ETelemetryVariants()) {
 		t.Errorf("-telemetry: %d variants, %v", len(f.variants()), err)
 	}
 	for _, bad := range [][]string{{"-messages", "0"}, {"-rounds", "0"}, {"-conns", "3"}} {
@@ -45,13 +45,21 @@ func TestPrintE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	tel := append(results, benchmarks.E2EResult{Variant: benchmarks.E2ETelemetryVariants()[1], Messages: 1000, Elapsed: 1100 * time.Millisecond})
+	tv := benchmarks.E2ETelemetryVariants()
+	tel := append(results,
+		benchmarks.E2EResult{Variant: tv[1], Messages: 1000, Elapsed: 1100 * time.Millisecond}, // no-op with the SDK
+		benchmarks.E2EResult{Variant: tv[3], Messages: 1000, Elapsed: 990 * time.Millisecond})  // no-op without telemetry
 	if err := printE2E(&out, tel); err != nil {
 		t.Fatal(err)
 	}
-	// no-op: 1000 µs per message; with the SDK 1100 µs.
-	if want := "no-op + telemetry (SDK): +100.0 µs per message over no-op (1100.0 µs vs 1000.0 µs)"; !strings.Contains(out.String(), want) {
-		t.Errorf("output lacks %q:\n%s", want, out.String())
+	// no-op: 1000 µs per message; with the SDK 1100 µs, without the middleware 990 µs.
+	for _, want := range []string{
+		"telemetry with the SDK: +100.0 µs per message, no-op + telemetry (SDK) (1100.0 µs vs 1000.0 µs)",
+		"telemetry on no provider: +10.0 µs per message, no-op, no telemetry middleware (1000.0 µs vs 990.0 µs)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 	squeezed := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{"write + transactional 250 0.25 × write 0.20–0.30 ≥ 0.8", "no-op 1000 baseline -",
