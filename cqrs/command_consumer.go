@@ -171,7 +171,7 @@ func (c *commandCall) reply(result any) error {
 		return middleware.Poison(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
 	}
 	reply := message.NewMessage(newMessageID(), payload)
-	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends
+	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends; the reply's producer span is a child of the command's consumer span
 	reply.Metadata = make(message.Metadata, 6)
 	reply.Metadata[OperationIDMetadataKey] = c.op
 	reply.Metadata[requestreply.HasErrorMetadataKey] = "0"

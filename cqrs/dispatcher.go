@@ -17,6 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -67,6 +68,10 @@ type CommandDispatcherConfig struct {
 
 	// Logger receives the dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Telemetry traces and measures the commands sent and the
+	// request/replies. Nil: OpenTelemetry's global providers.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *CommandDispatcherConfig) setDefaults() {
@@ -102,6 +107,7 @@ func (c CommandDispatcherConfig) Validate() error {
 // dispatcher keeps until Close. It is safe for concurrent use.
 type CommandDispatcher struct {
 	cfg    CommandDispatcherConfig
+	tel    *telemetry.Telemetry
 	bus    *wcqrs.CommandBus
 	routes map[string]string
 	logger *slog.Logger
@@ -144,8 +150,14 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		return nil, err
 	}
 	routes, _ := routeTable(cfg.Routes)
+	tel, err := telemetryOf(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	pub = tel.Publisher(pub)
 	d := &CommandDispatcher{
 		cfg:     cfg,
+		tel:     tel,
 		routes:  routes,
 		logger:  cfg.Logger.With("service", cfg.Service, "reply_topic", cfg.ReplyTopic),
 		pending: make(map[string]chan *message.Message),
@@ -339,7 +351,7 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)
-	reply, err := d.request(ctx, name, cmd)
+	reply, err := d.observedRequest(ctx, name, cmd)
 	if err != nil {
 		return result, err
 	}

@@ -88,8 +88,17 @@
 // one typed function into a Consumer. A Service registers consumers on a
 // Watermill router: each subscribes to its topic with the consumer group
 // topics.ConsumerGroup(service, type name), which is also its handler name,
-// behind the project's default middleware (correlation, logging, dead
-// letters and, for event consumers, idempotency).
+// behind the project's default middleware (correlation, telemetry,
+// logging, dead letters and, for event consumers, idempotency).
+//
+// # Telemetry
+//
+// Each config takes a *telemetry.Telemetry (nil: OpenTelemetry's global
+// providers). Publishers, dispatchers and services publish through its
+// Publisher decorator, so every event, command, request, reply and dead
+// letter gets a producer span and carries its trace context; consumers
+// run behind its Middleware; each Request is a client span around its
+// request and reply. The telemetry package lists the spans and metrics.
 //
 // A consumer handles one type. A message on its topic with another type name
 // is poison and dead-lettered (ErrUnexpectedType), unless the consumer was

@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -26,6 +27,10 @@ type EventPublisherConfig struct {
 	// Timeout is the longest a Publish takes; a context deadline that
 	// comes sooner ends it sooner. Default: DefaultTimeout.
 	Timeout time.Duration
+
+	// Telemetry traces and measures the events published. Nil:
+	// OpenTelemetry's global providers.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *EventPublisherConfig) setDefaults() {
@@ -74,6 +79,11 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 		return nil, err
 	}
 	routes, _ := routeTable(cfg.Routes)
+	tel, err := telemetryOf(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	pub = tel.Publisher(pub)
 	p := &EventPublisher{service: cfg.Service, routes: routes, timeout: cfg.Timeout}
 	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
 		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {

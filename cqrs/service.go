@@ -15,6 +15,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -57,6 +58,11 @@ type ServiceConfig struct {
 
 	// Logger receives the consumers' logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// Telemetry traces and measures the consumers, their replies and dead
+	// letters (middleware.Config.Telemetry). Nil: OpenTelemetry's global
+	// providers.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *ServiceConfig) setDefaults() {
@@ -94,6 +100,7 @@ func validateBroker(b broker.Config) error {
 type Service struct {
 	cfg    ServiceConfig
 	logger *slog.Logger
+	tel    *telemetry.Telemetry
 
 	regMu sync.Mutex // serialises Register
 
@@ -112,7 +119,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), pub: cfg.Publisher, store: cfg.Store}, nil
+	tel, err := telemetryOf(cfg.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), tel: tel, pub: cfg.Publisher, store: cfg.Store}, nil
 }
 
 // Name returns the service's name.
@@ -125,9 +136,9 @@ func (s *Service) Name() string { return s.cfg.Name }
 //   - its consumer group, which is also its handler name, is
 //     topics.ConsumerGroup(this service, type name) unless ConsumerGroup
 //     says otherwise;
-//   - its middleware is middleware.Defaults: correlation, logging, retries
-//     and dead letters to topics.DeadLetter(group), and, for an idempotent
-//     consumer, deduplication with the service's store.
+//   - its middleware is middleware.Defaults: correlation, telemetry,
+//     logging, retries and dead letters to topics.DeadLetter(group), and,
+//     for an idempotent consumer, deduplication with the service's store.
 //
 // Everything is checked before anything is added: an invalid topic or group
 // (the error names it and wraps ErrInvalidRoute), a handler name the router
@@ -149,6 +160,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	if err != nil {
 		return err
 	}
+	pub = s.tel.Publisher(pub) // replies and dead letters
 	chains, err := s.middlewares(pub, plans)
 	if err != nil {
 		return err
@@ -313,7 +325,7 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*middleware.Chain, error) {
 	chains := make([]*middleware.Chain, len(plans))
 	for i, p := range plans {
-		cfg := middleware.Config{Publisher: pub, Logger: s.logger, DeadLetter: s.cfg.DeadLetter}
+		cfg := middleware.Config{Publisher: pub, Logger: s.logger, DeadLetter: s.cfg.DeadLetter, Telemetry: s.tel}
 		if p.idempotent {
 			var err error
 			if cfg.Store, err = s.idempotencyStore(); err != nil {

@@ -198,7 +198,8 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 	if err := d.pub.Publish(topic, dl); err != nil {
 		return nil, errors.Join(cause, fmt.Errorf("middleware: publish dead letter to %s: %w", topic, err))
 	}
-	reportFrom(msg.Context()).set(OutcomeDeadLettered,
+	note := deadLetterNote{cause: cause, class: class, errorType: dl.Metadata.Get(DeadLetterErrorTypeKey)}
+	reportFrom(msg.Context()).deadLettered(note,
 		slog.String(logattr.Error, cause.Error()),
 		slog.String(logattr.ErrorClass, class.String()),
 		slog.String(logattr.DeadLetterTopic, topic))

@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,6 +50,10 @@ const (
 func deadLetterMessage(msg *message.Message, cause error, class ErrorClass, attempts int, group string) *message.Message {
 	ctx := msg.Context()
 	dl := msg.Copy()
+	// The delivery's context values, so that a publisher that traces makes
+	// the dead letter's span a child of the delivery's; not its
+	// cancellation, which would cut the publish short.
+	dl.SetContext(context.WithoutCancel(ctx))
 	correlation.Stamp(ctx, dl)
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
 	md := dl.Metadata

@@ -7,6 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Config configures the chain that [Defaults] builds.
@@ -28,6 +29,12 @@ type Config struct {
 	Idempotency IdempotencyConfig
 	// DeadLetter configures [DeadLetter].
 	DeadLetter DeadLetterConfig
+	// Telemetry records the consumer spans and metrics, and the producer
+	// spans of the dead letters (their publisher is decorated with
+	// Telemetry.Publisher). Nil: telemetry.New with the zero
+	// telemetry.Config, OpenTelemetry's global providers, which cost
+	// nothing until the application sets them.
+	Telemetry *telemetry.Telemetry
 }
 
 // Validate reports the first invalid field of c, its Idempotency and
@@ -77,20 +84,28 @@ func (c *Chain) Close(ctx context.Context) error {
 
 // Defaults returns the recommended middleware chain, outermost first:
 //
-//	Correlation, Logging, DeadLetter, Idempotency
+//	Correlation, Telemetry, Logging, DeadLetter, Idempotency
 //
-// or, with Config.Transactional, TransactionalIdempotency last; the package
-// doc says why in this order. When cfg is invalid it returns an error that
+// where Telemetry is Config.Telemetry's Middleware, or, with
+// Config.Transactional, TransactionalIdempotency last; the package doc
+// says why in this order. When cfg is invalid it returns an error that
 // wraps [ErrInvalidConfig] and names the field.
 func Defaults(cfg Config) (*Chain, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	deadLetter, err := DeadLetter(cfg.Publisher, cfg.DeadLetter)
+	tel := cfg.Telemetry
+	if tel == nil {
+		var err error
+		if tel, err = telemetry.New(telemetry.Config{}); err != nil {
+			return nil, err
+		}
+	}
+	deadLetter, err := DeadLetter(tel.Publisher(cfg.Publisher), cfg.DeadLetter)
 	if err != nil {
 		return nil, err
 	}
-	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, Logging(cfg.Logger), deadLetter}}
+	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, tel.Middleware, Logging(cfg.Logger), deadLetter}}
 	switch {
 	case cfg.Transactional:
 		tx, err := TransactionalIdempotency(cfg.Store.(TransactionalStore), cfg.Idempotency)

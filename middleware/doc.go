@@ -12,11 +12,16 @@
 // Use [Defaults]: it builds the chain in the one order that works,
 // outermost first:
 //
-//	Correlation → Logging → DeadLetter → Idempotency → handler
+//	Correlation → Telemetry → Logging → DeadLetter → Idempotency → handler
 //
-// Correlation comes first so that everything inside, the log line included,
-// sees the correlation ID. Logging wraps the rest so that it times the
-// whole delivery and logs its final outcome. DeadLetter wraps Idempotency so
+// Correlation comes first so that everything inside, the log line and the
+// consumer span included, sees the correlation ID. Telemetry (the
+// Middleware of telemetry.Telemetry) comes next, so that its consumer span
+// covers the whole delivery and is in the context of everything inside:
+// the log lines, the dead letter's producer span, the messages the handler
+// publishes. Logging wraps the rest so that it times the whole delivery
+// and decides its final outcome, which it logs and reports to
+// Telemetry's span and metrics. DeadLetter wraps Idempotency so
 // that a store outage reaches it as an outage (retried, never
 // dead-lettered) and so that a dead-lettered message is never marked
 // processed: replaying it from the dead-letter topic, with the same UUID,

@@ -38,7 +38,7 @@ func newE2E(tb testing.TB) *benchmarks.E2E {
 // Try -benchtime=5000x.
 func BenchmarkConsumerEndToEnd(b *testing.B) {
 	e := newE2E(b)
-	for _, v := range benchmarks.E2EVariants() {
+	for _, v := range append(benchmarks.E2EVariants(), benchmarks.E2ETelemetryVariants()...) {
 		b.Run(v.Name, func(b *testing.B) {
 			b.StopTimer()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -68,7 +68,8 @@ func TestConsumerEndToEndVariants(t *testing.T) {
 	const n = 40
 	writers := 0
 	for _, run := range []benchmarks.E2ERunner{e.Consume, e.Direct} {
-		results, err := benchmarks.CompareE2E(t.Context(), run, benchmarks.E2EVariants(), n, 1)
+		variants := append(benchmarks.E2EVariants(), benchmarks.E2ETelemetryVariants()...)
+		results, err := benchmarks.CompareE2E(t.Context(), run, variants, n, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Defaults of [IdempotencyConfig].
@@ -178,7 +179,9 @@ func (d *IdempotentConsumer) Middleware(h message.HandlerFunc) message.HandlerFu
 func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
+	record := telemetry.StoreCall(ctx, telemetry.StoreCheck)
 	done, err := d.store.IsProcessed(ctx, key)
+	record(err)
 	if err == nil {
 		return done, nil
 	}
@@ -212,5 +215,8 @@ func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
 func (d *IdempotentConsumer) markOnce(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
-	return d.store.MarkProcessed(ctx, key)
+	record := telemetry.StoreCall(ctx, telemetry.StoreMark)
+	err := d.store.MarkProcessed(ctx, key)
+	record(err)
+	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Logging logs one structured line per delivery of a message, when the
@@ -28,6 +29,10 @@ import (
 // The correlation ID comes from the context ([Correlation] comes first in
 // [Defaults]) or, failing that, from the message's metadata. A nil logger
 // means slog.Default().
+//
+// Logging is where a delivery's outcome is decided: it also reports the
+// outcome and each retry to the consumer span and metrics of
+// telemetry.Telemetry.Middleware, when that runs outside it.
 func Logging(logger *slog.Logger) message.HandlerMiddleware {
 	if logger == nil {
 		logger = slog.Default()
@@ -40,7 +45,10 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 			// attributes are built only for a line that is written.
 			base := sync.OnceValue(func() []slog.Attr { return messageAttrs(ctx, msg) })
 			rep := &report{
-				onRetry: func(n retryNote) { logRetry(ctx, logger, base(), n) },
+				onRetry: func(n retryNote) {
+					telemetry.ReportRetry(ctx, telemetry.Retry{Attempt: n.attempt, Err: n.err, ErrorClass: n.class.String(), Delay: n.delay})
+					logRetry(ctx, logger, base(), n)
+				},
 				onLate: func(text string, err error) {
 					b := base()
 					logger.LogAttrs(ctx, slog.LevelWarn, text, append(b[:len(b):len(b)], slog.String(logattr.Error, err.Error()))...)
@@ -48,7 +56,9 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 			}
 			msg.SetContext(withReport(ctx, rep))
 			produced, err := h(msg)
-			logDone(ctx, logger, base, rep, time.Since(start), err)
+			res := rep.result(err)
+			telemetry.ReportDelivery(ctx, res.telemetry())
+			logDone(ctx, logger, base, res, time.Since(start), err)
 			return produced, err
 		}
 	}
@@ -71,23 +81,17 @@ func messageAttrs(ctx context.Context, msg *message.Message) []slog.Attr {
 	return append(attrs, slog.String(logattr.MessageUUID, msg.UUID), slog.String(logattr.Correlation, id))
 }
 
-func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.Attr, rep *report, d time.Duration, err error) {
-	outcome, attempts, extra := rep.snapshot()
-	if err != nil {
-		outcome = OutcomeNacked
-	} else if outcome == "" {
-		outcome = OutcomeOK
-	}
-	level := outcomeLevel(outcome)
+func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.Attr, res result, d time.Duration, err error) {
+	level := outcomeLevel(res.outcome)
 	if !logger.Enabled(ctx, level) {
 		return
 	}
 	base := lazyBase()
-	attrs := append(base[:len(base):len(base)], slog.Duration(logattr.Duration, d), slog.String(logattr.Outcome, string(outcome)))
-	if attempts > 1 {
-		attrs = append(attrs, slog.Int(logattr.Attempts, attempts))
+	attrs := append(base[:len(base):len(base)], slog.Duration(logattr.Duration, d), slog.String(logattr.Outcome, string(res.outcome)))
+	if res.attempts > 1 {
+		attrs = append(attrs, slog.Int(logattr.Attempts, res.attempts))
 	}
-	attrs = append(attrs, extra...)
+	attrs = append(attrs, res.attrs...)
 	if err != nil {
 		attrs = append(attrs, slog.String(logattr.Error, err.Error()))
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Outcome is what became of one delivery of a message: the "outcome" field
@@ -34,12 +36,20 @@ const (
 // puts one in the message context; the others fill it. A nil *report (no
 // Logging in the chain) ignores everything.
 type report struct {
-	mu       sync.Mutex
-	outcome  Outcome
-	attempts int
-	attrs    []slog.Attr
-	onRetry  func(retryNote)
-	onLate   func(msg string, err error)
+	mu         sync.Mutex
+	outcome    Outcome
+	attempts   int
+	attrs      []slog.Attr
+	deadLetter *deadLetterNote // set with OutcomeDeadLettered
+	onRetry    func(retryNote)
+	onLate     func(msg string, err error)
+}
+
+// deadLetterNote describes the dead letter of a delivery.
+type deadLetterNote struct {
+	cause     error
+	class     ErrorClass
+	errorType string // DeadLetterErrorTypeKey
 }
 
 // retryNote describes a failed attempt that is about to be retried.
@@ -70,6 +80,17 @@ func (r *report) set(o Outcome, attrs ...slog.Attr) {
 	defer r.mu.Unlock()
 	r.outcome = o
 	r.attrs = append(r.attrs, attrs...)
+}
+
+// deadLettered records that the message went to the dead-letter topic.
+func (r *report) deadLettered(n deadLetterNote, attrs ...slog.Attr) {
+	if r == nil {
+		return
+	}
+	r.set(OutcomeDeadLettered, attrs...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deadLetter = &n
 }
 
 // note adds log attributes without changing the outcome.
@@ -109,9 +130,36 @@ func (r *report) late(msg string, err error) {
 	r.onLate(msg, err)
 }
 
-// snapshot returns the recorded outcome, attempts and attributes.
-func (r *report) snapshot() (Outcome, int, []slog.Attr) {
+// result is the final account of a delivery whose chain returned err.
+type result struct {
+	outcome    Outcome
+	attempts   int
+	attrs      []slog.Attr
+	deadLetter *deadLetterNote
+}
+
+// result returns the outcome of the delivery, decided here and nowhere
+// else: nacked when the chain returned an error, otherwise what the inner
+// middlewares recorded, or ok.
+func (r *report) result(err error) result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.outcome, r.attempts, append([]slog.Attr(nil), r.attrs...)
+	res := result{outcome: r.outcome, attempts: r.attempts, attrs: append([]slog.Attr(nil), r.attrs...), deadLetter: r.deadLetter}
+	switch {
+	case err != nil:
+		res.outcome, res.deadLetter = OutcomeNacked, nil
+	case res.outcome == "":
+		res.outcome = OutcomeOK
+	}
+	return res
+}
+
+// telemetry returns the account of the delivery for the telemetry
+// package.
+func (res result) telemetry() telemetry.Delivery {
+	d := telemetry.Delivery{Outcome: string(res.outcome), Attempts: res.attempts}
+	if n := res.deadLetter; n != nil {
+		d.Err, d.ErrorClass, d.ErrorType = n.cause, n.class.String(), n.errorType
+	}
+	return d
 }

@@ -65,7 +65,7 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 		}
 	}
 	chain, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true})
-	if err != nil || len(chain.Middlewares()) != 4 {
+	if err != nil || len(chain.Middlewares()) != 5 {
 		t.Fatalf("Defaults in the transactional mode: %v", err)
 	}
 	if err := chain.Close(context.Background()); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // begin begins a transaction with the claim of key, within StoreTimeout.
@@ -15,7 +16,9 @@ import (
 func (d *txDedup) begin(ctx context.Context, key string) (tx pgx.Tx, claimed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
+	record := telemetry.StoreCall(ctx, telemetry.StoreClaim)
 	tx, claimed, err = d.store.BeginClaim(ctx, key)
+	record(err)
 	if err != nil {
 		return nil, false, Outage(fmt.Errorf("middleware: transactional idempotency: %w", err))
 	}
@@ -27,7 +30,9 @@ func (d *txDedup) begin(ctx context.Context, key string) (tx pgx.Tx, claimed boo
 func (d *txDedup) commit(ctx context.Context, tx pgx.Tx) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StoreTimeout)
 	defer cancel()
+	record := telemetry.StoreCall(ctx, telemetry.StoreCommit)
 	err := tx.Commit(ctx)
+	record(err)
 	switch {
 	case err == nil:
 		return nil

@@ -24,8 +24,17 @@ func e2eCommand() command {
 // e2eFlags are the e2e subcommand's settings.
 type e2eFlags struct {
 	messages, rounds, conns int
-	direct                  bool
+	direct, telemetry       bool
 	brokers                 []string
+}
+
+// variants returns the variants the flags ask for.
+func (f e2eFlags) variants() []benchmarks.E2EVariant {
+	v := benchmarks.E2EVariants()
+	if f.telemetry {
+		v = append(v, benchmarks.E2ETelemetryVariants()...)
+	}
+	return v
 }
 
 func parseE2EFlags(args []string) (e2eFlags, error) {
@@ -34,12 +43,13 @@ func parseE2EFlags(args []string) (e2eFlags, error) {
 	rounds := fs.Int("rounds", 5, "rounds; each runs every variant, in an order rotated by one per round")
 	conns := fs.Int("conns", 2*benchmarks.E2EPartitions, "PostgreSQL pool size (at least partitions + 2)")
 	direct := fs.Bool("direct", true, "also run each variant's chain and handler without Kafka and the router")
+	tel := fs.Bool("telemetry", false, "also run the write and no-op variants with the OpenTelemetry SDK configured and without the telemetry middleware, and report the cost per message")
 	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
 		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker)")
 	if err := fs.Parse(args); err != nil {
 		return e2eFlags{}, err
 	}
-	f := e2eFlags{messages: *messages, rounds: *rounds, conns: *conns, direct: *direct}
+	f := e2eFlags{messages: *messages, rounds: *rounds, conns: *conns, direct: *direct, telemetry: *tel}
 	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
 		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
 	}
@@ -72,10 +82,10 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "%d messages per run on %s, %d partitions, router → middleware.Defaults → handler;\n"+
 		"PostgreSQL pool of %d connections; %d rounds, each variant once per round in a rotating order\n\n",
 		f.messages, where, benchmarks.E2EPartitions, pool.Config().MaxConns, f.rounds)
-	if err := warmUp(ctx, e.Consume, f.messages); err != nil {
+	if err := warmUp(ctx, e.Consume, f.variants(), f.messages); err != nil {
 		return err
 	}
-	results, err := benchmarks.CompareE2E(ctx, e.Consume, benchmarks.E2EVariants(), f.messages, f.rounds)
+	results, err := benchmarks.CompareE2E(ctx, e.Consume, f.variants(), f.messages, f.rounds)
 	if err != nil {
 		return err
 	}
@@ -84,7 +94,7 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "\nthe same chains and handlers called directly, without Kafka and the router, from %d goroutines:\n\n",
 		benchmarks.E2EPartitions)
-	if results, err = benchmarks.CompareE2E(ctx, e.Direct, benchmarks.E2EVariants(), f.messages, f.rounds); err != nil {
+	if results, err = benchmarks.CompareE2E(ctx, e.Direct, f.variants(), f.messages, f.rounds); err != nil {
 		return err
 	}
 	return printE2E(out, results)
@@ -99,8 +109,8 @@ const warmUpMessages = 200
 // statements: otherwise the first run of the first round, a baseline's,
 // would, flattering the ratios to it. (The direct runs come after, on the
 // same warm pool.)
-func warmUp(ctx context.Context, run benchmarks.E2ERunner, n int) error {
-	for _, v := range benchmarks.E2EVariants() {
+func warmUp(ctx context.Context, run benchmarks.E2ERunner, variants []benchmarks.E2EVariant, n int) error {
+	for _, v := range variants {
 		if _, err := run(ctx, v, min(n, warmUpMessages)); err != nil {
 			return fmt.Errorf("%s, warm-up: %w", v.Name, err)
 		}
@@ -126,6 +136,7 @@ func printE2E(out io.Writer, results []benchmarks.E2EResult) error {
 		return err
 	}
 	printOwnTx(out, results)
+	printTelemetryCost(out, results)
 	for _, r := range results {
 		if r.Variant.Target > 0 && r.Ratio < r.Variant.Target {
 			fmt.Fprintf(out, "%s: %.2f of %s, below the %.1f target\n", r.Variant.Name, r.Ratio, r.Variant.Baseline, r.Variant.Target)
@@ -145,5 +156,27 @@ func printOwnTx(out io.Writer, results []benchmarks.E2EResult) {
 	tx, own := rates[benchmarks.E2EWriteTransactional], rates[benchmarks.E2EWriteOwnTx]
 	if tx > 0 && own > 0 {
 		fmt.Fprintf(out, "\n%s vs %s: %.2f\n", benchmarks.E2EWriteTransactional, benchmarks.E2EWriteOwnTx, tx/own)
+	}
+}
+
+// printTelemetryCost reports what telemetry adds to each message: the
+// time per message of each telemetry variant less its baseline's, which
+// records through the global providers nobody set.
+func printTelemetryCost(out io.Writer, results []benchmarks.E2EResult) {
+	rates := map[string]float64{}
+	for _, r := range results {
+		rates[r.Variant.Name] = r.Rate()
+	}
+	for _, r := range results {
+		base := rates[r.Variant.Baseline]
+		if r.Variant.Telemetry == benchmarks.TelemetryGlobal || base <= 0 || r.Rate() <= 0 {
+			continue
+		}
+		per, basePer := 1e6/r.Rate(), 1e6/base
+		what := "with the SDK"
+		if r.Variant.Telemetry == benchmarks.TelemetryNone {
+			what, per, basePer = "on no provider", basePer, per
+		}
+		fmt.Fprintf(out, "telemetry %s: %+.1f µs per message, %s (%.1f µs vs %.1f µs)\n", what, per-basePer, r.Variant.Name, per, basePer)
 	}
 }

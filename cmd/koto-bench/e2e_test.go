@@ -14,6 +14,12 @@ func TestParseE2EFlags(t *testing.T) {
 	if err != nil || f.messages != 100 || f.rounds != 2 || f.conns != 10 || f.direct || len(f.brokers) != 2 || f.brokers[1] != "b:2" {
 		t.Fatalf("parseE2EFlags = %+v, %v", f, err)
 	}
+	if f.telemetry || len(f.variants()) != len(benchmarks.E2EVariants()) {
+		t.Errorf("telemetry variants without -telemetry: %+v", f.variants())
+	}
+	if f, err := parseE2EFlags([]string{"-telemetry"}); err != nil || len(f.variants()) != len(benchmarks.E2EVariants())+len(benchmarks.E2ETelemetryVariants()) {
+		t.Errorf("-telemetry: %d variants, %v", len(f.variants()), err)
+	}
 	for _, bad := range [][]string{{"-messages", "0"}, {"-rounds", "0"}, {"-conns", "3"}} {
 		if _, err := parseE2EFlags(bad); err == nil {
 			t.Errorf("%q accepted", bad)
@@ -37,6 +43,23 @@ func TestPrintE2E(t *testing.T) {
 	var out bytes.Buffer
 	if err := printE2E(&out, results); err != nil {
 		t.Fatal(err)
+	}
+	out.Reset()
+	tv := benchmarks.E2ETelemetryVariants()
+	tel := append(results,
+		benchmarks.E2EResult{Variant: tv[1], Messages: 1000, Elapsed: 1100 * time.Millisecond}, // no-op with the SDK
+		benchmarks.E2EResult{Variant: tv[3], Messages: 1000, Elapsed: 990 * time.Millisecond})  // no-op without telemetry
+	if err := printE2E(&out, tel); err != nil {
+		t.Fatal(err)
+	}
+	// no-op: 1000 µs per message; with the SDK 1100 µs, without the middleware 990 µs.
+	for _, want := range []string{
+		"telemetry with the SDK: +100.0 µs per message, no-op + telemetry (SDK) (1100.0 µs vs 1000.0 µs)",
+		"telemetry on no provider: +10.0 µs per message, no-op, no telemetry middleware (1000.0 µs vs 990.0 µs)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 	squeezed := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{"write + transactional 250 0.25 × write 0.20–0.30 ≥ 0.8", "no-op 1000 baseline -",

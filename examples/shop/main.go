@@ -11,6 +11,11 @@
 // cluster. PostgreSQL is DATABASE_URL, by default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable; the example keeps
 // its table in the schema "shop_example".
+//
+// With -metrics :9464 the services' OpenTelemetry metrics are served in
+// Prometheus's format on http://localhost:9464/metrics, until interrupted;
+// with -trace the trace of the first order is printed, with OpenTelemetry's
+// stdout exporter, when the demo ends.
 package main
 
 import (
@@ -18,7 +23,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"time"
@@ -32,11 +39,25 @@ import (
 func main() {
 	orders := flag.Int("orders", 3, "how many orders to place")
 	verbose := flag.Bool("v", false, "log every message (debug level)")
+	metrics := flag.String("metrics", "", "serve Prometheus metrics on this address (e.g. :9464) until interrupted")
+	trace := flag.Bool("trace", false, "print the trace of the first order (OpenTelemetry stdout exporter)")
 	flag.Parse()
 
+	opts := options{orders: *orders, schema: "shop_example", log: logger(*verbose)}
+	if *metrics != "" {
+		ln, err := net.Listen("tcp", *metrics)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "shop: -metrics:", err)
+			os.Exit(2)
+		}
+		opts.metrics = ln
+	}
+	if *trace {
+		opts.trace = os.Stdout
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, options{orders: *orders, schema: "shop_example", log: logger(*verbose)}); err != nil {
+	if err := run(ctx, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "shop:", err)
 		os.Exit(1)
 	}
@@ -52,9 +73,11 @@ func logger(verbose bool) *slog.Logger {
 
 // options are what main takes from its flags.
 type options struct {
-	orders int          // how many orders to place
-	schema string       // the PostgreSQL schema of the idempotency store
-	log    *slog.Logger // where the services log
+	orders  int          // how many orders to place
+	schema  string       // the PostgreSQL schema of the idempotency store
+	log     *slog.Logger // where the services log
+	metrics net.Listener // where to serve Prometheus metrics; nil: nowhere
+	trace   io.Writer    // where to print the first order's trace; nil: nowhere
 }
 
 func run(ctx context.Context, opts options) error {
@@ -70,12 +93,24 @@ func run(ctx context.Context, opts options) error {
 	}
 	defer pool.Close()
 
-	shop, err := newShop(ctx, brokers, pool, opts)
+	obs, err := newObservability(opts)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	shop, err := newShop(ctx, brokers, pool, opts, obs)
 	if err != nil {
 		return err
 	}
 	defer shop.Close()
-	return shop.demo(ctx, opts.orders)
+	if err := shop.demo(ctx, opts.orders); err != nil {
+		return err
+	}
+	if opts.metrics != nil {
+		fmt.Println("serving metrics until interrupted")
+		<-ctx.Done()
+	}
+	return shop.finish(context.WithoutCancel(ctx), obs)
 }
 
 // kafkaBrokers returns KAFKA_BROKERS, or starts an embedded broker.

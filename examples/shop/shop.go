@@ -11,12 +11,15 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -34,11 +37,17 @@ type shop struct {
 	charged  atomic.Int64
 	stop     context.CancelFunc
 	stopped  chan struct{}
+	closed   bool
+
+	tel    *telemetry.Telemetry // nil: OpenTelemetry's global providers
+	tracer trace.Tracer         // starts the checkout span of each order
+	traced trace.TraceID        // the first order's trace
 }
 
-func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options) (s *shop, err error) {
+func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (s *shop, err error) {
 	log := opts.log
-	s = &shop{brokers: brokers, log: log, paid: make(chan string, 64), stopped: make(chan struct{})}
+	s = &shop{brokers: brokers, log: log, paid: make(chan string, 64), stopped: make(chan struct{}),
+		tel: obs.tel, tracer: obs.tracer}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -64,6 +73,7 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 		Broker:              broker.Config{Brokers: brokers},
 		AutoProvisionTopics: true,
 		Logger:              log,
+		Telemetry:           s.tel,
 	})
 	if err != nil {
 		return nil, err
@@ -74,7 +84,7 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 // register adds the consumers of inventory, payments and orders to the router.
 func (s *shop) register(ctx context.Context) error {
 	var err error
-	if s.events, err = cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "payments"}); err != nil {
+	if s.events, err = cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "payments", Telemetry: s.tel}); err != nil {
 		return err
 	}
 	for _, svc := range []struct {
@@ -93,6 +103,7 @@ func (s *shop) register(ctx context.Context) error {
 			AutoProvisionTopics: true,
 			DeadLetter:          middleware.DeadLetterConfig{MaxAttempts: 3},
 			Logger:              s.log,
+			Telemetry:           s.tel,
 		}
 		if svc.store {
 			cfg.Store = s.store
@@ -122,8 +133,13 @@ func (s *shop) run() {
 	<-s.router.Running()
 }
 
-// Close stops everything newShop started, in reverse order.
+// Close stops everything newShop started, in reverse order. Calling it
+// twice is fine.
 func (s *shop) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
 	if s.commands != nil {
 		_ = s.commands.Close()
 	}
@@ -140,6 +156,13 @@ func (s *shop) Close() {
 	if s.pub != nil {
 		_ = s.pub.Close()
 	}
+}
+
+// finish stops the services, so that every span has ended, and prints
+// the first order's trace when asked to.
+func (s *shop) finish(ctx context.Context, obs *observability) error {
+	s.Close()
+	return obs.printTrace(ctx, s.traced)
 }
 
 // demo places the orders, each twice, sends a malformed event, and reports
@@ -179,15 +202,20 @@ func (s *shop) demo(ctx context.Context, orders int) error {
 }
 
 // placeOrder reserves stock and publishes OrderPlaced, twice, under one
-// correlation ID.
+// correlation ID, in the checkout span that makes them one trace.
 func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	ctx = correlation.WithID(ctx, "checkout-"+orderID)
+	ctx, span := s.tracer.Start(ctx, "checkout", trace.WithAttributes(attribute.String("shop.order_id", orderID)))
+	defer span.End()
+	if n == 1 {
+		s.traced = span.SpanContext().TraceID()
+	}
 	res, err := cqrs.Request[StockReserved](ctx, s.commands, ReserveStock{SKU: fmt.Sprintf("sku-%d", n), Quantity: 1})
 	if err != nil {
 		return fmt.Errorf("reserve stock for %s: %w", orderID, err)
 	}
 	fmt.Printf("order %s: stock reserved (%s)\n", orderID, res.ReservationID)
-	orders, err := cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "orders"})
+	orders, err := cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "orders", Telemetry: s.tel})
 	if err != nil {
 		return err
 	}

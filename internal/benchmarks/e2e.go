@@ -35,6 +35,7 @@ type E2E struct {
 	store   *postgres.Store
 	pub     *broker.Publisher // for dead letters; none are expected
 	runs    atomic.Int64      // numbers the runs' topics and groups
+	sdk     *sdkTelemetry     // for the variants with Telemetry
 }
 
 // NewE2E sets the benchmark up on the Kafka brokers and PostgreSQL pool,
@@ -65,6 +66,9 @@ func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix st
 	if err := e.store.EnsureSchema(ctx); err != nil {
 		return nil, err
 	}
+	if e.sdk, err = newSDKTelemetry(); err != nil {
+		return nil, err
+	}
 	e.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
 	return e, err
 }
@@ -78,6 +82,9 @@ func (e *E2E) Close() error {
 	}
 	if e.pub != nil {
 		errs = append(errs, e.pub.Close())
+	}
+	if e.sdk != nil {
+		errs = append(errs, e.sdk.Close())
 	}
 	ctx := context.Background()
 	if _, err := e.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{e.schema}.Sanitize()+" CASCADE"); err != nil {

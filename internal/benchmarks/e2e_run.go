@@ -30,7 +30,7 @@ type E2ERun struct {
 	start   time.Time // written once, before first is closed
 	end     time.Time // written once, before done is closed
 	router  *message.Router
-	chain   *middleware.Chain
+	chain   chain
 	stopped chan error
 }
 
@@ -84,10 +84,25 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 	return nil
 }
 
-// chain returns middleware.Defaults with the idempotency of v, logging to
-// a discarding logger; a nil scope means the default, the handler name.
-func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (*middleware.Chain, error) {
-	cfg := middleware.Config{Publisher: e.pub, Logger: slog.New(slog.DiscardHandler)}
+// chain is the middleware chain of a variant: a *middleware.Chain, or
+// the one without telemetry.
+type chain interface {
+	Middlewares() []message.HandlerMiddleware
+	Close(ctx context.Context) error
+}
+
+// chain returns middleware.Defaults with the idempotency and telemetry of
+// v, logging to a discarding logger; a nil scope means the default, the
+// handler name.
+func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, error) {
+	logger := slog.New(slog.DiscardHandler)
+	if v.Telemetry == TelemetryNone {
+		return withoutTelemetry(e.pub, logger)
+	}
+	cfg := middleware.Config{Publisher: e.pub, Logger: logger}
+	if v.Telemetry == TelemetrySDK {
+		cfg.Telemetry = e.sdk.tel
+	}
 	cfg.Idempotency.Scope = scope
 	switch v.Idempotency {
 	case CheckHandleMark:
@@ -97,6 +112,21 @@ func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (*middlew
 	}
 	return middleware.Defaults(cfg)
 }
+
+// plainChain is middleware.Defaults without telemetry and idempotency:
+// Correlation, Logging, DeadLetter.
+type plainChain []message.HandlerMiddleware
+
+func withoutTelemetry(pub message.Publisher, logger *slog.Logger) (plainChain, error) {
+	dl, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{})
+	if err != nil {
+		return nil, err
+	}
+	return plainChain{middleware.Correlation, middleware.Logging(logger), dl}, nil
+}
+
+func (c plainChain) Middlewares() []message.HandlerMiddleware { return c }
+func (c plainChain) Close(context.Context) error              { return nil }
 
 // clock is the outermost middleware: it starts the clock at the first
 // message and stops it when n messages have been handled.

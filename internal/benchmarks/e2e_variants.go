@@ -52,7 +52,27 @@ type E2EVariant struct {
 	// Target is the least ratio to the baseline that DESIGN.md asks for;
 	// 0 when it sets none.
 	Target float64
+	// Telemetry is what the chain records with.
+	Telemetry E2ETelemetry
 }
+
+// E2ETelemetry is the telemetry of an end-to-end variant.
+type E2ETelemetry int
+
+const (
+	// TelemetryGlobal is middleware.Defaults' default: OpenTelemetry's
+	// global providers, which nobody set, the no-op every application
+	// starts with.
+	TelemetryGlobal E2ETelemetry = iota
+	// TelemetrySDK records with the OpenTelemetry SDK (SDKTelemetry):
+	// every span sampled and exported in batches to nowhere, every metric
+	// aggregated.
+	TelemetrySDK
+	// TelemetryNone leaves the telemetry middleware out of the chain,
+	// which is then Correlation, Logging, DeadLetter; only for variants
+	// without idempotency.
+	TelemetryNone
+)
 
 // Names of the variants that E2EVariants returns.
 const (
@@ -80,6 +100,27 @@ func E2EVariants() []E2EVariant {
 		{Name: E2ENoop, Handler: NoopHandler},
 		{Name: E2ENoopCheckHandleMark, Handler: NoopHandler, Idempotency: CheckHandleMark, Baseline: E2ENoop},
 		{Name: E2ENoopTransactional, Handler: NoopHandler, Idempotency: Transactional, Baseline: E2ENoop},
+	}
+}
+
+// Names of the variants that E2ETelemetryVariants returns.
+const (
+	E2EWriteTelemetry   = "write + telemetry (SDK)"
+	E2ENoopTelemetry    = "no-op + telemetry (SDK)"
+	E2EWriteNoTelemetry = "write, no telemetry middleware"
+	E2ENoopNoTelemetry  = "no-op, no telemetry middleware"
+)
+
+// E2ETelemetryVariants returns the variants that measure the cost of
+// telemetry against the baselines of E2EVariants, which record through the
+// global providers nobody set: with the OpenTelemetry SDK configured, and
+// without the telemetry middleware at all.
+func E2ETelemetryVariants() []E2EVariant {
+	return []E2EVariant{
+		{Name: E2EWriteTelemetry, Handler: WriteHandler, Baseline: E2EWrite, Telemetry: TelemetrySDK},
+		{Name: E2ENoopTelemetry, Handler: NoopHandler, Baseline: E2ENoop, Telemetry: TelemetrySDK},
+		{Name: E2EWriteNoTelemetry, Handler: WriteHandler, Baseline: E2EWrite, Telemetry: TelemetryNone},
+		{Name: E2ENoopNoTelemetry, Handler: NoopHandler, Baseline: E2ENoop, Telemetry: TelemetryNone},
 	}
 }
 

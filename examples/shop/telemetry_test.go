@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+)
+
+// TestShopTelemetry runs the example with -metrics and -trace: once the
+// demo is over, it scrapes /metrics over HTTP until the counters of its
+// scenario are there, and checks the printed trace of the first order.
+func TestShopTelemetry(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Name("shop_test")
+	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trace bytes.Buffer
+	const orders = 3
+	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	brokers, closeKafka, err := kafkaBrokers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeKafka()
+	obs, err := newObservability(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	shop, err := newShop(ctx, brokers, pool, opts, obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shop.Close()
+	if err := shop.demo(ctx, orders); err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+
+	payments, inventory, paid := "payments.order-placed-consumer", "inventory.reserve-stock-consumer", "orders.payment-processed-consumer"
+	want := []sample{
+		// Each order is published twice: charged once, skipped once.
+		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": payments, "koto_outcome": "ok"}, orders},
+		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": payments, "koto_outcome": "duplicate"}, orders},
+		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": payments, "koto_outcome": "dead-lettered"}, 1},
+		{"koto_consumer_dead_letters_total", map[string]string{"messaging_consumer_group_name": payments, "koto_error_class": "poison"}, 1},
+		// One reservation per order, and the out-of-stock one, answered with an error.
+		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": inventory, "koto_outcome": "ok"}, orders + 1},
+		{"koto_request_duration_seconds", map[string]string{"koto_request_outcome": "ok"}, orders},
+		{"koto_request_duration_seconds", map[string]string{"koto_request_outcome": "handler-error"}, 1},
+		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": paid, "koto_outcome": "ok"}, orders},
+	}
+	// The demo waits for the payments, not for the last duplicates to be
+	// skipped: poll until the counters are complete.
+	url := "http://" + ln.Addr().String() + "/metrics"
+	for {
+		got, err := scrape(url)
+		diff := matches(got, want)
+		if err == nil && diff == "" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("metrics at %s after the demo: %v%s", url, err, diff)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := shop.finish(ctx, obs); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	checkPrintedTrace(t, trace.String())
+}
+
+// sample is a metric's value for the series whose labels include labels:
+// a counter's value or a histogram's count.
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// scrape fetches and parses url.
+func scrape(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// matches returns "" when got has every sample of want, and otherwise
+// what differs.
+func matches(got map[string]*dto.MetricFamily, want []sample) string {
+	var b strings.Builder
+	for _, w := range want {
+		var value float64
+		for _, m := range got[w.name].GetMetric() {
+			if hasLabels(m, w.labels) {
+				value += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		if value != w.value {
+			fmt.Fprintf(&b, "\n%s%v = %v, want %v", w.name, w.labels, value, w.value)
+		}
+	}
+	return b.String()
+}
+
+func hasLabels(m *dto.Metric, labels map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+			n++
+		}
+	}
+	return n == len(labels)
+}
+
+// checkPrintedTrace checks the trace that -trace prints: the stdout
+// exporter's spans, all of one trace, from the checkout to the consumer
+// of PaymentProcessed, each with the checkout's correlation ID.
+func checkPrintedTrace(t *testing.T, out string) {
+	t.Helper()
+	_, full, ok := strings.Cut(out, "in full:\n")
+	if !ok {
+		t.Fatalf("no trace printed:\n%s", out)
+	}
+	type span struct {
+		Name        string
+		SpanContext struct{ TraceID string }
+		Attributes  []struct {
+			Key   string
+			Value struct{ Value any }
+		}
+	}
+	dec := json.NewDecoder(strings.NewReader(full))
+	names := map[string]int{}
+	traces := map[string]bool{}
+	for dec.More() {
+		var s span
+		if err := dec.Decode(&s); err != nil {
+			t.Fatalf("decoding the printed spans: %v", err)
+		}
+		names[s.Name]++
+		traces[s.SpanContext.TraceID] = true
+		cid := ""
+		for _, a := range s.Attributes {
+			if a.Key == "messaging.message.conversation_id" {
+				cid = fmt.Sprint(a.Value.Value)
+			}
+		}
+		if s.Name != "checkout" && !strings.HasPrefix(cid, "checkout-o-") {
+			t.Errorf("span %s: correlation ID %q, want the checkout's", s.Name, cid)
+		}
+	}
+	if len(traces) != 1 {
+		t.Errorf("the printed spans are in %d traces, want 1", len(traces))
+	}
+	for name, n := range map[string]int{
+		"checkout":                           1,
+		"request inventory.reserve-stock":    1,
+		"process inventory.reserve-stock":    1,
+		"send orders.replies":                1,
+		"send orders.order-placed":           2, // published twice
+		"process orders.order-placed":        2, // ok, then duplicate
+		"send payments.payment-processed":    1,
+		"process payments.payment-processed": 1,
+	} {
+		if names[name] != n {
+			t.Errorf("%d spans %q printed, want %d", names[name], name, n)
+		}
+	}
+	if t.Failed() {
+		t.Logf("printed:\n%s", out)
+	}
+}

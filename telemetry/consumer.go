@@ -1,0 +1,282 @@
+package telemetry
+
+import (
+	"cmp"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+)
+
+// Middleware is the consumer side, a router middleware: it starts the
+// consumer span of each delivery, as a child of the trace context in the
+// message's metadata, puts it in the message context, and when the chain
+// inside returns, records the delivery's metrics and ends the span. The
+// messages the handler returns get the span's trace context, unless they
+// carry one.
+//
+// The outcome of the delivery, its retries and its dead letter come from
+// middleware.Logging, which must be inside it (middleware.Defaults puts
+// them in the right order); without it the delivery is recorded without
+// an outcome.
+func (t *Telemetry) Middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		ctx := msg.Context()
+		d := &delivery{t: t, topic: message.SubscribeTopicFromCtx(ctx), group: t.group(msg)}
+		if t.m.process.Enabled(ctx) {
+			d.start = time.Now()
+		}
+		ctx = t.prop.Extract(ctx, carrier(msg))
+		ctx, d.span = t.tracer.Start(ctx, "process "+d.topic, t.consumerSpan...)
+		if d.span.IsRecording() {
+			d.span.SetAttributes(d.spanAttrs(ctx, msg)...)
+		}
+		d.Context = ctx
+		msg.SetContext(d)
+		produced, err := h(msg)
+		t.adopt(ctx, produced)
+		d.end(ctx, err)
+		return produced, err
+	}
+}
+
+// adopt gives the messages a handler returned the trace context of ctx,
+// the consumer span's, when they have none: in their metadata for the
+// consumers downstream, and in their context for a publisher decorated by
+// [Telemetry.Publisher], whose producer span becomes its child.
+func (t *Telemetry) adopt(ctx context.Context, msgs []*message.Message) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return
+	}
+	for _, m := range msgs {
+		if trace.SpanContextFromContext(m.Context()).IsValid() {
+			continue
+		}
+		m.SetContext(trace.ContextWithSpanContext(m.Context(), sc))
+		if !t.carries(m) {
+			t.prop.Inject(ctx, carrier(m))
+		}
+	}
+}
+
+// delivery is the telemetry of one delivery of a message. It is the
+// message's context while the chain runs: the context with the consumer
+// span, which also finds the delivery (one allocation for both).
+type delivery struct {
+	context.Context
+	t     *Telemetry
+	span  trace.Span
+	start time.Time // zero when the duration is not recorded
+	topic string
+	group string
+
+	// Set by ReportDelivery.
+	outcome   string
+	attempts  int
+	class     string // of a dead letter
+	errorType string // of a dead letter's cause
+}
+
+type deliveryKey struct{}
+
+// Value returns the delivery for deliveryKey, and the value of the
+// context with the consumer span for any other key.
+func (d *delivery) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return d
+	}
+	return d.Context.Value(key)
+}
+
+func deliveryFrom(ctx context.Context) *delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*delivery)
+	return d
+}
+
+func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs,
+		semconv.MessagingSystemKafka,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName(opProcess),
+		semconv.MessagingDestinationName(d.topic),
+		semconv.MessagingMessageID(msg.UUID),
+	)
+	if d.group != "" {
+		attrs = append(attrs, semconv.MessagingConsumerGroupName(d.group))
+	}
+	if id := cmp.Or(correlation.FromContext(ctx), correlation.FromMessage(msg)); id != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(id))
+	}
+	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
+		attrs = append(attrs, semconv.MessagingDestinationPartitionID(strconv.Itoa(int(p))))
+	}
+	if o, ok := kafka.MessagePartitionOffsetFromCtx(ctx); ok {
+		attrs = append(attrs, semconv.MessagingKafkaOffset(int(o)))
+	}
+	if k, ok := kafka.MessageKeyFromCtx(ctx); ok && len(k) > 0 {
+		attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(k)))
+	}
+	return attrs
+}
+
+// end records the delivery's metrics and ends its span; err is what the
+// chain returned.
+func (d *delivery) end(ctx context.Context, err error) {
+	m := &d.t.m
+	errorType := ""
+	if err != nil {
+		errorType = semconv.ErrorType(err).Value.AsString()
+	}
+	if m.consumed.Enabled(ctx) || m.process.Enabled(ctx) {
+		set := d.t.sets.of(setKey{topic: d.topic, group: d.group, outcome: d.outcome, errorType: errorType}, d.processAttrs)
+		m.consumed.AddSet(ctx, 1, set)
+		if !d.start.IsZero() {
+			m.process.RecordSet(ctx, time.Since(d.start).Seconds(), set)
+		}
+	}
+	if d.outcome == outcomeDeadLettered && m.deadLetters.Enabled(ctx) {
+		attrs := append(d.metricAttrs(""), AttrErrorClass.String(d.class), semconv.ErrorTypeKey.String(d.errorType))
+		m.deadLetters.Add(ctx, 1, metric.WithAttributes(attrs...))
+	}
+	if !d.span.IsRecording() {
+		d.span.End()
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, 3)
+	if d.outcome != "" {
+		attrs = append(attrs, AttrOutcome.String(d.outcome))
+	}
+	if d.attempts > 1 {
+		attrs = append(attrs, AttrAttempts.Int(d.attempts))
+	}
+	if err != nil {
+		d.span.RecordError(err)
+		d.span.SetStatus(codes.Error, err.Error())
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errorType))
+	}
+	d.span.SetAttributes(attrs...)
+	d.span.End()
+}
+
+// processAttrs returns the attributes of the delivery metrics of k.
+func (d *delivery) processAttrs(k setKey) attribute.Set {
+	attrs := d.metricAttrs(opProcess)
+	if k.outcome != "" {
+		attrs = append(attrs, AttrOutcome.String(k.outcome))
+	}
+	if k.errorType != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errorType))
+	}
+	return attribute.NewSet(attrs...)
+}
+
+// metricAttrs returns the attributes every consumer metric has, with
+// messaging.operation.name when op is not empty.
+func (d *delivery) metricAttrs(op string) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, semconv.MessagingSystemKafka, semconv.MessagingDestinationName(d.topic))
+	if op != "" {
+		attrs = append(attrs, semconv.MessagingOperationName(op))
+	}
+	if d.group != "" {
+		attrs = append(attrs, semconv.MessagingConsumerGroupName(d.group))
+	}
+	return attrs
+}
+
+// Names of the messaging operations, the messaging.operation.name of spans
+// and metrics.
+const (
+	opProcess = "process"
+	opSend    = "send"
+	opRequest = "request"
+)
+
+// Attributes of the span event of a retry.
+const (
+	attrAttempt    = attribute.Key("koto.attempt")     // the attempt that failed, from 1
+	attrRetryDelay = attribute.Key("koto.retry.delay") // seconds until the next one
+)
+
+// outcomeDeadLettered is middleware.OutcomeDeadLettered, which this
+// package cannot import.
+const outcomeDeadLettered = "dead-lettered"
+
+// Delivery is what became of one delivery of a message, as
+// middleware.Logging reports it with [ReportDelivery].
+type Delivery struct {
+	// Outcome is "ok", "duplicate", "dead-lettered" or "nacked".
+	Outcome string
+	// Attempts is how many times the handler ran.
+	Attempts int
+	// Err is the cause of a dead letter; the error of a nacked delivery
+	// is the one the chain returns.
+	Err error
+	// ErrorClass is the class of a dead letter's cause: "poison" or
+	// "retryable".
+	ErrorClass string
+	// ErrorType is the Go type of a dead letter's root cause.
+	ErrorType string
+}
+
+// ReportDelivery reports the outcome of the delivery whose context is ctx
+// to its span and metrics, when [Telemetry.Middleware] started it, and
+// does nothing otherwise. middleware.Logging calls it.
+func ReportDelivery(ctx context.Context, r Delivery) {
+	d := deliveryFrom(ctx)
+	if d == nil {
+		return
+	}
+	d.outcome, d.attempts, d.class, d.errorType = r.Outcome, r.Attempts, r.ErrorClass, r.ErrorType
+	if r.Outcome == outcomeDeadLettered && d.span.IsRecording() && r.Err != nil {
+		d.span.RecordError(r.Err)
+		d.span.SetStatus(codes.Error, r.Err.Error())
+		d.span.SetAttributes(AttrErrorClass.String(r.ErrorClass), semconv.ErrorTypeKey.String(r.ErrorType))
+	}
+}
+
+// Retry is a failed attempt of a handler that is retried after a backoff,
+// as middleware.Logging reports it with [ReportRetry].
+type Retry struct {
+	// Attempt is the number of the attempt that failed, from 1.
+	Attempt int
+	// Err is its error.
+	Err error
+	// ErrorClass is the class of Err: "retryable" or "outage".
+	ErrorClass string
+	// Delay is the wait before the next attempt.
+	Delay time.Duration
+}
+
+// ReportRetry counts a retry of the delivery whose context is ctx and adds
+// an event to its span, when [Telemetry.Middleware] started it, and does
+// nothing otherwise. middleware.Logging calls it.
+func ReportRetry(ctx context.Context, r Retry) {
+	d := deliveryFrom(ctx)
+	if d == nil {
+		return
+	}
+	if m := &d.t.m; m.retries.Enabled(ctx) {
+		m.retries.Add(ctx, 1, metric.WithAttributes(append(d.metricAttrs(""), AttrErrorClass.String(r.ErrorClass))...))
+	}
+	if d.span.IsRecording() {
+		d.span.AddEvent("retry", trace.WithAttributes(
+			attrAttempt.Int(r.Attempt),
+			AttrErrorClass.String(r.ErrorClass),
+			semconv.ErrorType(r.Err),
+			semconv.ExceptionMessage(r.Err.Error()),
+			attrRetryDelay.Float64(r.Delay.Seconds()),
+		))
+	}
+}
