@@ -10,11 +10,8 @@ package kafkatest
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
@@ -69,44 +66,4 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// WaitFor polls cond every 10 ms until it holds, and fails t when it still
-// does not after Timeout.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// RunRouter runs r and returns once its handlers run, failing t if it
-// stops before. stop closes r and waits for Run to return; the test's
-// cleanup calls it too.
-func RunRouter(t testing.TB, r *message.Router) (stop func()) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()) }()
-	select {
-	case <-r.Running():
-	case err := <-done:
-		t.Fatalf("router stopped at start: %v", err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			if err := r.Close(); err != nil {
-				t.Errorf("router close: %v", err)
-			}
-			if err := <-done; err != nil {
-				t.Errorf("router run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/koto-dev/watermill-koto/deadletter"
+)
+
+func runList(ctx context.Context, cio cmdIO, d *dlqFlags) error {
+	q, f, err := d.openFiltered("list")
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	letters, err := q.List(ctx, f)
+	if err != nil {
+		return err
+	}
+	if d.json {
+		if letters == nil {
+			letters = []*deadletter.Letter{}
+		}
+		return writeJSON(cio.stdout, letters)
+	}
+	if err := letterTable(cio.stdout, letters, nil); err != nil {
+		return err
+	}
+	replayed := 0
+	for _, l := range letters {
+		if l.Replayed {
+			replayed++
+		}
+	}
+	fmt.Fprintf(cio.stdout, "%s in %s (%d replayed, as recorded in %s)\n", deadLetters(len(letters)), q.Topic(), replayed, q.ReplayGroup())
+	return nil
+}
+
+// positionArg is PARTITION/OFFSET.
+var positionArg = regexp.MustCompile(`^(\d+)/(\d+)$`)
+
+func runShow(ctx context.Context, cio cmdIO, d *dlqFlags) error {
+	if len(d.args) != 1 {
+		return usageError("koto dlq show takes one argument, PARTITION/OFFSET (as list prints it) or a message UUID")
+	}
+	q, err := d.openQueue()
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	l, err := findLetter(ctx, q, d.args[0])
+	if err != nil {
+		return err
+	}
+	if d.json {
+		return writeJSON(cio.stdout, newShownLetter(q.Topic(), l))
+	}
+	return showLetter(cio.stdout, q.Topic(), l)
+}
+
+// findLetter returns the dead letter at a PARTITION/OFFSET, or the one
+// with a UUID.
+func findLetter(ctx context.Context, q *deadletter.Queue, arg string) (*deadletter.Letter, error) {
+	if m := positionArg.FindStringSubmatch(arg); m != nil {
+		partition, perr := strconv.ParseInt(m[1], 10, 32)
+		offset, oerr := strconv.ParseInt(m[2], 10, 64)
+		if perr != nil || oerr != nil {
+			return nil, usageError(fmt.Sprintf("%q: partition or offset out of range", arg))
+		}
+		return q.Show(ctx, int32(partition), offset)
+	}
+	letters, err := q.List(ctx, deadletter.Filter{UUIDs: []string{arg}})
+	if err != nil {
+		return nil, err
+	}
+	switch len(letters) {
+	case 0:
+		return nil, fmt.Errorf("%w with UUID %q in %s", deadletter.ErrNotFound, arg, q.Topic())
+	case 1:
+		return letters[0], nil
+	}
+	positions := make([]string, len(letters))
+	for i, l := range letters {
+		positions[i] = position(l)
+	}
+	return nil, fmt.Errorf("UUID %q has %d dead letters in %s (it failed again after a replay): %s; show one by its position",
+		arg, len(letters), q.Topic(), strings.Join(positions, ", "))
+}

@@ -1,0 +1,129 @@
+// Command koto operates a watermill-koto deployment: it lists, shows and
+// replays the dead letters of a consumer group.
+//
+// Usage:
+//
+//	koto dlq list   -group G [filters] [-json]
+//	koto dlq show   -group G [-json] PARTITION/OFFSET | UUID
+//	koto dlq replay -group G [filters] [-dry-run] [-progress] [-json]
+//
+// Every command connects with the same Kafka settings as the services:
+// -brokers (default $KAFKA_BROKERS), SASL (-sasl-user, -sasl-mechanism, and
+// the password in $KAFKA_SASL_PASSWORD or -sasl-password) and TLS (-tls,
+// -tls-ca, -tls-server-name, -tls-insecure-skip-verify). Flags may come
+// before or after the arguments; `koto dlq <subcommand> -h` lists them all.
+// -json prints JSON for scripts instead of text.
+//
+// Replays record what they sent in the consumer group "<group>.dlq-replay"
+// (-replay-group), so no dead letter is sent twice and an interrupted
+// replay resumes; the deadletter package documents the guarantees.
+//
+// Exit status: 0 on success, 2 for a usage error, 1 for any other error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// command is one top-level command: what it does and how to run it with
+// its arguments (the ones after its name).
+type command struct {
+	summary string
+	run     func(ctx context.Context, io cmdIO, args []string) error
+}
+
+// cmdIO is what a command reads and writes besides its arguments.
+type cmdIO struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// stderrIsTerminal says whether stderr is a terminal, for progress bars.
+	stderrIsTerminal bool
+}
+
+// commands lists the top-level commands. Each lives in files of its own.
+func commands() map[string]command {
+	return map[string]command{
+		"dlq": dlqCommand(),
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cio := cmdIO{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrIsTerminal: isTerminal(os.Stderr)}
+	os.Exit(exitCode(run(ctx, cio, os.Args[1:]), cio.stderr))
+}
+
+// run runs the command that args name.
+func run(ctx context.Context, cio cmdIO, args []string) error {
+	cmds := commands()
+	usage := usageText("koto <command> <subcommand> [flags]", "commands", cmds, func(c command) string { return c.summary })
+	cmd, err := pick("command", cmds, args, usage)
+	if err != nil {
+		return err
+	}
+	return cmd.run(ctx, cio, args[1:])
+}
+
+// pick returns the command that args[0] names, or a usage error.
+func pick[C any](what string, cmds map[string]C, args []string, usage string) (C, error) {
+	var none C
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		return none, usageError(usage)
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		return none, usageError(fmt.Sprintf("unknown %s %q\n%s", what, args[0], usage))
+	}
+	return cmd, nil
+}
+
+// usageText lists cmds, sorted, with their summaries.
+func usageText[C any](synopsis, title string, cmds map[string]C, summary func(C) string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s\n%s:\n", synopsis, title)
+	for _, name := range slices.Sorted(maps.Keys(cmds)) {
+		fmt.Fprintf(&b, "  %-8s %s\n", name, summary(cmds[name]))
+	}
+	return b.String()
+}
+
+// errUsage marks an error in the command line: exit status 2.
+var errUsage = errors.New("usage")
+
+func usageError(text string) error {
+	return fmt.Errorf("%w: %s", errUsage, strings.TrimRight(text, "\n"))
+}
+
+// exitCode prints err, if any, and returns the exit status for it.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errShown):
+		return 2
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		return 2
+	}
+	fmt.Fprintln(stderr, "koto:", err)
+	return 1
+}
+
+// isTerminal reports whether f is a character device, as a terminal is.
+func isTerminal(f *os.File) bool {
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,115 @@
+// Package deadletter lists, shows and replays the dead letters of a
+// consumer group: the messages that the dead-letter middleware
+// (middleware.DeadLetter) published to topics.DeadLetter(group) when its
+// handler could not process them. It is the API under the koto command's
+// dlq subcommands.
+//
+// # Reading
+//
+// A [Queue] reads its topic without a consumer group, each partition from
+// its oldest offset up to the end it had when the call started, so a
+// listing ends and a replay never reads its own failures. Each record
+// becomes a [Letter]: its position, UUID and type name, and what the
+// middleware recorded under its middleware.DeadLetter…Key metadata keys
+// (failed at, error class and type, reason, original topic, partition and
+// offset, consumer group, handler, attempts). A record that another
+// producer wrote shows with those fields empty. [Filter] selects by time,
+// reason text, error class, type name and UUID.
+//
+// # Replay
+//
+// [Queue.Replay] sends the selected dead letters back to their original
+// topic as they are: the same record key, payload and headers (UUID and
+// metadata, the dead_letter_* keys included, which stay as history), plus
+// [ReplayedFromKey]. The consumer's handler runs again because a
+// dead-lettered message is never marked processed: in the chain that
+// middleware.Defaults builds, DeadLetter wraps Idempotency, which marks a
+// message only when the handler succeeds (with Idempotency outside
+// DeadLetter, the replay would be skipped as a duplicate). A replayed
+// message that fails again is dead-lettered again, as a new dead letter
+// whose dead_letter_* keys describe the new failure; a later replay can
+// send it once more.
+//
+// A replayed record with a key goes where the services' partitioner puts
+// that key now (the same sarama partitioner, Config.Broker.Sarama
+// included); one without a key goes back to the partition it was consumed
+// from, if the topic still has it.
+//
+// # The replay group
+//
+// A replay records what it sent in a consumer group of its own,
+// Config.ReplayGroup ("<group>.dlq-replay" by default), as offsets of the
+// dead-letter topic committed without joining the group, as Kafka's tools
+// do. A partition's committed offset is its first dead letter not yet
+// replayed; those above it that were replayed (a filtered replay leaves
+// gaps) are in the commit's metadata, a compressed bitmap. So a later
+// replay with another filter still finds every dead letter an earlier one
+// passed over, and no dead letter is sent twice by two replays, however
+// they were filtered. Kafka's tools show the group's lag as the number of
+// offsets from the first dead letter not replayed to the end. Moving the
+// group's offset with them (kafka-consumer-groups --reset-offsets) commits
+// it without metadata: everything below counts as replayed, which is how
+// to pass over dead letters for good. A consumer that joins the group does
+// the same with every offset it commits, so a replay refuses to start
+// while the group has members ([ErrReplayGroupInUse]).
+//
+// Kafka deletes the offsets a group without members committed once they
+// are older than the broker's offsets.retention.minutes (7 days by
+// default), and a replay group never has members. A partition whose record
+// expired is read again from its oldest dead letter, and the dead letters
+// that an earlier replay sent and the topic still holds are sent again.
+// Keep offsets.retention.minutes above the dead-letter topic's retention.ms
+// plus its segment.ms (Kafka deletes whole segments), or replay within the
+// offsets' retention.
+//
+// The metadata must stay under Kafka's offset.metadata.max.bytes (4096 by
+// default); that holds tens of thousands of scattered replayed offsets. A
+// replay that would need more fails with [ErrProgressFull] before it sends
+// anything more.
+//
+// Run one replay of a replay group at a time. A replay reads the group
+// again before each batch and merges what it finds before each commit, so
+// a second replay running at the same time skips most of what the first
+// sent, but Kafka has no compare-and-set for offsets, and the two can
+// overlap by a batch.
+//
+// # What a crash leaves
+//
+// Sending a batch and recording it are two steps: the produce (acks from
+// all in-sync replicas, idempotent producer), then the commit in the
+// replay group. A dead letter is sent twice only when Kafka wrote it and
+// the commit did not follow: the replay crashed in between, the produce
+// timed out after Kafka wrote the records (the replay takes the batch for
+// not sent), or the commit failed. The next replay then sends that batch
+// again, at most Config.BatchSize dead letters. A failed commit is
+// returned as an error that says how many dead letters it leaves
+// unrecorded. A cancelled context does not open the window: Replay checks
+// it before each produce, and records a produced batch even when the
+// context ends meanwhile. (Kafka transactions could make the two steps
+// one, but consumers read uncommitted records by default, watermill-kafka's
+// included, and would see the records of an aborted transaction anyway.)
+//
+// What the consumer makes of a dead letter sent twice: both copies carry
+// the same UUID and land on the same partition, so the failed group's
+// consumer handles them one after the other. With the idempotency
+// middleware, when the first copy succeeds its UUID is marked (scoped by
+// the group) and the second is skipped as a duplicate; when the first
+// fails again, it is dead-lettered again and not marked, so the second runs
+// too and is likely dead-lettered as well: two dead letters with one UUID,
+// and replaying both later runs the handler once. The handler's effects
+// therefore happen once, with the middleware's own caveat (a crash between
+// handler and mark runs it again, as for any delivery). Without
+// Idempotency in the chain, or for a record without a UUID (its key falls
+// back to the record's position, which differs between the copies), each
+// copy runs the handler.
+//
+// # Who else gets a replay
+//
+// The original topic is read by every consumer group subscribed to it,
+// not only the one that failed: they receive the replay too. Their
+// idempotency middleware skips it as a duplicate only while they remember
+// the original (idempotency.DefaultWindow, 24 hours, by default); a replay
+// after that runs their handlers again. Add [OnlyOwnReplays] to the
+// handlers of those groups: it acks a replay meant for another group
+// without handling it.
+package deadletter

@@ -1,0 +1,149 @@
+package deadletter
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// Letter is one record of a dead-letter topic, with what the dead-letter
+// middleware recorded about the failure taken out of its metadata. Fields
+// whose metadata key is absent (a record that another producer wrote) are
+// empty, and the position fields -1.
+type Letter struct {
+	// Partition and Offset are the record's position in the dead-letter
+	// topic.
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	// Timestamp is the record's Kafka timestamp.
+	Timestamp time.Time `json:"timestamp"`
+
+	// UUID is the Watermill message UUID, the consumer's idempotency key.
+	UUID string `json:"uuid"`
+	// TypeName is the cqrs type name (cqrs.TypeNameMetadataKey).
+	TypeName string `json:"type_name,omitempty"`
+	// CorrelationID is the correlation ID (correlation.MetadataKey).
+	CorrelationID string `json:"correlation_id,omitempty"`
+
+	// FailedAt is when it was dead-lettered (middleware.DeadLetterFailedAtKey);
+	// zero when absent.
+	FailedAt time.Time `json:"failed_at,omitzero"`
+	// ErrorClass is the middleware's error class, such as "poison" or
+	// "retryable" (middleware.DeadLetterErrorClassKey).
+	ErrorClass string `json:"error_class,omitempty"`
+	// ErrorType is the Go type of the error's root cause
+	// (middleware.DeadLetterErrorTypeKey).
+	ErrorType string `json:"error_type,omitempty"`
+	// Reason is the error's text (middleware.DeadLetterReasonKey).
+	Reason string `json:"reason,omitempty"`
+	// ConsumerGroup and Handler are those that failed it.
+	ConsumerGroup string `json:"consumer_group,omitempty"`
+	Handler       string `json:"handler,omitempty"`
+	// Attempts is how many times the handler ran in the delivery that
+	// dead-lettered it; 0 when absent.
+	Attempts int `json:"attempts,omitempty"`
+
+	// OriginalTopic, OriginalPartition and OriginalOffset are where the
+	// message was consumed from; a replay sends it back to OriginalTopic.
+	OriginalTopic     string `json:"original_topic,omitempty"`
+	OriginalPartition int32  `json:"original_partition"`
+	OriginalOffset    int64  `json:"original_offset"`
+
+	// Replayed is true when the replay group records it as sent, or as
+	// passed over (below an offset that Kafka's tools moved the group to).
+	Replayed bool `json:"replayed"`
+
+	// Key is the record key, nil when it has none.
+	Key []byte `json:"-"`
+	// Metadata is every metadata entry, the ones above included.
+	Metadata message.Metadata `json:"metadata"`
+	// Payload is the message payload.
+	Payload []byte `json:"-"`
+
+	headers []sarama.RecordHeader // as read, for a replay
+}
+
+// FailedAtOrTimestamp is FailedAt, or the record's timestamp for a record
+// without it: the time that time filters compare.
+func (l *Letter) FailedAtOrTimestamp() time.Time {
+	if l.FailedAt.IsZero() {
+		return l.Timestamp
+	}
+	return l.FailedAt
+}
+
+// newLetter decodes a dead-letter record. Metadata comes from the headers
+// through the marshaler the services use; a record it cannot decode still
+// shows, with its headers taken as they are.
+func newLetter(rec *sarama.ConsumerMessage, um kafka.Unmarshaler) *Letter {
+	l := &Letter{
+		Partition: rec.Partition,
+		Offset:    rec.Offset,
+		Timestamp: rec.Timestamp,
+		Payload:   rec.Value,
+	}
+	if len(rec.Key) > 0 {
+		l.Key = rec.Key
+	}
+	for _, h := range rec.Headers {
+		if h != nil {
+			l.headers = append(l.headers, *h)
+		}
+	}
+	if msg, err := um.Unmarshal(rec); err == nil {
+		l.UUID, l.Metadata = msg.UUID, msg.Metadata
+	} else {
+		l.UUID, l.Metadata = rawMetadata(l.headers)
+	}
+	l.readMetadata()
+	return l
+}
+
+// rawMetadata reads the UUID and metadata straight from record headers.
+func rawMetadata(headers []sarama.RecordHeader) (string, message.Metadata) {
+	var uuid string
+	md := make(message.Metadata, len(headers))
+	for _, h := range headers {
+		if string(h.Key) == kafka.UUIDHeaderKey {
+			uuid = string(h.Value)
+			continue
+		}
+		md.Set(string(h.Key), string(h.Value))
+	}
+	return uuid, md
+}
+
+// readMetadata fills the fields that come from the metadata.
+func (l *Letter) readMetadata() {
+	md := l.Metadata
+	l.TypeName = md.Get(cqrs.TypeNameMetadataKey)
+	l.CorrelationID = md.Get(correlation.MetadataKey)
+	l.ErrorClass = md.Get(middleware.DeadLetterErrorClassKey)
+	l.ErrorType = md.Get(middleware.DeadLetterErrorTypeKey)
+	l.Reason = md.Get(middleware.DeadLetterReasonKey)
+	l.ConsumerGroup = md.Get(middleware.DeadLetterConsumerGroupKey)
+	l.Handler = md.Get(middleware.DeadLetterHandlerKey)
+	l.OriginalTopic = md.Get(middleware.DeadLetterOriginalTopicKey)
+	l.OriginalPartition = int32(parseInt(md.Get(middleware.DeadLetterOriginalPartitionKey), 32))
+	l.OriginalOffset = parseInt(md.Get(middleware.DeadLetterOriginalOffsetKey), 64)
+	l.Attempts = int(max(parseInt(md.Get(middleware.DeadLetterAttemptsKey), 32), 0))
+	if t, err := time.Parse(time.RFC3339Nano, md.Get(middleware.DeadLetterFailedAtKey)); err == nil {
+		l.FailedAt = t
+	}
+}
+
+// parseInt parses a decimal of bits bits, or returns -1.
+func parseInt(s string, bits int) int64 {
+	n, err := strconv.ParseInt(s, 10, bits)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,316 @@
+package deadletter_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/deadletter"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// TestShow returns one dead letter whole, to concurrent callers too, and
+// ErrNotFound where there is none.
+func TestShow(t *testing.T) {
+	e := newEnv(t)
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	e.publish(t, "order-placed", `{"order":"o-1","amount":-5}`)
+	q := e.queue(t, deadletter.Config{})
+	l := waitForDeadLetters(t, q, 1)[0]
+
+	ctx := kafkatest.Context(t)
+	got, err := q.Show(ctx, l.Partition, l.Offset)
+	if err != nil {
+		t.Fatalf("Show(%d, %d): %v", l.Partition, l.Offset, err)
+	}
+	if string(got.Payload) != `{"order":"o-1","amount":-5}` || got.UUID != l.UUID || got.Reason != l.Reason ||
+		got.Metadata.Get(middleware.DeadLetterFailedAtKey) == "" {
+		t.Fatalf("Show = %+v, want the listed dead letter with its payload", got)
+	}
+	errs := make(chan error, 4)
+	for range cap(errs) { // one queue, several callers
+		go func() {
+			_, err := q.List(ctx, deadletter.Filter{})
+			if err == nil {
+				_, err = q.Show(ctx, l.Partition, l.Offset)
+			}
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent List and Show: %v", err)
+		}
+	}
+	for _, pos := range [][2]int64{{int64(l.Partition), l.Offset + 1}, {99, 0}, {int64(l.Partition), -3}} {
+		if _, err := q.Show(ctx, int32(pos[0]), pos[1]); !errors.Is(err, deadletter.ErrNotFound) {
+			t.Errorf("Show(%d, %d): %v, want ErrNotFound", pos[0], pos[1], err)
+		}
+	}
+}
+
+// TestForeignRecordIsListedNotReplayed: a record without the middleware's
+// metadata (another producer's, without headers) is listed with empty
+// fields, and a replay leaves it where it is.
+func TestForeignRecordIsListedNotReplayed(t *testing.T) {
+	e := newEnv(t)
+	producer, err := broker.NewProducer(e.brokerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: e.dlq, Value: sarama.StringEncoder("not json")}); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	q := e.queue(t, deadletter.Config{})
+	l := waitForDeadLetters(t, q, 1)[0]
+	if l.UUID != "" || l.OriginalTopic != "" || l.OriginalPartition != -1 || l.OriginalOffset != -1 || !l.FailedAt.IsZero() || string(l.Payload) != "not json" {
+		t.Fatalf("foreign record listed as %+v", l)
+	}
+	if got, err := q.List(kafkatest.Context(t), deadletter.Filter{Since: time.Now().Add(-time.Hour)}); err != nil || len(got) != 1 {
+		t.Fatalf("a time filter over a record without failed_at uses its timestamp: %d listed, %v", len(got), err)
+	}
+	var unroutable []*deadletter.Letter
+	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
+		unroutable = append(unroutable, p.Unroutable...)
+	}})
+	if err != nil || res.Sent != 0 || res.Unroutable != 1 || len(unroutable) != 1 {
+		t.Fatalf("Replay = %+v, %v (reported %d unroutable); want it unroutable", res, err, len(unroutable))
+	}
+}
+
+// TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer opens the one
+// window of the replay: Kafka wrote the batch but the commit in the replay
+// group failed. The error says so, the next replay sends the batch again,
+// and the consumer's idempotency skips the second copies: the fixed
+// handler runs once per dead letter.
+func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
+	b := kafkatest.Embedded(t)
+	e := newEnvOn(t, b.Addrs())
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	uuids := e.publish(t, "order-placed", "a", "b", "c")
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, 3)
+	c.setBug(nil)
+
+	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: q.ReplayGroup(), Err: kerr.GroupAuthorizationFailed})
+	ctx := kafkatest.Context(t)
+	res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err == nil || !strings.Contains(err.Error(), "could not be recorded") || fault.Hits() != 1 {
+		t.Fatalf("Replay with the commit failing = %+v, %v (%d commits failed); want an error saying the batch is unrecorded", res, err, fault.Hits())
+	}
+	kafkatest.WaitFor(t, "the first copies handled", func() bool {
+		handled, _ := c.snapshot()
+		return len(handled) >= 3
+	})
+
+	res, err = q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err != nil || res.Sent != 3 {
+		t.Fatalf("Replay after the failed commit = %+v, %v; want the unrecorded batch sent again", res, err)
+	}
+	kafkatest.WaitFor(t, "the second copies skipped", func() bool {
+		_, duplicates := c.snapshot()
+		return len(duplicates) >= 3
+	})
+	handled, duplicates := c.snapshot()
+	if !slices.Equal(sorted(handled), sorted(uuids)) || !slices.Equal(sorted(duplicates), sorted(uuids)) {
+		t.Fatalf("handled %v, skipped as duplicates %v; want each of %v handled once and skipped once", handled, duplicates, uuids)
+	}
+	if res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 0 {
+		t.Fatalf("third Replay = %+v, %v; want nothing", res, err)
+	}
+}
+
+// TestOnlyOwnReplays: a replay for the group that failed reaches every
+// group of the topic; a handler with OnlyOwnReplays acks it without
+// handling, one without it relies on its idempotency store.
+func TestOnlyOwnReplays(t *testing.T) {
+	e := newEnv(t)
+	failing := &consumer{bug: errBug}
+	e.run(t, failing, e.group)
+	guarded, plain := &consumer{}, &consumer{}
+	guardedGroup := kafkatest.Group(t, "shipping")
+	e.run(t, guarded, guardedGroup, deadletter.OnlyOwnReplays(nil))
+	e.run(t, plain, kafkatest.Group(t, "billing"))
+	uuid := e.publish(t, "order-placed", "x")[0]
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, 1)
+	kafkatest.WaitFor(t, "the other groups to handle the original", func() bool {
+		g, _ := guarded.snapshot()
+		p, _ := plain.snapshot()
+		return len(g) == 1 && len(p) == 1
+	})
+
+	failing.setBug(nil)
+	var copyAt deadletter.Replayed
+	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
+		for _, r := range p.Sent {
+			copyAt = r
+		}
+	}})
+	if err != nil || res.Sent != 1 {
+		t.Fatalf("Replay = %+v, %v", res, err)
+	}
+	kafkatest.WaitFor(t, "the replay handled by the failed group and skipped by the plain one", func() bool {
+		h, _ := failing.snapshot()
+		_, d := plain.snapshot()
+		return len(h) == 1 && len(d) == 1
+	})
+	kafkatest.WaitFor(t, "the guarded group to commit past the replayed copy", func() bool {
+		return e.committed(t, guardedGroup, copyAt.ToPartition) > copyAt.ToOffset
+	})
+	if h, d := guarded.snapshot(); len(h) != 1 || len(d) != 0 || h[0] != uuid {
+		t.Fatalf("guarded group handled %v, skipped as duplicates %v; want only the original, the replay acked before idempotency", h, d)
+	}
+}
+
+// TestQueueOverSASLAndTLS lists and replays through a broker that takes
+// only TLS connections authenticated with SCRAM: the services' broker
+// configuration is all the queue needs.
+func TestQueueOverSASLAndTLS(t *testing.T) {
+	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA256)
+	group := kafkatest.Group(t, "secure")
+	q, err := deadletter.NewQueue(deadletter.Config{Broker: cfg, ConsumerGroup: group})
+	if err != nil {
+		t.Fatalf("NewQueue: %v", err)
+	}
+	ctx := kafkatest.Context(t)
+	if err := broker.ProvisionTopics(ctx, cfg, q.Topic()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.List(ctx, deadletter.Filter{}); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty topic: %v, %v", got, err)
+	}
+	if res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 0 {
+		t.Fatalf("Replay of an empty topic: %+v, %v", res, err)
+	}
+	for i := range 2 {
+		if err := q.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
+	}
+
+	bad := cfg
+	bad.SASL.Password += "-wrong"
+	if _, err := deadletter.NewQueue(deadletter.Config{Broker: bad, ConsumerGroup: group}); !errors.Is(err, broker.ErrAuthenticationFailed) {
+		t.Fatalf("NewQueue with a wrong password: %v, want ErrAuthenticationFailed", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := deadletter.Config{Broker: broker.Config{Brokers: []string{"127.0.0.1:9092"}}, ConsumerGroup: "payments.order-placed-consumer"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for name, cfg := range map[string]deadletter.Config{
+		"no group":       {Broker: ok.Broker},
+		"bad topic":      {Broker: ok.Broker, ConsumerGroup: "g", Topic: "bad topic"},
+		"negative batch": {Broker: ok.Broker, ConsumerGroup: "g", BatchSize: -1},
+		"no brokers":     {ConsumerGroup: "g"},
+	} {
+		err := cfg.Validate()
+		if !errors.Is(err, deadletter.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+		if _, nerr := deadletter.NewQueue(cfg); !errors.Is(nerr, deadletter.ErrInvalidConfig) {
+			t.Errorf("%s: NewQueue: %v, want ErrInvalidConfig", name, nerr)
+		}
+	}
+	if err := (deadletter.Config{ConsumerGroup: "g"}).Validate(); !errors.Is(err, broker.ErrNoBrokers) {
+		t.Errorf("no brokers: %v, want it to wrap broker.ErrNoBrokers too", err)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	now := time.Now()
+	l := &deadletter.Letter{UUID: "u1", TypeName: "order-placed", ErrorClass: "poison", Reason: "Amount is NEGATIVE", FailedAt: now}
+	for _, tc := range []struct {
+		f    deadletter.Filter
+		want bool
+	}{
+		{deadletter.Filter{}, true},
+		{deadletter.Filter{Reason: "negative", ErrorClass: "POISON", TypeName: "order-placed", UUIDs: []string{"u0", "u1"}}, true},
+		{deadletter.Filter{Since: now, Until: now.Add(time.Second)}, true},
+		{deadletter.Filter{Since: now.Add(time.Nanosecond)}, false},
+		{deadletter.Filter{Until: now}, false},
+		{deadletter.Filter{Reason: "positive"}, false},
+		{deadletter.Filter{ErrorClass: "retryable"}, false},
+		{deadletter.Filter{TypeName: "order"}, false},
+		{deadletter.Filter{UUIDs: []string{"u2"}}, false},
+	} {
+		if got := tc.f.Match(l); got != tc.want {
+			t.Errorf("%+v.Match = %v, want %v", tc.f, got, tc.want)
+		}
+	}
+	for _, f := range []deadletter.Filter{{Limit: -1}, {Since: now, Until: now}} {
+		if err := f.Validate(); !errors.Is(err, deadletter.ErrInvalidFilter) {
+			t.Errorf("%+v.Validate() = %v, want ErrInvalidFilter", f, err)
+		}
+		if _, err := (&deadletter.Queue{}).List(context.Background(), f); !errors.Is(err, deadletter.ErrInvalidFilter) {
+			t.Errorf("List(%+v) = %v, want ErrInvalidFilter", f, err)
+		}
+	}
+}
+
+// TestReplayGroupInUse: a replay refuses to start while something consumes
+// in its replay group, and sends nothing.
+func TestReplayGroupInUse(t *testing.T) {
+	e := newEnv(t)
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	e.publish(t, "order-placed", "a")
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, 1)
+
+	other := kafkatest.Topic(t, "other")
+	if err := broker.ProvisionTopics(kafkatest.Context(t), e.brokerConfig(), other); err != nil {
+		t.Fatal(err)
+	}
+	member, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(q.ReplayGroup()), kgo.ConsumeTopics(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(kafkatest.Context(t))
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			member.PollFetches(ctx)
+		}
+	}()
+	defer func() {
+		cancel()
+		<-polled
+		member.Close()
+	}()
+
+	adm, err := sarama.NewClusterAdmin(e.brokers, sarama.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	kafkatest.WaitFor(t, "the member to join the replay group", func() bool {
+		groups, err := adm.DescribeConsumerGroups([]string{q.ReplayGroup()})
+		return err == nil && len(groups) == 1 && len(groups[0].Members) > 0
+	})
+	_, replayErr := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if !errors.Is(replayErr, deadletter.ErrReplayGroupInUse) {
+		t.Fatalf("Replay with a member in the replay group: %v, want ErrReplayGroupInUse", replayErr)
+	}
+	if got := e.replayedUUIDs(t); len(got) != 0 {
+		t.Fatalf("a refused replay sent %v", got)
+	}
+}

@@ -1,0 +1,317 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/IBM/sarama"
+)
+
+// ReplayedFromKey is the metadata key a replay adds to each message it
+// sends: "<dead-letter topic>/<partition>/<offset>" of the dead letter it
+// came from. The middleware's dead_letter_* keys stay as they were, as
+// history; a replayed message that fails again keeps this key and gets
+// those keys updated.
+const ReplayedFromKey = "dead_letter_replayed_from"
+
+// progressEvery is how many scanned records at most pass between two
+// calls of ReplayOptions.Progress.
+const progressEvery = 1000
+
+// ReplayOptions configures one [Queue.Replay]. The zero value replays.
+type ReplayOptions struct {
+	// DryRun selects what would be sent and reports it through Progress
+	// and the result, without sending or recording anything.
+	DryRun bool
+	// Progress, if set, is called on the replay's goroutine after each
+	// batch and at least every 1000 scanned records.
+	Progress func(ReplayProgress)
+}
+
+// ReplayResult counts what a replay did.
+type ReplayResult struct {
+	// ToScan is how many offsets of the dead-letter topic the replay reads:
+	// all it held when the replay started, so that AlreadyReplayed counts
+	// every selected dead letter sent before. Scanned is how many it has
+	// read.
+	ToScan, Scanned int64
+	// Sent is how many dead letters Kafka acknowledged (with DryRun, how
+	// many would be sent). Unless the replay returns an error that says
+	// otherwise, all of them are recorded in the replay group.
+	Sent int
+	// AlreadyReplayed is how many selected dead letters were not sent
+	// because the replay group records them as sent.
+	AlreadyReplayed int
+	// Unroutable is how many selected dead letters were not sent because
+	// they name no original topic (a record that the middleware did not
+	// write). They stay where they are.
+	Unroutable int
+	// DryRun is ReplayOptions.DryRun.
+	DryRun bool
+}
+
+// ReplayProgress is what ReplayOptions.Progress receives.
+type ReplayProgress struct {
+	// Result is the count so far.
+	Result ReplayResult
+	// Sent are the dead letters sent (with DryRun: selected) since the
+	// previous call.
+	Sent []Replayed
+	// Unroutable are the selected dead letters without an original topic
+	// found since the previous call.
+	Unroutable []*Letter
+}
+
+// Replayed is a dead letter that a replay sent.
+type Replayed struct {
+	*Letter
+	// ToTopic is where it went, Letter.OriginalTopic.
+	ToTopic string `json:"to_topic"`
+	// ToPartition and ToOffset are where it landed; -1 with DryRun.
+	ToPartition int32 `json:"to_partition"`
+	ToOffset    int64 `json:"to_offset"`
+}
+
+// Replay sends the dead letters that f selects, and that the replay group
+// does not record as sent, to their original topics, with their key,
+// headers and payload (UUID and metadata included) and [ReplayedFromKey].
+// It reads the topic as it was when Replay started, partition by partition
+// in offset order, sends in batches of Config.BatchSize and records each
+// batch in the replay group once Kafka has acknowledged it. The package
+// documentation says what a crash or a cancelled ctx leaves.
+//
+// It returns what it did so far along with any error. A dead letter that
+// Kafka refuses fails the replay after the others of its batch are
+// recorded; a new Replay retries it.
+func (q *Queue) Replay(ctx context.Context, f Filter, opts ReplayOptions) (ReplayResult, error) {
+	r := &replayer{ctx: ctx, q: q, f: f, opts: opts}
+	r.result.DryRun = opts.DryRun
+	if err := f.Validate(); err != nil {
+		return r.result, err
+	}
+	ranges, err := q.ranges(ctx)
+	if err != nil {
+		return r.result, err
+	}
+	if r.done, err = q.replay.fetch(ctx, ranges.partitions()); err != nil {
+		return r.result, err
+	}
+	for _, pr := range ranges {
+		done := r.done[pr.partition]
+		done.floor(pr.start)
+		r.done[pr.partition] = done
+	}
+	r.result.ToScan = ranges.records()
+	if !opts.DryRun {
+		if err := q.replay.checkUnused(ctx); err != nil {
+			return r.result, err
+		}
+		if r.producer, err = newReplayProducer(q.cfg.Broker); err != nil {
+			return r.result, fmt.Errorf("deadletter: %w", err)
+		}
+		defer r.producer.Close()
+	}
+	if err = q.scan(ctx, ranges, r.take); err == nil {
+		err = r.flush(ctx) // reports
+	} else {
+		r.report()
+	}
+	return r.result, err
+}
+
+// replayer is the state of one Replay.
+type replayer struct {
+	ctx      context.Context // of the Replay call
+	q        *Queue
+	f        Filter
+	opts     ReplayOptions
+	producer sarama.SyncProducer // nil with DryRun
+	done     map[int32]progress
+
+	result       ReplayResult
+	batch        []*Letter
+	sent         []Replayed // since the last report
+	unroutable   []*Letter  // since the last report
+	lastReported int64      // Scanned at the last report
+}
+
+// take handles one scanned dead letter; it returns false once f.Limit is
+// reached.
+func (r *replayer) take(l *Letter) (bool, error) {
+	r.result.Scanned++
+	if r.f.Match(l) {
+		r.selectLetter(l)
+	}
+	var err error
+	limitReached := r.f.Limit > 0 && r.result.Sent+len(r.batch) >= r.f.Limit
+	if len(r.batch) >= r.q.cfg.BatchSize || limitReached {
+		err = r.flush(r.ctx)
+	} else if r.result.Scanned-r.lastReported >= progressEvery {
+		r.report()
+	}
+	return !limitReached, err
+}
+
+func (r *replayer) selectLetter(l *Letter) {
+	done := r.done[l.Partition]
+	switch {
+	case done.has(l.Offset):
+		r.result.AlreadyReplayed++
+	case l.OriginalTopic == "":
+		r.result.Unroutable++
+		r.unroutable = append(r.unroutable, l)
+	default:
+		r.batch = append(r.batch, l)
+	}
+}
+
+// flush sends the batch and records it, then reports.
+func (r *replayer) flush(ctx context.Context) error {
+	batch := r.batch
+	r.batch = nil
+	var err error
+	if len(batch) > 0 && r.opts.DryRun {
+		for _, l := range batch {
+			r.sent = append(r.sent, Replayed{Letter: l, ToTopic: l.OriginalTopic, ToPartition: -1, ToOffset: -1})
+		}
+		r.result.Sent += len(batch)
+	} else if len(batch) > 0 {
+		err = r.send(ctx, batch)
+	}
+	r.report()
+	return err
+}
+
+// send produces batch and records what Kafka acknowledged.
+func (r *replayer) send(ctx context.Context, batch []*Letter) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("deadletter: replay: %w", err)
+	}
+	batch, err := r.dropRecorded(ctx, batch)
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	if err := r.checkRoom(batch); err != nil {
+		return err
+	}
+	msgs := make([]*sarama.ProducerMessage, len(batch))
+	for i, l := range batch {
+		msgs[i] = r.message(l)
+	}
+	sendErr := r.producer.SendMessages(msgs)
+	failed := failedMessages(msgs, sendErr)
+	var sent []*sarama.ProducerMessage
+	for _, m := range msgs {
+		if !failed[m] {
+			sent = append(sent, m)
+		}
+	}
+	if err := r.record(ctx, sent); err != nil {
+		return fmt.Errorf("deadletter: %d dead letters were sent but could not be recorded, so a new replay sends them again: %w", len(sent), err)
+	}
+	if sendErr != nil {
+		return fmt.Errorf("deadletter: replay: %d of %d dead letters not sent (the others are recorded): %w", len(failed), len(msgs), sendErr)
+	}
+	return nil
+}
+
+// dropRecorded reads the replay group again and drops from batch what it
+// now records, which another replay of the same group may have sent.
+func (r *replayer) dropRecorded(ctx context.Context, batch []*Letter) ([]*Letter, error) {
+	if err := r.refresh(ctx, batch); err != nil {
+		return nil, err
+	}
+	kept := batch[:0]
+	for _, l := range batch {
+		if done := r.done[l.Partition]; done.has(l.Offset) {
+			r.result.AlreadyReplayed++
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept, nil
+}
+
+// refresh merges into r.done what the replay group records for the
+// partitions of batch.
+func (r *replayer) refresh(ctx context.Context, batch []*Letter) error {
+	var parts []int32
+	for _, l := range batch {
+		if !slices.Contains(parts, l.Partition) {
+			parts = append(parts, l.Partition)
+		}
+	}
+	remote, err := r.q.replay.fetch(ctx, parts)
+	if err != nil {
+		return err
+	}
+	for p, pr := range remote {
+		done := r.done[p]
+		done.union(pr)
+		r.done[p] = done
+	}
+	return nil
+}
+
+// checkRoom fails before anything is sent when the replay group could not
+// record batch.
+func (r *replayer) checkRoom(batch []*Letter) error {
+	after := map[int32]progress{}
+	for _, l := range batch {
+		pr, ok := after[l.Partition]
+		if !ok {
+			pr = r.done[l.Partition].clone()
+		}
+		pr.add(l.Offset)
+		after[l.Partition] = pr
+	}
+	for p, pr := range after {
+		if _, err := pr.metadata(); err != nil {
+			return fmt.Errorf("deadletter: replay group %s cannot record more replays of %s partition %d above offset %d, its first dead letter not replayed; replay or pass over that one first, or use another replay group: %w",
+				r.q.cfg.ReplayGroup, r.q.cfg.Topic, p, pr.next, err)
+		}
+	}
+	return nil
+}
+
+// record commits the progress that sent adds, merged with what the
+// replay group records now.
+func (r *replayer) record(ctx context.Context, sent []*sarama.ProducerMessage) error {
+	if len(sent) == 0 {
+		return nil
+	}
+	letters := make([]*Letter, len(sent))
+	for i, m := range sent {
+		letters[i] = m.Metadata.(*Letter)
+	}
+	// What the group records is merged in case another replay ran; the
+	// commit goes ahead without it, since what was sent must be recorded.
+	refreshErr := r.refresh(context.WithoutCancel(ctx), letters)
+	touched := map[int32]progress{}
+	for i, m := range sent {
+		l := letters[i]
+		done := r.done[l.Partition]
+		done.add(l.Offset)
+		r.done[l.Partition] = done
+		touched[l.Partition] = done
+		l.Replayed = true
+		r.sent = append(r.sent, Replayed{Letter: l, ToTopic: m.Topic, ToPartition: m.Partition, ToOffset: m.Offset})
+	}
+	r.result.Sent += len(sent)
+	if err := r.q.replay.commit(ctx, touched); err != nil {
+		return errors.Join(refreshErr, err)
+	}
+	return nil
+}
+
+// report calls the Progress callback with what happened since the last
+// call.
+func (r *replayer) report() {
+	r.lastReported = r.result.Scanned
+	if r.opts.Progress != nil {
+		r.opts.Progress(ReplayProgress{Result: r.result, Sent: r.sent, Unroutable: r.unroutable})
+	}
+	r.sent, r.unroutable = nil, nil
+}

@@ -1,0 +1,92 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+
+	"github.com/koto-dev/watermill-koto/broker"
+)
+
+// message is the record that replays l.
+func (r *replayer) message(l *Letter) *sarama.ProducerMessage {
+	from := fmt.Sprintf("%s/%d/%d", r.q.cfg.Topic, l.Partition, l.Offset)
+	headers := make([]sarama.RecordHeader, 0, len(l.headers)+1)
+	for _, h := range l.headers {
+		if string(h.Key) != ReplayedFromKey {
+			headers = append(headers, h)
+		}
+	}
+	headers = append(headers, sarama.RecordHeader{Key: []byte(ReplayedFromKey), Value: []byte(from)})
+	m := &sarama.ProducerMessage{Topic: l.OriginalTopic, Headers: headers, Metadata: l}
+	if l.Key != nil {
+		m.Key = sarama.ByteEncoder(l.Key)
+	}
+	if l.Payload != nil {
+		m.Value = sarama.ByteEncoder(l.Payload)
+	}
+	return m
+}
+
+// failedMessages returns the messages of a SendMessages call that Kafka
+// did not acknowledge: those in its ProducerErrors, or all for another
+// error.
+func failedMessages(msgs []*sarama.ProducerMessage, err error) map[*sarama.ProducerMessage]bool {
+	failed := map[*sarama.ProducerMessage]bool{}
+	if err == nil {
+		return failed
+	}
+	var perrs sarama.ProducerErrors
+	if !errors.As(err, &perrs) {
+		for _, m := range msgs {
+			failed[m] = true
+		}
+		return failed
+	}
+	for _, pe := range perrs {
+		failed[pe.Msg] = true
+	}
+	return failed
+}
+
+// replayPartitioner sends a keyed record where the services' partitioner
+// sends its key now, and a record without a key back to the partition the
+// dead letter was consumed from, when the topic still has it: a record
+// that a crash made the replay send twice then lands twice on one
+// partition, where the consumer meets the copies one after the other.
+type replayPartitioner struct {
+	keyed sarama.Partitioner
+}
+
+func (p replayPartitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
+	if l, ok := m.Metadata.(*Letter); ok && m.Key == nil && l.OriginalPartition >= 0 && l.OriginalPartition < n {
+		return l.OriginalPartition, nil
+	}
+	return p.keyed.Partition(m, n)
+}
+
+func (p replayPartitioner) RequiresConsistency() bool { return true }
+
+// newReplayProducer returns a producer configured as the services'
+// publisher, with replayPartitioner around the services' partitioner.
+func newReplayProducer(cfg broker.Config) (sarama.SyncProducer, error) {
+	user := cfg.Sarama
+	cfg.Sarama = func(sc *sarama.Config) {
+		if user != nil {
+			user(sc)
+		}
+		keyed := sc.Producer.Partitioner
+		if keyed == nil {
+			keyed = sarama.NewHashPartitioner
+		}
+		sc.Producer.Partitioner = func(topic string) sarama.Partitioner {
+			return replayPartitioner{keyed: keyed(topic)}
+		}
+	}
+	p, err := broker.NewProducer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
