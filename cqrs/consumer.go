@@ -81,7 +81,7 @@ func SkipOtherTypes() ConsumerOption {
 // keys to lock before its transaction's first write: the partition keys of
 // the messages it publishes through the outbox, which then reach Kafka in
 // the order their transactions commit (see middleware.IdempotencyConfig's
-// LockKeys; outbox.LockKeys inside the handler comes too late and is
+// LockKeys; Outbox.LockKeys inside the handler comes too late and is
 // refused). keys gets the incoming message: its partition_key metadata
 // (broker.PartitionKeyMetadataKey), say, when the consumer's events share
 // the aggregate of the one it handles.

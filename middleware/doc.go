@@ -98,7 +98,7 @@
 // them.
 //
 // The outbox forwards transactions in the order of their first writes, and
-// the claim is the first write here, so outbox.LockKeys in the handler is
+// the claim is the first write here, so Outbox.LockKeys in the handler is
 // refused. For one key's messages in commit order, IdempotencyConfig.LockKeys
 // returns the keys to lock (the messages' partition keys): they are locked
 // after BEGIN and before the claim, in the same round trip, and another
