@@ -13,11 +13,13 @@ import (
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -60,10 +62,55 @@ func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd
 			return err
 		}
 		c := newCommandCall(msg, env, s.typeName)
+		sp, err := c.savepoint()
+		if err != nil {
+			return err
+		}
 		result := runCommand(c, handle)
+		if err := c.endSavepoint(sp); err != nil {
+			return err
+		}
 		return c.finish(result)
 	}
 	return s
+}
+
+// savepoint opens a savepoint in the transaction of a transactional
+// consumer whose sender waits for a reply, and returns it (nil otherwise):
+// such a command is acked whatever its handler returns, since the
+// requester gets the outcome, so a failed handler's writes are undone by
+// rolling back to the savepoint while the claim commits.
+func (c *commandCall) savepoint() (pgx.Tx, error) {
+	if !c.env.transactional || !c.waiting() {
+		return nil, nil
+	}
+	tx, ok := outbox.TxFromContext(c.ctx)
+	if !ok {
+		return nil, nil
+	}
+	sp, err := tx.Begin(c.ctx)
+	if err != nil {
+		return nil, middleware.Outage(fmt.Errorf("cqrs: savepoint for %s: %w", c.typeName, err))
+	}
+	return sp, nil
+}
+
+// endSavepoint releases sp after a handler that succeeded, and rolls back
+// to it after one that returned an error (or a payload that did not
+// decode). After a panic it does nothing: the whole transaction rolls
+// back.
+func (c *commandCall) endSavepoint(sp pgx.Tx) error {
+	if sp == nil || c.panic != nil {
+		return nil
+	}
+	end := sp.Commit
+	if c.err != nil {
+		end = sp.Rollback
+	}
+	if err := end(c.ctx); err != nil {
+		return middleware.Outage(fmt.Errorf("cqrs: ending the savepoint of %s: %w", c.typeName, err))
+	}
+	return nil
 }
 
 // Results of a command handler, the "result" of its log line (the

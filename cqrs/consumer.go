@@ -34,6 +34,7 @@ type consumerOptions struct {
 	group      string
 	idempotent *bool
 	skipOthers bool
+	lockKeys   func(*message.Message) ([]string, error)
 }
 
 // From names the service that publishes the events an event consumer
@@ -76,6 +77,18 @@ func SkipOtherTypes() ConsumerOption {
 	return func(o *consumerOptions) { o.skipOthers = true }
 }
 
+// LockKeys gives a consumer of a transactional Service with an outbox the
+// keys to lock before its transaction's first write: the partition keys of
+// the messages it publishes through the outbox, which then reach Kafka in
+// the order their transactions commit (see middleware.IdempotencyConfig's
+// LockKeys; Outbox.LockKeys inside the handler comes too late and is
+// refused). keys gets the incoming message: its partition_key metadata
+// (broker.PartitionKeyMetadataKey), say, when the consumer's events share
+// the aggregate of the one it handles.
+func LockKeys(keys func(msg *message.Message) ([]string, error)) ConsumerOption {
+	return func(o *consumerOptions) { o.lockKeys = keys }
+}
+
 type consumerKind int
 
 const (
@@ -105,10 +118,11 @@ func (s *consumerSpec) spec() *consumerSpec { return s }
 
 // handlerEnv is what a registered consumer needs from its Service.
 type handlerEnv struct {
-	handlerName string
-	pub         message.Publisher  // replies
-	backoff     middleware.Backoff // spaces the retries of a failed reply
-	logger      *slog.Logger
+	handlerName   string
+	pub           message.Publisher  // replies
+	backoff       middleware.Backoff // spaces the retries of a failed reply
+	logger        *slog.Logger
+	transactional bool // the consumer runs in the transactional mode
 }
 
 func newSpec[T any](kind consumerKind, opts []ConsumerOption) *consumerSpec {

@@ -66,6 +66,14 @@ type CommandDispatcherConfig struct {
 	// not exist.
 	AutoProvisionTopics bool
 
+	// RequestPublisher publishes the commands of Request. Default: the
+	// dispatcher's publisher. Give a direct one (broker.NewPublisher) when
+	// the dispatcher's publisher is an outbox: a request waits for its
+	// reply, which could not come before the transaction it is written in
+	// commits, and outside a transaction the outbox refuses it.
+	// DurableOutbox.CommandDispatcher does this.
+	RequestPublisher message.Publisher
+
 	// Logger receives the dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
 
@@ -106,11 +114,12 @@ func (c CommandDispatcherConfig) Validate() error {
 // Request needs Start, which opens the one reply subscription the
 // dispatcher keeps until Close. It is safe for concurrent use.
 type CommandDispatcher struct {
-	cfg    CommandDispatcherConfig
-	tel    *telemetry.Telemetry
-	bus    *wcqrs.CommandBus
-	routes map[string]string
-	logger *slog.Logger
+	cfg      CommandDispatcherConfig
+	tel      *telemetry.Telemetry
+	bus      *wcqrs.CommandBus // Send's
+	requests *wcqrs.CommandBus // Request's: bus, or one on RequestPublisher
+	routes   map[string]string
+	logger   *slog.Logger
 
 	replies *broker.TailReader
 
@@ -163,6 +172,24 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		pending: make(map[string]chan *message.Message),
 	}
 	d.life, d.stop = context.WithCancel(context.Background())
+	if d.bus, err = d.newBus(pub); err != nil {
+		return nil, err
+	}
+	d.requests = d.bus
+	if cfg.RequestPublisher != nil {
+		if d.requests, err = d.newBus(tel.Publisher(cfg.RequestPublisher)); err != nil {
+			return nil, err
+		}
+	}
+	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, watermillLogger(d.logger))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return d, nil
+}
+
+// newBus returns a command bus on pub with the dispatcher's routes.
+func (d *CommandDispatcher) newBus(pub message.Publisher) (*wcqrs.CommandBus, error) {
 	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
 		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
 			topic, ok := d.routes[params.CommandName]
@@ -181,12 +208,7 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	d.bus = bus
-	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, watermillLogger(d.logger))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return d, nil
+	return bus, nil
 }
 
 // ReplyTopic returns the topic this dispatcher reads replies from.
@@ -409,7 +431,7 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 // sendRequest sends cmd as the request op, to be replied on the reply
 // topic.
 func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, op string) error {
-	return d.bus.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
+	return d.requests.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
 		msg.Metadata.Set(OperationIDMetadataKey, op)
 		msg.Metadata.Set(ReplyToMetadataKey, d.cfg.ReplyTopic)
 		return nil

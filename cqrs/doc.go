@@ -82,6 +82,46 @@
 // waiting for its reply, and its timeout error names the fault if one is
 // still under way.
 //
+// # Durable outbox
+//
+// NewDurableOutbox is the counterpart of Koto's UseKotoDurableOutbox: given
+// the pool of a PostgreSQL database and the broker configuration, it sets
+// up the database's outbox (package outbox) and processed-messages store
+// (idempotency/postgres), starts the outbox's forwarder, and makes the
+// facades of this package go through the outbox:
+//
+//   - DurableOutbox.EventPublisher's Publish and the Send of
+//     DurableOutbox.CommandDispatcher write into the outbox in the
+//     transaction of their context, which commits with the business rows
+//     or rolls back with them; the forwarder takes what committed to Kafka
+//     milliseconds later. Request publishes directly: it waits for a reply,
+//     which could not come before the commit.
+//   - DurableOutbox.Service runs the idempotent consumers in the
+//     transactional mode (middleware.TransactionalIdempotency) bound to the
+//     outbox: the claim of the message, the handler's writes (through
+//     outbox.TxFromContext(ctx)) and the events it publishes commit
+//     together, once however often the message is delivered. For one key's
+//     events in commit order, give the consumer LockKeys.
+//   - DurableOutbox.Transact opens such a transaction for code outside a
+//     consumer, an API handler that saves an order, say.
+//
+// A publish with no transaction in its context fails with an error that
+// wraps outbox.ErrNoTransaction. Koto's outbox also takes messages sent
+// outside a transaction; here that is explicit, because code that lost its
+// transaction on the way (a context.Background(), a goroutine) would
+// otherwise announce writes that may still roll back, silently. Publish
+// inside Transact, or build the publisher on Outbox().AutoTxPublisher(),
+// which writes such messages into the outbox in a transaction of their
+// own: durable, and in order with the rest.
+//
+// In a transactional Service, consumers that are not idempotent (command
+// consumers, by default) run outside a transaction. An idempotent command
+// consumer answering a request runs its handler in a savepoint: a handler
+// error reaches the requester, the handler's writes are undone and the
+// claim commits. The reply is published when the handler returns, before
+// the commit; if the commit then fails the command is handled again and
+// its second reply is dropped.
+//
 // # Consumers
 //
 // NewEventConsumer, NewCommandConsumer and NewCommandConsumerWithResult turn

@@ -15,6 +15,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -45,6 +46,20 @@ type ServiceConfig struct {
 	// IdempotencyWindow is the window of the in-memory store. Default:
 	// idempotency.DefaultWindow.
 	IdempotencyWindow time.Duration
+
+	// Transactional runs each idempotent consumer in the transactional
+	// mode (middleware.TransactionalIdempotency): each delivery is claimed
+	// in a transaction of Store's database, which the handler finds in its
+	// context (outbox.TxFromContext) and which commits with the handler's
+	// writes or rolls back with them. Store must be a *postgres.Store.
+	// Consumers that are not idempotent run outside a transaction.
+	Transactional bool
+
+	// Outbox, with Transactional, is the outbox of Store's database: the
+	// handlers' transactions are bound to it, so that what they publish
+	// through a publisher on its ContextPublisher commits with their
+	// writes. DurableOutbox.Service sets it.
+	Outbox *outbox.Outbox
 
 	// AutoProvisionTopics makes Register create the topics its consumers
 	// read and their dead-letter topics, like Koto's
@@ -82,7 +97,24 @@ func (c ServiceConfig) Validate() error {
 	if c.IdempotencyWindow < 0 {
 		return fmt.Errorf("%w: IdempotencyWindow is negative (%s)", ErrInvalidConfig, c.IdempotencyWindow)
 	}
+	if err := c.validateTransactional(); err != nil {
+		return err
+	}
 	return validateBroker(c.Broker)
+}
+
+// validateTransactional checks Transactional and Outbox against Store.
+func (c ServiceConfig) validateTransactional() error {
+	_, txStore := c.Store.(middleware.TransactionalStore)
+	switch {
+	case c.Outbox != nil && !c.Transactional:
+		return fmt.Errorf("%w: Outbox is set without Transactional; handlers write into the outbox in their transaction: set Transactional too", ErrInvalidConfig)
+	case c.Transactional && c.Store == nil:
+		return fmt.Errorf("%w: Transactional is set but Store is nil; set Store to the postgres.Store of the handlers' database", ErrInvalidConfig)
+	case c.Transactional && !txStore:
+		return fmt.Errorf("%w: Transactional is set, so Store must be a *postgres.Store, not %T", ErrInvalidConfig, c.Store)
+	}
+	return nil
 }
 
 // validateBroker validates the Broker field of a configuration.
@@ -173,7 +205,8 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		return err
 	}
 	for i, p := range plans {
-		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger}
+		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
+			transactional: s.cfg.Transactional && p.idempotent}
 		handle := p.spec.handle
 		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
@@ -295,6 +328,10 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	if spec.opts.idempotent != nil {
 		p.idempotent = *spec.opts.idempotent
 	}
+	if spec.opts.lockKeys != nil && (!p.idempotent || s.cfg.Outbox == nil) {
+		return p, fmt.Errorf("%w: %s consumer of %s: LockKeys orders what the consumer writes into the outbox in its transaction; "+
+			"it needs an idempotent consumer of a Service with Transactional and Outbox", ErrInvalidConfig, spec.kind, spec.typeName)
+	}
 	return p, nil
 }
 
@@ -331,6 +368,11 @@ func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*m
 			if cfg.Store, err = s.idempotencyStore(); err != nil {
 				return nil, err
 			}
+			cfg.Transactional = s.cfg.Transactional
+			if s.cfg.Outbox != nil {
+				cfg.Idempotency.Outbox = s.cfg.Outbox
+			}
+			cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
 		}
 		chain, err := middleware.Defaults(cfg)
 		if err != nil {

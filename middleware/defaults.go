@@ -21,7 +21,8 @@ type Config struct {
 	// Store's database: the chain gets [TransactionalIdempotency] in place
 	// of [Idempotency], and Store must be a [TransactionalStore] (a
 	// *postgres.Store). Give its pool a connection per partition the
-	// router consumes, and some to spare.
+	// router consumes, and some to spare. Idempotency.Outbox then sends
+	// what the handler publishes through that database's outbox.
 	Transactional bool
 	// Logger receives the [Logging] lines. Nil means slog.Default().
 	Logger *slog.Logger
@@ -46,6 +47,9 @@ func (c Config) Validate() error {
 		return invalid("Config.Publisher is nil; set it to the publisher that sends dead letters")
 	case c.Transactional && c.Store == nil:
 		return invalid("Config.Transactional is set but Config.Store is nil; set Store to the postgres.Store of the handler's database")
+	case !c.Transactional && (c.Idempotency.Outbox != nil || c.Idempotency.LockKeys != nil):
+		return invalid("IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode writes into an outbox; " +
+			"set Config.Transactional (with Store the postgres.Store of the outbox's database), or unset them")
 	case c.Transactional && c.Idempotency.IgnoreStoreErrors:
 		return invalid("Config.Transactional is set with IdempotencyConfig.IgnoreStoreErrors, " +
 			"but the transactional mode cannot run a handler without its database; unset IgnoreStoreErrors")

@@ -81,11 +81,39 @@
 // unknown too, since the redelivery finds the claim if it happened. A
 // commit that PostgreSQL turns into a rollback, because a statement of the
 // handler failed and the handler returned nil all the same, is an ordinary
-// retryable error. A handler here must not return messages: the router
-// would publish them after the commit, and if that failed the redelivery
-// would find the claim and lose them. Such a handler is rolled back and
-// dead-lettered with [ErrReturnedMessagesInTx]; it should publish from
-// inside instead.
+// retryable error.
+//
+// # Outgoing messages in the transaction
+//
+// A message the handler publishes straight to Kafka is out before the
+// commit: if the commit then fails, it announces effects that never
+// happened. Give the mode the transactional outbox of the same database
+// (IdempotencyConfig.Outbox, an *outbox.Outbox) and the messages commit
+// with the effects instead. The transaction is then bound to the outbox,
+// so in the handler the outbox's ContextPublisher (and the cqrs publishers
+// built on it), outbox.AfterCommit and outbox.PublishDomainEvents write
+// and register in it; the middleware runs the after-commit work once the
+// commit succeeded. The messages the handler returns are written into the
+// outbox in the transaction, for the router handler's publish topic and
+// with the correlation ID, and the router publishes nothing itself (its
+// publisher is not used). Without an outbox, or without a publish topic, a
+// handler that returns messages is rolled back and dead-lettered with
+// [ErrReturnedMessagesInTx]: the router would publish them after the
+// commit, and if that failed the redelivery would find the claim and lose
+// them.
+//
+// The outbox forwards transactions in the order of their first writes, and
+// the claim is the first write here, so Outbox.LockKeys in the handler is
+// refused. For one key's messages in commit order, IdempotencyConfig.LockKeys
+// returns the keys to lock (the messages' partition keys): they are locked
+// after BEGIN and before the claim, in the same round trip, and another
+// delivery that locks one of them waits there for the first transaction
+// to end. The wait counts against StoreTimeout; a longer one is an outage,
+// retried.
+//
+// Check-handle-mark has no transaction to write into, and [Idempotency]
+// refuses an Outbox: a handler there opens its own with outbox.Transact,
+// and a crash between its commit and the mark runs it again.
 //
 // # Errors
 //

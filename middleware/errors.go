@@ -86,7 +86,8 @@ func (e *PanicError) Unwrap() error {
 var ErrMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
 
 // ErrReturnedMessagesInTx is the poison of a handler under
-// [TransactionalIdempotency] that returned messages (see there).
+// [TransactionalIdempotency] that returned messages with no outbox to
+// write them into, or no publish topic for them (see there).
 var ErrReturnedMessagesInTx = errors.New("middleware: a handler in the transactional mode returned messages; publish them from the handler instead")
 
 // ErrClosed is the outage of a delivery that reaches an

@@ -115,26 +115,7 @@ func (e *kafkaEnv) runRouter(t *testing.T, specs ...handlerSpec) (stop func()) {
 	for _, s := range specs {
 		e.addHandler(t, router, s)
 	}
-	done := make(chan error, 1)
-	go func() { done <- router.Run(context.Background()) }()
-	select {
-	case <-router.Running():
-	case err := <-done:
-		t.Fatalf("router stopped at start: %v", err)
-	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			if err := router.Close(); err != nil {
-				t.Errorf("router close: %v", err)
-			}
-			if err := <-done; err != nil {
-				t.Errorf("router run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return kafkatest.RunRouter(t, router)
 }
 
 // addHandler adds s to router. Nacked messages come back after 10 ms

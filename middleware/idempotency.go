@@ -47,6 +47,18 @@ type IdempotencyConfig struct {
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
 	// to count them. Handlers run concurrently, and so may it.
 	OnDuplicate func(msg *message.Message, scope, key string)
+	// Outbox, in the transactional mode only, is the transactional outbox
+	// of the store's database (an *outbox.Outbox): the handler's
+	// transaction is bound to it, and the messages the handler returns are
+	// written into it, so that they commit with the handler's writes (see
+	// the package doc). Nil: the handler must not return messages.
+	Outbox TxOutbox
+	// LockKeys, in the transactional mode with an Outbox only, returns the
+	// keys to lock before the claim, the partition keys of the messages
+	// the handler will write into the outbox, so that they reach Kafka in
+	// the order their transactions commit. An error makes the message
+	// poison.
+	LockKeys func(msg *message.Message) ([]string, error)
 }
 
 func (c *IdempotencyConfig) setDefaults() {
@@ -101,6 +113,10 @@ func Idempotency(store idempotency.Store, cfg IdempotencyConfig) message.Handler
 func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (*IdempotentConsumer, error) {
 	if store == nil {
 		return nil, invalid("Idempotency: the store is nil; pass an idempotency.Store, such as idempotency.NewMemoryStore or postgres.NewStore")
+	}
+	if cfg.Outbox != nil || cfg.LockKeys != nil {
+		return nil, invalid("Idempotency: IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode " +
+			"writes into an outbox; use TransactionalIdempotency (Config.Transactional), or unset them and publish with outbox.Transact in the handler")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -26,13 +26,16 @@ var _ TransactionalStore = (*postgres.Store)(nil)
 // handlers whose side effects live in the database of store: exactly-once
 // effects, as the package doc describes. The handler finds the transaction
 // with postgres.TxFromContext(msg.Context()), writes through it, and
-// neither commits nor rolls it back itself; it must not return messages
-// ([ErrReturnedMessagesInTx]).
+// neither commits nor rolls it back itself. It may return messages only
+// when cfg.Outbox is set: they are written into the outbox in the
+// transaction ([ErrReturnedMessagesInTx] otherwise).
 //
-// Of cfg, Key, Scope and OnDuplicate work as in [Idempotency]; StoreTimeout
-// bounds the begin with the claim, and the commit; the fields that tune the
-// mark of [Idempotency] are not used, and IgnoreStoreErrors is refused: the
-// handler's writes need the database.
+// Of cfg, Key, Scope, OnDuplicate, Outbox and LockKeys apply; StoreTimeout
+// bounds the begin with the claim (and the key locks), the write of the
+// returned messages, and the commit; the fields that tune the mark of
+// [Idempotency] are not used, and IgnoreStoreErrors is refused: the
+// handler's writes need the database. LockKeys needs Outbox, and a store
+// that is a [LockingStore].
 func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
 	switch {
 	case store == nil:
@@ -40,19 +43,27 @@ func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (
 	case cfg.IgnoreStoreErrors:
 		return nil, invalid("TransactionalIdempotency: IdempotencyConfig.IgnoreStoreErrors is set, " +
 			"but the transactional mode cannot run a handler without its database; unset it")
+	case cfg.LockKeys != nil && cfg.Outbox == nil:
+		return nil, invalid("TransactionalIdempotency: IdempotencyConfig.LockKeys is set without Outbox; " +
+			"the key locks order the outbox's messages: set Outbox to the outbox of the store's database, or unset LockKeys")
+	}
+	locking, _ := store.(LockingStore)
+	if cfg.LockKeys != nil && locking == nil {
+		return nil, invalid("TransactionalIdempotency: IdempotencyConfig.LockKeys needs a LockingStore (a *postgres.Store), not %T", store)
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("middleware: TransactionalIdempotency: %w", err)
 	}
-	d := &txDedup{store: store, cfg: cfg}
+	d := &txDedup{store: store, locking: locking, cfg: cfg}
 	return d.middleware, nil
 }
 
 // txDedup is the state of one TransactionalIdempotency middleware.
 type txDedup struct {
-	store TransactionalStore
-	cfg   IdempotencyConfig
+	store   TransactionalStore
+	locking LockingStore // store, when it is one
+	cfg     IdempotencyConfig
 }
 
 func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -61,8 +72,12 @@ func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return nil, err
 		}
+		locks, err := d.lockKeysOf(msg)
+		if err != nil {
+			return nil, err
+		}
 		ctx := msg.Context()
-		tx, claimed, err := d.begin(ctx, k.stored)
+		tx, claimed, err := d.begin(ctx, k.stored, locks)
 		if err != nil {
 			return nil, err
 		}
@@ -71,18 +86,20 @@ func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, nil
 		}
 		defer d.rollback(ctx, tx) // after a commit it does nothing; after a panic it ends tx
-		msg.SetContext(postgres.ContextWithTx(ctx, tx))
+		txCtx, committed := d.bind(ctx, tx)
+		msg.SetContext(txCtx)
 		defer msg.SetContext(ctx)
 		produced, err := h(msg)
 		if err != nil {
 			return produced, failed(tx, err)
 		}
-		if len(produced) > 0 {
-			return nil, Poison(fmt.Errorf("%w (it returned %d)", ErrReturnedMessagesInTx, len(produced)))
+		if err := d.writeReturned(txCtx, tx, produced); err != nil {
+			return nil, err
 		}
 		if err := d.commit(ctx, tx); err != nil {
 			return nil, err
 		}
+		committed()
 		return nil, nil
 	}
 }

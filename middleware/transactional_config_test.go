@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
-	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -18,16 +16,8 @@ import (
 // transactional mode fails at construction, before any database work, with
 // an error that names the field.
 func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
-	pool, err := pgxpool.New(context.Background(), pgtest.URL()) // connects lazily
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := postgres.NewStore(pool, postgres.Config{CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	pool := pgtest.LazyPool(t)
+	store := postgresStoreIn(t, pool, "koto")
 	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
 	defer pub.Close()
 	cases := []struct {

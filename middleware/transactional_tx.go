@@ -11,13 +11,18 @@ import (
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
-// begin begins a transaction with the claim of key, within StoreTimeout.
-// Every error is an outage.
-func (d *txDedup) begin(ctx context.Context, key string) (tx pgx.Tx, claimed bool, err error) {
+// begin begins a transaction with the claim of key, within StoreTimeout,
+// after the outbox's locks of locks if there are any. Every error is an
+// outage.
+func (d *txDedup) begin(ctx context.Context, key string, locks []string) (tx pgx.Tx, claimed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
 	record := telemetry.StoreCall(ctx, telemetry.StoreClaim)
-	tx, claimed, err = d.store.BeginClaim(ctx, key)
+	if len(locks) > 0 {
+		tx, claimed, err = d.locking.BeginClaimAfter(ctx, key, func(b *pgx.Batch) { d.cfg.Outbox.QueueLockKeys(b, locks...) })
+	} else {
+		tx, claimed, err = d.store.BeginClaim(ctx, key)
+	}
 	record(err)
 	if err != nil {
 		return nil, false, Outage(fmt.Errorf("middleware: transactional idempotency: %w", err))

@@ -17,7 +17,13 @@
 // message.Publishers, so Watermill's and this module's cqrs publishers can
 // be pointed at them unchanged. A message with no transaction in reach is
 // an error wrapping [ErrNoTransaction]; it is never published some other
-// way. A message keeps its UUID (one without gets a UUIDv7), its payload and
+// way. [Outbox.AutoTxPublisher] is the exception asked for by name: it
+// writes the messages that have no transaction into one of their own.
+// The transactional consumer mode (middleware.TransactionalIdempotency
+// with IdempotencyConfig.Outbox) binds its transaction with
+// [Outbox.BindTx], writes the messages a handler returns with
+// [Outbox.PublishTx] and takes key locks before its claim with
+// [Outbox.QueueLockKeys]. A message keeps its UUID (one without gets a UUIDv7), its payload and
 // its metadata, gains the correlation ID of its context if it has none, and
 // its partition_key metadata becomes the Kafka record key, exactly as with
 // a direct publish through the broker package. Each write also queues a
@@ -92,8 +98,10 @@
 // costs at most that long.
 //
 // Messages are checked when written (a topic Kafka would refuse, a message
-// over Config.MaxMessageBytes, metadata that is not UTF-8: ErrInvalidMessage)
-// so that a row Kafka refuses should not happen; if it does, the forwarder
+// over Config.MaxMessageBytes, metadata that is not UTF-8: ErrInvalidMessage,
+// marked middleware.Poison, so that a handler that returns the error is
+// dead-lettered at once rather than retried) so that a row Kafka refuses
+// should not happen; if it does, the forwarder
 // retries it and logs the error until Kafka's limit is raised. A row that is
 // not a message envelope at all, which no Publisher writes, is logged and
 // skipped.

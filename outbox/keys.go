@@ -26,21 +26,27 @@ func (o *Outbox) LockKeys(ctx context.Context, tx pgx.Tx, keys ...string) error 
 	if tx == nil {
 		return fmt.Errorf("%w: LockKeys got a nil transaction", ErrNoTransaction)
 	}
-	nonEmpty := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if k != "" {
-			nonEmpty = append(nonEmpty, k)
-		}
-	}
-	if len(nonEmpty) == 0 {
+	keys = nonEmpty(keys)
+	if len(keys) == 0 {
 		return nil
 	}
 	var locked int
-	if err := tx.QueryRow(ctx, lockKeysSQL, nonEmpty, o.t.keySeed).Scan(&locked); err != nil {
+	if err := tx.QueryRow(ctx, lockKeysSQL, keys, o.t.keySeed).Scan(&locked); err != nil {
 		return fmt.Errorf("outbox: lock keys: %w", err)
 	}
 	if locked == 0 {
 		return fmt.Errorf("%w: the transaction has written already; take the key locks before its first write", ErrKeyLockAfterWrite)
 	}
 	return nil
+}
+
+// nonEmpty returns keys without the empty ones.
+func nonEmpty(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -24,8 +25,9 @@ import (
 // [Outbox.ContextPublisher] to use the transaction in each message's
 // context. It is safe for concurrent use as far as its transaction is.
 type Publisher struct {
-	o  *Outbox
-	tx pgx.Tx // nil: the transaction in the message's context
+	o    *Outbox
+	tx   pgx.Tx // nil: the transaction in the message's context
+	auto bool   // a message without one gets a transaction of its own
 }
 
 var _ message.Publisher = (*Publisher)(nil)
@@ -41,39 +43,71 @@ func (o *Outbox) Publisher(tx pgx.Tx) *Publisher { return &Publisher{o: o, tx: t
 // publishers at it to send their messages through the outbox.
 func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
 
+// AutoTxPublisher returns a Publisher like [Outbox.ContextPublisher],
+// except that the messages of a Publish call that find no transaction in
+// their context are written together in a transaction of their own, on
+// the Outbox's pool, committed before Publish returns. They still reach
+// Kafka only through the forwarder: durable, and in order with the other
+// messages of the outbox. Use it where a message announces nothing that a
+// transaction writes (a scheduled reminder, a notice); where it does,
+// ContextPublisher's ErrNoTransaction catches the code that lost its
+// transaction on the way.
+func (o *Outbox) AutoTxPublisher() *Publisher { return &Publisher{o: o, auto: true} }
+
 // Publish writes msgs, in order, into the outbox in the transaction, for
 // topic, with a notification that wakes the forwarder on commit. A message
 // without a UUID gets a UUIDv7 and one without a correlation ID gets its
 // context's (see Writing in the package documentation); both are set on
 // msg. Nothing is written when topic or a message cannot go to Kafka (an
-// error wrapping [ErrInvalidMessage]) or a message has no transaction in
-// reach ([ErrNoTransaction]). After an error of the database the
-// transaction is aborted: roll it back.
+// error wrapping [ErrInvalidMessage], marked middleware.Poison, since no
+// retry can change it) or a message has no transaction in reach
+// ([ErrNoTransaction]). After an error of the database the transaction is
+// aborted: roll it back.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := topics.Validate(topic); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidMessage, err)
-	}
-	for _, msg := range msgs {
-		if err := p.o.prepare(msg); err != nil {
-			return err
-		}
+	if err := p.o.check(topic, msgs); err != nil {
+		return err
 	}
 	if p.tx != nil {
 		return p.o.write(msgs[0].Context(), p.tx, nil, topic, msgs)
 	}
-	groups, err := byTransaction(msgs)
+	groups, err := byTransaction(msgs, p.auto)
 	if err != nil {
 		return fmt.Errorf("outbox: publishing %d message(s) to %s: %w", len(msgs), topic, err)
 	}
 	for _, g := range groups {
-		if err := p.o.write(g.ctx, g.tx, g.unit, topic, g.msgs); err != nil {
+		if err := p.o.writeGroup(topic, g); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// check gives msgs what a direct publish would (see prepare) and checks
+// that Kafka can take them; its errors are poison.
+func (o *Outbox) check(topic string, msgs []*message.Message) error {
+	if err := topics.Validate(topic); err != nil {
+		return middleware.Poison(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
+	}
+	for _, msg := range msgs {
+		if err := o.prepare(msg); err != nil {
+			return middleware.Poison(err)
+		}
+	}
+	return nil
+}
+
+// writeGroup writes g into its transaction, or, for the messages that have
+// none, into one of their own.
+func (o *Outbox) writeGroup(topic string, g *txGroup) error {
+	if g.tx != nil {
+		return o.write(g.ctx, g.tx, g.unit, topic, g.msgs)
+	}
+	return Transact(g.ctx, o.pool, func(ctx context.Context, tx pgx.Tx) error {
+		return o.write(ctx, tx, nil, topic, g.msgs)
+	})
 }
 
 // Close does nothing: the transaction is the caller's. It returns nil.
@@ -88,13 +122,14 @@ type txGroup struct {
 }
 
 // byTransaction groups msgs by the transaction in their contexts, keeping
-// their order within each group. Any message without one fails the whole
-// call before anything is written.
-func byTransaction(msgs []*message.Message) ([]*txGroup, error) {
+// their order within each group. A message without one fails the whole
+// call before anything is written, unless own allows it: such messages
+// then form a group of their own, with a nil tx.
+func byTransaction(msgs []*message.Message, own bool) ([]*txGroup, error) {
 	var groups []*txGroup
 	for i, msg := range msgs {
 		tx, ok := TxFromContext(msg.Context())
-		if !ok {
+		if !ok && !own {
 			return nil, fmt.Errorf("%w: message %d (%s) has no transaction in its context; "+
 				"publish inside outbox.Transact or the transactional consumer mode, or use Outbox.Publisher(tx)",
 				ErrNoTransaction, i, msg.UUID)

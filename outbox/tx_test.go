@@ -10,6 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -107,7 +108,8 @@ func TestTransactPanics(t *testing.T) {
 }
 
 // TestInvalidMessages: what Kafka would refuse is refused when written,
-// and nothing of the call is written.
+// as poison, since no retry can change it, and nothing of the call is
+// written.
 func TestInvalidMessages(t *testing.T) {
 	e := newEnv(t)
 	small, err := outbox.New(e.pool, outbox.Config{Schema: e.schema, MaxMessageBytes: 100})
@@ -130,8 +132,8 @@ func TestInvalidMessages(t *testing.T) {
 		err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
 		})
-		if !errors.Is(err, outbox.ErrInvalidMessage) {
-			t.Errorf("%s: %v, want ErrInvalidMessage", name, err)
+		if !errors.Is(err, outbox.ErrInvalidMessage) || middleware.Classify(err) != middleware.ClassPoison {
+			t.Errorf("%s: %v (class %v), want ErrInvalidMessage, poison", name, err, middleware.Classify(err))
 		}
 	}
 	if n := e.rows(); n != 0 {
@@ -146,5 +148,36 @@ func TestPublishAssignsUUID(t *testing.T) {
 	e.publish(kafkatest.Topic(t, "uuid"), msg)
 	if len(msg.UUID) != 36 || msg.UUID[14] != '7' {
 		t.Fatalf("UUID %q, want a UUIDv7", msg.UUID)
+	}
+}
+
+// TestAutoTxPublisher: the messages of a call that have no transaction are
+// written together in one of their own, committed at once; those that
+// have one go into it, and roll back with it.
+func TestAutoTxPublisher(t *testing.T) {
+	e := newEnv(t)
+	topic := kafkatest.Topic(t, "auto")
+	pub := e.o.AutoTxPublisher()
+	tx := begin(t, e)
+	inTx := newMsg("in-tx", "")
+	inTx.SetContext(postgres.ContextWithTx(context.Background(), tx))
+	if err := pub.Publish(topic, newMsg("own-1", ""), inTx, newMsg("own-2", "")); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rows(); n != 2 {
+		t.Fatalf("%d rows committed outside the open transaction, want the 2 without one", n)
+	}
+	if err := tx.Rollback(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rows(); n != 2 {
+		t.Fatalf("%d rows after the rollback, want 2", n)
+	}
+	var txs int
+	if err := e.pool.QueryRow(ctx(t), "SELECT count(DISTINCT transaction_id) FROM "+e.o.Table()).Scan(&txs); err != nil || txs != 1 {
+		t.Fatalf("the messages without a transaction were written in %d transactions (%v), want 1", txs, err)
+	}
+	if err := pub.Publish("bad/topic", newMsg("x", "")); !errors.Is(err, outbox.ErrInvalidMessage) {
+		t.Fatalf("an invalid topic through AutoTxPublisher = %v, want ErrInvalidMessage", err)
 	}
 }

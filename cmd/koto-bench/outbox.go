@@ -15,7 +15,8 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-// Targets DESIGN.md sets the outbox.
+// The outbox's performance targets: forwarder throughput against Watermill's
+// forwarder and in absolute terms, and commit-to-Kafka latency.
 const (
 	outboxRatioTarget = 10.0                  // × Watermill's forwarder
 	outboxRateTarget  = 5000.0                // msg/s

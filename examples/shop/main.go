@@ -1,8 +1,10 @@
 // Command shop runs three services that talk through Kafka, in one process:
-// orders reserves stock from inventory by request/reply and publishes
-// OrderPlaced; payments consumes it idempotently, with its processed
-// messages in PostgreSQL, and publishes PaymentProcessed; orders consumes
-// that. Each order is published twice to show that it is charged once, and
+// orders reserves stock from inventory by request/reply, then writes the
+// order row and its OrderPlaced in one transaction through the durable
+// outbox; payments consumes it in the transactional mode, where the claim
+// of the message, its ledger row and its PaymentProcessed commit together;
+// orders consumes that. The outbox's forwarder takes the committed events
+// to Kafka. Each order is placed twice to show that it is charged once, and
 // one malformed message goes to the dead-letter topic with its reason.
 //
 //	go run ./examples/shop
@@ -10,7 +12,8 @@
 // Kafka is an embedded broker unless KAFKA_BROKERS=host:port,... names a
 // cluster. PostgreSQL is DATABASE_URL, by default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable; the example keeps
-// its table in the schema "shop_example".
+// its tables (orders, ledger, outbox, processed messages) in the schema
+// "shop_example".
 //
 // With -metrics :9464 the services' OpenTelemetry metrics are served in
 // Prometheus's format on http://localhost:9464/metrics, until interrupted;
@@ -74,7 +77,7 @@ func logger(verbose bool) *slog.Logger {
 // options are what main takes from its flags.
 type options struct {
 	orders  int          // how many orders to place
-	schema  string       // the PostgreSQL schema of the idempotency store
+	schema  string       // the PostgreSQL schema of the example's tables
 	log     *slog.Logger // where the services log
 	metrics net.Listener // where to serve Prometheus metrics; nil: nowhere
 	trace   io.Writer    // where to print the first order's trace; nil: nowhere
@@ -134,7 +137,13 @@ func postgresPool(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL %s: %w", url, err)
+	}
+	// A transactional handler holds a connection per partition it consumes.
+	cfg.MaxConns = max(cfg.MaxConns, 10)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		err = pool.Ping(ctx)
 	}

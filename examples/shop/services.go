@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/outbox"
 )
 
 // errOutOfStock is the kind of error inventory answers for an unknown SKU.
@@ -27,13 +32,27 @@ func inventory(log *slog.Logger) cqrs.Consumer {
 }
 
 // payments charges each placed order once, however often it is delivered,
-// and announces the payment.
-func payments(log *slog.Logger, events *cqrs.EventPublisher, charged *atomic.Int64) cqrs.Consumer {
+// and announces the payment. It runs in the transactional mode of the
+// durable outbox: the ledger row and PaymentProcessed are written in the
+// transaction that claims the message, and commit or roll back together.
+// The order's key is locked first, so its events keep their commit order.
+func payments(log *slog.Logger, l ledger, events *cqrs.EventPublisher) cqrs.Consumer {
 	return cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
-		charged.Add(1)
+		tx, ok := outbox.TxFromContext(ctx)
+		if !ok {
+			return errors.New("payments: no transaction; register the consumer on the durable outbox's Service")
+		}
+		if err := l.charge(ctx, tx, ev.OrderID, ev.Total); err != nil {
+			return err
+		}
 		log.InfoContext(ctx, "payments: charged", "order", ev.OrderID, "amount", ev.Total)
 		return events.Publish(ctx, PaymentProcessed{OrderID: ev.OrderID, Amount: ev.Total})
-	}, cqrs.From("orders"))
+	}, cqrs.From("orders"), cqrs.LockKeys(orderKey))
+}
+
+// orderKey is the order ID an OrderPlaced carries as its partition key.
+func orderKey(msg *message.Message) ([]string, error) {
+	return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
 }
 
 // paid is the orders service's consumer of PaymentProcessed: it reports

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -19,6 +19,7 @@ import (
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -27,14 +28,14 @@ import (
 type shop struct {
 	brokers  []string
 	log      *slog.Logger
-	pub      message.Publisher
-	store    *postgres.Store
+	pub      message.Publisher // direct to Kafka: the malformed message
+	durable  *cqrs.DurableOutbox
+	ledger   ledger
 	router   *message.Router
 	services []*cqrs.Service
-	events   *cqrs.EventPublisher
+	orders   *cqrs.EventPublisher // writes into the outbox
 	commands *cqrs.CommandDispatcher
 	paid     chan string
-	charged  atomic.Int64
 	stop     context.CancelFunc
 	stopped  chan struct{}
 	closed   bool
@@ -46,8 +47,8 @@ type shop struct {
 
 func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (s *shop, err error) {
 	log := opts.log
-	s = &shop{brokers: brokers, log: log, paid: make(chan string, 64), stopped: make(chan struct{}),
-		tel: obs.tel, tracer: obs.tracer}
+	s = &shop{brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
+		paid: make(chan string, 64), stopped: make(chan struct{}), tel: obs.tel, tracer: obs.tracer}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -56,8 +57,22 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 	if s.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}, nil); err != nil {
 		return nil, err
 	}
-	// payments' processed messages survive restarts: they live in PostgreSQL.
-	if s.store, err = postgres.NewStore(pool, postgres.Config{Schema: opts.schema}); err != nil {
+	// One durable outbox for the database that orders and payments share:
+	// the outbox table and its forwarder, and payments' processed messages,
+	// which survive restarts.
+	s.durable, err = cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{
+		Broker: broker.Config{Brokers: brokers},
+		Outbox: outbox.Config{Schema: opts.schema},
+		Store:  postgres.Config{Schema: opts.schema},
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err = s.ledger.create(ctx); err != nil {
+		return nil, err
+	}
+	if s.orders, err = s.durable.EventPublisher(cqrs.EventPublisherConfig{Service: "orders", Telemetry: s.tel}); err != nil {
 		return nil, err
 	}
 	if s.router, err = message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(log)); err != nil {
@@ -67,10 +82,9 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 		return nil, err
 	}
 	s.run()
-	s.commands, err = cqrs.NewCommandDispatcher(s.pub, cqrs.CommandDispatcherConfig{
+	s.commands, err = s.durable.CommandDispatcher(cqrs.CommandDispatcherConfig{
 		Service:             "orders",
 		Routes:              []cqrs.Route{cqrs.RouteOf[ReserveStock]("inventory.reserve-stock")},
-		Broker:              broker.Config{Brokers: brokers},
 		AutoProvisionTopics: true,
 		Logger:              log,
 		Telemetry:           s.tel,
@@ -81,34 +95,39 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 	return s, s.commands.Start(ctx)
 }
 
-// register adds the consumers of inventory, payments and orders to the router.
+// register adds the consumers of inventory, payments and orders to the
+// router. payments runs in the transactional mode of the durable outbox:
+// its ledger row, its claim of the message and its PaymentProcessed commit
+// together.
 func (s *shop) register(ctx context.Context) error {
-	var err error
-	if s.events, err = cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "payments", Telemetry: s.tel}); err != nil {
+	events, err := s.durable.EventPublisher(cqrs.EventPublisherConfig{Service: "payments", Telemetry: s.tel})
+	if err != nil {
 		return err
 	}
 	for _, svc := range []struct {
 		name      string
-		store     bool
+		durable   bool
 		consumers []cqrs.Consumer
 	}{
 		{"inventory", false, []cqrs.Consumer{inventory(s.log)}},
-		{"payments", true, []cqrs.Consumer{payments(s.log, s.events, &s.charged)}},
+		{"payments", true, []cqrs.Consumer{payments(s.log, s.ledger, events)}},
 		{"orders", false, []cqrs.Consumer{paid(s.log, s.paid)}},
 	} {
 		cfg := cqrs.ServiceConfig{
 			Name:                svc.name,
 			Broker:              broker.Config{Brokers: s.brokers},
-			Publisher:           s.pub,
 			AutoProvisionTopics: true,
 			DeadLetter:          middleware.DeadLetterConfig{MaxAttempts: 3},
 			Logger:              s.log,
 			Telemetry:           s.tel,
 		}
-		if svc.store {
-			cfg.Store = s.store
+		var service *cqrs.Service
+		if svc.durable {
+			service, err = s.durable.Service(cfg)
+		} else {
+			cfg.Publisher = s.pub
+			service, err = cqrs.NewService(cfg)
 		}
-		service, err := cqrs.NewService(cfg)
 		if err != nil {
 			return err
 		}
@@ -150,8 +169,8 @@ func (s *shop) Close() {
 	for _, svc := range s.services {
 		_ = svc.Close()
 	}
-	if s.store != nil {
-		_ = s.store.Close()
+	if s.durable != nil {
+		_ = s.durable.Close()
 	}
 	if s.pub != nil {
 		_ = s.pub.Close()
@@ -194,15 +213,38 @@ func (s *shop) demo(ctx context.Context, orders int) error {
 	if err := s.poison(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("%d orders, each published twice: payments charged %d times\n", orders, s.charged.Load())
-	if n := s.charged.Load(); n != int64(orders) {
-		return fmt.Errorf("payments charged %d times for %d orders", n, orders)
+	return s.summary(ctx, run, orders)
+}
+
+// summary reports the ledger of this run's orders and what went through
+// the outbox: each order's OrderPlaced twice and its PaymentProcessed once.
+func (s *shop) summary(ctx context.Context, run string, orders int) error {
+	charges, err := s.ledger.charges(ctx, "o-"+run+"-%")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d orders, each placed twice: payments charged %d times\n", orders, charges)
+	if charges != orders {
+		return fmt.Errorf("payments charged %d times for %d orders", charges, orders)
+	}
+	// The last events may be on Kafka a moment before the forwarder counts them.
+	fwd, want := s.durable.Forwarder(), int64(3*orders)
+	deadline := time.Now().Add(10 * time.Second)
+	for fwd.Forwarded() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("%d events went through the outbox (%d OrderPlaced, %d PaymentProcessed)\n", fwd.Forwarded(), 2*orders, orders)
+	if fwd.Forwarded() < want {
+		return fmt.Errorf("the forwarder sent %d events, want %d", fwd.Forwarded(), want)
 	}
 	return nil
 }
 
-// placeOrder reserves stock and publishes OrderPlaced, twice, under one
-// correlation ID, in the checkout span that makes them one trace.
+// placeOrder reserves stock, then writes the order and its OrderPlaced in
+// one transaction, twice, as a client that retries after a timeout would:
+// the order row is written once, the event (with the same message ID)
+// twice, and payments charges once.
+// It runs in the checkout span that makes the order's messages one trace.
 func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	ctx = correlation.WithID(ctx, "checkout-"+orderID)
 	ctx, span := s.tracer.Start(ctx, "checkout", trace.WithAttributes(attribute.String("shop.order_id", orderID)))
@@ -215,14 +257,21 @@ func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 		return fmt.Errorf("reserve stock for %s: %w", orderID, err)
 	}
 	fmt.Printf("order %s: stock reserved (%s)\n", orderID, res.ReservationID)
-	orders, err := cqrs.NewEventPublisher(s.pub, cqrs.EventPublisherConfig{Service: "orders", Telemetry: s.tel})
-	if err != nil {
-		return err
-	}
 	ev := OrderPlaced{OrderID: orderID, SKU: fmt.Sprintf("sku-%d", n), Total: 100 * n}
-	for range 2 { // a retrying producer: the same event, the same message ID
-		if err := orders.Publish(ctx, ev); err != nil {
-			return err
+	for range 2 {
+		err := s.durable.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			// The order's key before the first write: its events reach
+			// Kafka in the order their transactions commit.
+			if err := s.durable.Outbox().LockKeys(ctx, tx, orderID); err != nil {
+				return err
+			}
+			if err := s.ledger.placeOrder(ctx, tx, ev); err != nil {
+				return err
+			}
+			return s.orders.Publish(ctx, ev)
+		})
+		if err != nil {
+			return fmt.Errorf("place order %s: %w", orderID, err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -63,17 +64,7 @@ func TestBeginClaim(t *testing.T) {
 func TestBeginClaimOneRoundTrip(t *testing.T) {
 	var writes atomic.Int64
 	tracer := &batchTracer{}
-	cfg := pgtest.Config(t)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = tracer
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: c, writes: &writes}, nil
-	}
-	pool := pgtest.PoolWith(t, cfg)
+	pool := countingPool(t, &writes, tracer)
 	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
 
 	claimTwice := func() (writesOfSecond int64) {
@@ -111,6 +102,23 @@ func TestBeginClaimOneRoundTrip(t *testing.T) {
 	if got := tracer.batchSQLs(); len(got) != 4 || got[1] != claimSQL || got[3] != claimSQL {
 		t.Fatalf("BeginClaim batches %q; want BEGIN and MarkProcessedTx's statement %q", got, claimSQL)
 	}
+}
+
+// countingPool returns a pool of one connection that counts its writes in
+// writes and traces its queries with tracer, if not nil.
+func countingPool(t *testing.T, writes *atomic.Int64, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg := pgtest.Config(t)
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = tracer
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, writes: writes}, nil
+	}
+	return pgtest.PoolWith(t, cfg)
 }
 
 // countingConn counts the writes on a connection.

@@ -19,15 +19,29 @@ var errNilTx = errors.New("postgres: MarkProcessedTx needs a transaction, got ni
 // fresh mark exists (a duplicate): BeginClaim has ended the transaction and
 // tx is nil. An error leaves nothing open.
 func (s *Store) BeginClaim(ctx context.Context, key string) (tx pgx.Tx, claimed bool, err error) {
+	return s.BeginClaimAfter(ctx, key, nil)
+}
+
+// BeginClaimAfter is [Store.BeginClaim] with the statements that before
+// queues into b run between BEGIN and the claim, in the same round trip:
+// what must precede the transaction's first write, such as the outbox's
+// key locks (outbox.Outbox.QueueLockKeys). Their results are dropped; one
+// that fails ends the transaction, and the error says so. A nil before
+// queues nothing.
+func (s *Store) BeginClaimAfter(ctx context.Context, key string, before func(b *pgx.Batch)) (tx pgx.Tx, claimed bool, err error) {
 	if err := s.ensure(ctx); err != nil {
 		return nil, false, err
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
+	if before != nil {
+		before(b)
+	}
+	first := b.Len() - 1 // statements of before's
 	b.Queue(s.sql.claim, keyArg(key))
 	br := s.pool.SendBatch(ctx, b)
 	tx = br.Tx()
-	claimed, err = readClaim(br)
+	claimed, err = readClaim(br, first)
 	if err != nil || !claimed {
 		// A failed rollback closes the connection, which ends tx as well.
 		_ = tx.Rollback(ctx)
@@ -39,12 +53,15 @@ func (s *Store) BeginClaim(ctx context.Context, key string) (tx pgx.Tx, claimed 
 	return tx, true, nil
 }
 
-// readClaim reads the results of the begin-and-claim batch and closes it:
-// whether the claim inserted (or renewed) the mark.
-func readClaim(br pgx.BatchResults) (bool, error) {
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return false, err
+// readClaim reads the results of the begin-and-claim batch, with first
+// statements between BEGIN and the claim, and closes it: whether the claim
+// inserted (or renewed) the mark.
+func readClaim(br pgx.BatchResults, first int) (bool, error) {
+	for range 1 + first {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return false, err
+		}
 	}
 	tag, err := br.Exec()
 	if closeErr := br.Close(); err == nil {

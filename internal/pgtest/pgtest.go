@@ -72,6 +72,19 @@ func PoolWith(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	return pool
 }
 
+// LazyPool returns a pool on URL that connects only when it is used, for
+// tests of configurations that are refused before any database work. It is
+// closed when the test ends.
+func LazyPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.NewWithConfig(context.Background(), Config(t))
+	if err != nil {
+		t.Fatalf("pgtest: pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // ProxiedPool connects to the test database through a TCP proxy that the
 // test can cut and restore, to stage an outage. The pool's connection
 // timeout is 2 s, so that calls fail fast while the proxy is cut. The pool

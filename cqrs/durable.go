@@ -1,0 +1,240 @@
+package cqrs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/outbox"
+)
+
+// DurableOutboxConfig configures a DurableOutbox. Broker.Brokers is
+// required; every other zero field means its default.
+type DurableOutboxConfig struct {
+	// Broker is the Kafka the forwarder produces to and the direct
+	// publisher (requests, dead letters, replies) publishes to; it is also
+	// the default Broker of the services and dispatchers the DurableOutbox
+	// makes. Brokers is required.
+	Broker broker.Config
+
+	// Outbox names the outbox tables; default koto.outbox. They are
+	// created by NewDurableOutbox unless DisableAutoCreateSchema is set.
+	Outbox outbox.Config
+
+	// Store configures the processed-messages store of the transactional
+	// consumers; default koto.processed_messages, created by
+	// NewDurableOutbox unless DisableAutoCreateSchema is set.
+	Store postgres.Config
+
+	// Forwarder tunes the forwarder. Leave its Broker zero: Broker is
+	// used. Its Logger defaults to Logger.
+	Forwarder outbox.ForwarderConfig
+
+	// Logger receives the logs of the forwarder and of the direct
+	// publisher. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *DurableOutboxConfig) setDefaults() {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Forwarder.Logger = cmp.Or(c.Forwarder.Logger, c.Logger)
+}
+
+// forwarderConfig is Forwarder with Broker.
+func (c DurableOutboxConfig) forwarderConfig() outbox.ForwarderConfig {
+	f := c.Forwarder
+	f.Broker = c.Broker
+	return f
+}
+
+// Validate reports what is wrong with the configuration, zero fields
+// counting as their defaults. Errors wrap ErrInvalidConfig.
+func (c DurableOutboxConfig) Validate() error {
+	c.setDefaults()
+	if len(c.Forwarder.Broker.Brokers) > 0 {
+		return fmt.Errorf("%w: Forwarder.Broker is set; leave it zero and set Broker, which the forwarder uses", ErrInvalidConfig)
+	}
+	if err := validateBroker(c.Broker); err != nil {
+		return err
+	}
+	if err := c.Outbox.Validate(); err != nil {
+		return fmt.Errorf("%w: Outbox: %w", ErrInvalidConfig, err)
+	}
+	if err := c.Store.Validate(); err != nil {
+		return fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
+	}
+	if err := c.forwarderConfig().Validate(); err != nil {
+		return fmt.Errorf("%w: Forwarder: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// DurableOutbox is Koto's durable outbox on one PostgreSQL database, the
+// counterpart of UseKotoDurableOutbox: an outbox table and its forwarder,
+// the processed-messages store, and the facades of this package wired
+// through them (see Durable outbox in the package documentation). Make it
+// with NewDurableOutbox at startup, one per database; close it after the
+// router and the services and dispatchers it made, and before the pool.
+type DurableOutbox struct {
+	pool   *pgxpool.Pool
+	cfg    DurableOutboxConfig
+	box    *outbox.Outbox
+	store  *postgres.Store
+	direct message.Publisher
+	fwd    *outbox.Forwarder
+
+	stop    context.CancelFunc
+	stopped chan struct{}
+	once    sync.Once
+}
+
+// NewDurableOutbox sets up the durable outbox of pool's database: it
+// creates (or, with DisableAutoCreateSchema, checks) the outbox tables and
+// the processed-messages table, connects a direct publisher to Kafka, and
+// starts the forwarder, which runs until Close. ctx bounds the setup only.
+// A configuration it refuses gives an error that wraps ErrInvalidConfig
+// and names the field.
+func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutboxConfig) (_ *DurableOutbox, err error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pool is nil; pass the *pgxpool.Pool of the services' database", ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &DurableOutbox{pool: pool, cfg: cfg, stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			_ = d.Close()
+		}
+	}()
+	if d.box, err = outbox.New(pool, cfg.Outbox); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := d.box.Setup(ctx); err != nil {
+		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
+	}
+	if d.store, err = postgres.NewStore(pool, cfg.Store); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := d.store.EnsureSchema(ctx); err != nil {
+		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
+	}
+	if d.direct, err = broker.NewPublisher(cfg.Broker, watermillLogger(cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("cqrs: durable outbox: publisher: %w", err)
+	}
+	if d.fwd, err = outbox.NewForwarder(d.box, cfg.forwarderConfig()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	d.run()
+	return d, nil
+}
+
+// run starts the forwarder on a goroutine that Close stops.
+func (d *DurableOutbox) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stop = cancel
+	go func() {
+		defer close(d.stopped)
+		// Run returns an error only for a configuration, which Validate
+		// has checked; it logs it too.
+		_ = d.fwd.Run(ctx)
+	}()
+}
+
+// Outbox returns the outbox, for its publishers (Publisher,
+// ContextPublisher, AutoTxPublisher) and LockKeys.
+func (d *DurableOutbox) Outbox() *outbox.Outbox { return d.box }
+
+// Store returns the processed-messages store of the transactional
+// consumers.
+func (d *DurableOutbox) Store() *postgres.Store { return d.store }
+
+// Forwarder returns the running forwarder, for its Active and Forwarded.
+func (d *DurableOutbox) Forwarder() *outbox.Forwarder { return d.fwd }
+
+// Publisher returns the transactional publisher: it writes each message
+// into the outbox in the transaction of the message's context, and
+// refuses one without (outbox.ErrNoTransaction).
+func (d *DurableOutbox) Publisher() message.Publisher { return d.box.ContextPublisher() }
+
+// Transact runs fn in a transaction on the DurableOutbox's pool, with ctx
+// carrying it for the publishers, as outbox.Transact does.
+func (d *DurableOutbox) Transact(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	return outbox.Transact(ctx, d.pool, fn)
+}
+
+// EventPublisher returns an EventPublisher that writes events into the
+// outbox in the transaction of the context passed to Publish: inside
+// Transact, or in a consumer of a Service made by Service. Without a
+// transaction, Publish fails with an error wrapping
+// outbox.ErrNoTransaction.
+func (d *DurableOutbox) EventPublisher(cfg EventPublisherConfig) (*EventPublisher, error) {
+	return NewEventPublisher(d.box.ContextPublisher(), cfg)
+}
+
+// CommandDispatcher returns a CommandDispatcher whose Send writes into the
+// outbox in the transaction of its context, like EventPublisher's
+// Publish, and whose Request publishes directly, since it waits for a
+// reply that would not come before the transaction commits. A zero
+// cfg.Broker means the DurableOutbox's; a nil RequestPublisher, its
+// direct publisher.
+func (d *DurableOutbox) CommandDispatcher(cfg CommandDispatcherConfig) (*CommandDispatcher, error) {
+	if len(cfg.Broker.Brokers) == 0 {
+		cfg.Broker = d.cfg.Broker
+	}
+	if cfg.RequestPublisher == nil {
+		cfg.RequestPublisher = d.direct
+	}
+	return NewCommandDispatcher(d.box.ContextPublisher(), cfg)
+}
+
+// Service returns a Service whose idempotent consumers run in the
+// transactional mode on the DurableOutbox's database: the claim, the
+// handler's writes and what it publishes through the outbox commit
+// together. Leave cfg.Store, Outbox and Transactional zero: Service sets
+// them. A zero cfg.Broker means the DurableOutbox's; a nil Publisher (dead
+// letters and replies), its direct publisher.
+func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
+	if cfg.Store != nil || cfg.Outbox != nil {
+		return nil, fmt.Errorf("%w: ServiceConfig.Store or Outbox is set; leave them nil: DurableOutbox.Service uses its own", ErrInvalidConfig)
+	}
+	if len(cfg.Broker.Brokers) == 0 {
+		cfg.Broker = d.cfg.Broker
+	}
+	cfg.Publisher = cmp.Or(cfg.Publisher, d.direct)
+	cfg.Store, cfg.Outbox, cfg.Transactional = d.store, d.box, true
+	return NewService(cfg)
+}
+
+// Close stops the forwarder (the rows not forwarded yet wait in the table
+// for the next forwarder of the database), then closes the direct
+// publisher and the store. The pool stays open. Calling it twice is fine.
+func (d *DurableOutbox) Close() error {
+	var errs []error
+	d.once.Do(func() {
+		if d.stop != nil {
+			d.stop()
+			<-d.stopped
+		}
+		if d.fwd != nil {
+			errs = append(errs, d.fwd.Close())
+		}
+		if d.direct != nil {
+			errs = append(errs, d.direct.Close())
+		}
+		if d.store != nil {
+			errs = append(errs, d.store.Close())
+		}
+	})
+	return errors.Join(errs...)
+}

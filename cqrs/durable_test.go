@@ -1,0 +1,395 @@
+package cqrs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// OrderSubmitted is published twice by a retrying producer: its message ID
+// is the order's.
+type OrderSubmitted struct {
+	OrderID string `json:"orderId"`
+}
+
+func (e OrderSubmitted) MessageID() string    { return "order-submitted/" + e.OrderID }
+func (e OrderSubmitted) PartitionKey() string { return e.OrderID }
+
+// PaymentSettled follows an OrderSubmitted, on the same key.
+type PaymentSettled struct {
+	OrderID string `json:"orderId"`
+}
+
+func (e PaymentSettled) PartitionKey() string { return e.OrderID }
+
+// attempts counts the handler runs per ID.
+type attempts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// add counts a run of id and returns how many there were.
+func (a *attempts) add(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	a.n[id]++
+	return a.n[id]
+}
+
+func (a *attempts) count(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[id]
+}
+
+// durableEnv is a DurableOutbox on a schema of the test's own, with a
+// table where handlers record their effects.
+type durableEnv struct {
+	t       *testing.T
+	brokers []string
+	pool    *pgxpool.Pool
+	schema  string
+	d       *cqrs.DurableOutbox
+}
+
+func newDurableEnv(t *testing.T) *durableEnv {
+	t.Helper()
+	cfg := pgtest.Config(t)
+	cfg.MaxConns = 12
+	pool := pgtest.PoolWith(t, cfg)
+	schema := pgtest.Schema(t, pool)
+	brokers := kafkatest.Brokers(t)
+	d, err := cqrs.NewDurableOutbox(testContext(t), pool, cqrs.DurableOutboxConfig{
+		Broker:    broker.Config{Brokers: brokers},
+		Outbox:    outbox.Config{Schema: schema},
+		Store:     postgres.Config{Schema: schema, CleanupInterval: -1},
+		Forwarder: outbox.ForwarderConfig{PollInterval: 200 * time.Millisecond},
+		Logger:    testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("NewDurableOutbox: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("DurableOutbox.Close: %v", err)
+		}
+	})
+	e := &durableEnv{t: t, brokers: brokers, pool: pool, schema: schema, d: d}
+	e.exec("CREATE TABLE " + schema + ".effects (id bigserial PRIMARY KEY, what text NOT NULL)")
+	return e
+}
+
+func (e *durableEnv) exec(sql string, args ...any) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(testContext(e.t), sql, args...); err != nil {
+		e.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// effect records what in the transaction of ctx.
+func (e *durableEnv) effect(ctx context.Context, what string) error {
+	tx, ok := outbox.TxFromContext(ctx)
+	if !ok {
+		return middleware.Poison(errors.New("no transaction in the handler's context"))
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+e.schema+".effects (what) VALUES ($1)", what)
+	return err
+}
+
+// effects counts the effect rows of what.
+func (e *durableEnv) effects(what string) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(testContext(e.t), "SELECT count(*) FROM "+e.schema+".effects WHERE what = $1", what).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// service is DurableOutbox.Service with the test's logger and fast retries,
+// closed when the test ends.
+func (e *durableEnv) service(name string) *cqrs.Service {
+	e.t.Helper()
+	svc, err := e.d.Service(cqrs.ServiceConfig{
+		Name: name, AutoProvisionTopics: true, Logger: testLogger(),
+		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+	})
+	if err != nil {
+		e.t.Fatalf("DurableOutbox.Service: %v", err)
+	}
+	e.t.Cleanup(func() { _ = svc.Close() })
+	return svc
+}
+
+// TestDurableOutboxEvents: orders writes its order and OrderPlaced in one
+// transaction; payments, a transactional consumer of the durable outbox,
+// writes its effect and PaymentProcessed in the transaction that claims
+// the message; the first attempt fails after writing both, and the event
+// is delivered twice. Exactly one effect and one PaymentProcessed result,
+// with the correlation ID of the order. A rolled-back order publishes
+// nothing; a publish outside a transaction is refused, unless it goes
+// through an AutoTxPublisher.
+func TestDurableOutboxEvents(t *testing.T) {
+	e := newDurableEnv(t)
+	orders, payments := serviceName(t, "orders"), serviceName(t, "payments")
+	ordersEvents, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paymentsEvents, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: payments})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var tries attempts
+	paid := make(chan seen, 8)
+	r := newRouter(t)
+	err = e.service(payments).Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
+		if err := e.effect(ctx, "charge "+ev.OrderID); err != nil {
+			return err
+		}
+		if err := paymentsEvents.Publish(ctx, PaymentSettled{OrderID: ev.OrderID}); err != nil {
+			return err
+		}
+		if tries.add(ev.OrderID) == 1 {
+			return errors.New("first attempt fails after writing")
+		}
+		return nil
+	}, cqrs.From(orders), cqrs.LockKeys(func(msg *message.Message) ([]string, error) {
+		return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
+	})))
+	if err != nil {
+		t.Fatalf("Register payments: %v", err)
+	}
+	err = e.service(orders).Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
+		paid <- observe(ctx, ev.OrderID)
+		return nil
+	}, cqrs.From(payments)))
+	if err != nil {
+		t.Fatalf("Register orders: %v", err)
+	}
+	runRouter(t, r)
+
+	ctx := testContext(t)
+	if err := ordersEvents.Publish(ctx, OrderSubmitted{OrderID: "o-0"}); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("Publish outside a transaction = %v, want outbox.ErrNoTransaction", err)
+	}
+	errRollback := errors.New("rolled back")
+	err = e.d.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := ordersEvents.Publish(ctx, OrderSubmitted{OrderID: "o-rolled-back"}); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	placed := OrderSubmitted{OrderID: "o-1"}
+	for range 2 { // the same message ID twice: a retrying producer
+		err := e.d.Transact(correlation.WithID(ctx, "checkout-o-1"), func(ctx context.Context, tx pgx.Tx) error {
+			if err := e.d.Outbox().LockKeys(ctx, tx, placed.OrderID); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+e.schema+".effects (what) VALUES ('order o-1')"); err != nil {
+				return err
+			}
+			return ordersEvents.Publish(ctx, placed)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	auto, err := cqrs.NewEventPublisher(e.d.Outbox().AutoTxPublisher(), cqrs.EventPublisherConfig{Service: orders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.Publish(correlation.WithID(ctx, "checkout-o-2"), OrderSubmitted{OrderID: "o-2"}); err != nil {
+		t.Fatalf("Publish outside a transaction through AutoTxPublisher: %v", err)
+	}
+
+	got := map[string]seen{}
+	for len(got) < 2 {
+		s := receive(t, paid, "PaymentSettled")
+		if _, dup := got[s.orderID]; dup {
+			t.Fatalf("PaymentSettled of %s handled twice", s.orderID)
+		}
+		got[s.orderID] = s
+	}
+	for id, s := range got {
+		if want := "checkout-" + id; s.ctxCorrelation != want || s.partKey != id {
+			t.Errorf("PaymentSettled of %s: correlation %q, partition key %q; want %q and %s", id, s.ctxCorrelation, s.partKey, want, id)
+		}
+	}
+	kafkatest.WaitFor(t, "the outbox to be empty", func() bool {
+		var n int
+		_ = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.d.Outbox().Table()).Scan(&n)
+		return n == 0
+	})
+	select {
+	case s := <-paid:
+		t.Fatalf("unexpected PaymentSettled of %s", s.orderID)
+	case <-time.After(400 * time.Millisecond): // twice the poll interval
+	}
+	for what, want := range map[string]int{"order o-1": 2, "charge o-1": 1, "charge o-2": 1, "charge o-rolled-back": 0} {
+		if n := e.effects(what); n != want {
+			t.Errorf("%d effects %q, want %d", n, what, want)
+		}
+	}
+	if n := tries.count("o-1"); n != 2 {
+		t.Errorf("payments handled o-1 %d times, want 2: a failed attempt, then one that committed", n)
+	}
+}
+
+// TestDurableOutboxCommands: Send writes the command into the outbox in
+// the transaction of its context and is refused without one; Request
+// publishes directly, inside a transaction or not. An idempotent command
+// consumer of the durable outbox's Service answers a request in its
+// transaction: a handler error reaches the requester and its write is
+// undone, a success commits its write.
+func TestDurableOutboxCommands(t *testing.T) {
+	e := newDurableEnv(t)
+	orders, inventory := serviceName(t, "orders"), serviceName(t, "inventory")
+	r := newRouter(t)
+	errNoStock := &cqrs.HandlerError{Kind: "out-of-stock", Message: "out of stock"}
+	err := e.service(inventory).Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ReserveStock) (StockReservation, error) {
+		if err := e.effect(ctx, "reserve "+cmd.SKU); err != nil {
+			return StockReservation{}, err
+		}
+		if cmd.SKU == "none" {
+			return StockReservation{}, errNoStock
+		}
+		return StockReservation{ReservationID: "r-" + cmd.SKU}, nil
+	}, cqrs.Idempotent(true)))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	runRouter(t, r)
+	d, err := e.d.CommandDispatcher(cqrs.CommandDispatcherConfig{
+		Service: orders, AutoProvisionTopics: true, Logger: testLogger(),
+		Routes: []cqrs.Route{cqrs.RouteOf[ReserveStock](topics.Command(inventory, "reserve-stock"))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := testContext(t)
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := d.Send(ctx, ReserveStock{SKU: "outside"}); !errors.Is(err, outbox.ErrNoTransaction) {
+		t.Fatalf("Send outside a transaction = %v, want outbox.ErrNoTransaction", err)
+	}
+	err = e.d.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		res, err := cqrs.Request[StockReservation](ctx, d, ReserveStock{SKU: "in-tx"})
+		if err != nil || res.ReservationID != "r-in-tx" {
+			return errors.Join(errors.New("Request in a transaction"), err)
+		}
+		return d.Send(ctx, ReserveStock{SKU: "sent"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cqrs.Request[StockReservation](ctx, d, ReserveStock{SKU: "none"})
+	if !errors.Is(err, errNoStock) {
+		t.Fatalf("Request of a failing command = %v, want the handler's error", err)
+	}
+	kafkatest.WaitFor(t, "the sent command handled", func() bool { return e.effects("reserve sent") == 1 })
+	for what, want := range map[string]int{"reserve in-tx": 1, "reserve none": 0, "reserve outside": 0} {
+		if n := e.effects(what); n != want {
+			t.Errorf("%d effects %q, want %d", n, what, want)
+		}
+	}
+}
+
+// TestDurableOutboxConfig: the configurations that cannot work fail at
+// construction with ErrInvalidConfig, naming the field.
+func TestDurableOutboxConfig(t *testing.T) {
+	pool := pgtest.LazyPool(t)
+	store, err := postgres.NewStore(pool, postgres.Config{CleanupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	box, err := outbox.New(pool, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := idempotency.NewMemoryStore(0)
+	defer mem.Close()
+	brokers := broker.Config{Brokers: []string{"127.0.0.1:1"}}
+	ctx := context.Background()
+	cases := []struct {
+		field string
+		err   func() error
+	}{
+		{"pool is nil", func() error {
+			_, err := cqrs.NewDurableOutbox(ctx, nil, cqrs.DurableOutboxConfig{Broker: brokers})
+			return err
+		}},
+		{"Broker", func() error {
+			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{})
+			return err
+		}},
+		{"Forwarder.Broker", func() error {
+			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Forwarder: outbox.ForwarderConfig{Broker: brokers}})
+			return err
+		}},
+		{"Outbox", func() error {
+			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Outbox: outbox.Config{Table: "bad\x00name"}})
+			return err
+		}},
+		{"Forwarder", func() error {
+			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Forwarder: outbox.ForwarderConfig{BatchSize: -1}})
+			return err
+		}},
+		{"Outbox is set without Transactional", func() error {
+			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Store: store, Outbox: box})
+			return err
+		}},
+		{"Transactional is set but Store is nil", func() error {
+			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Transactional: true})
+			return err
+		}},
+		{"Store must be a *postgres.Store", func() error {
+			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Transactional: true, Store: mem})
+			return err
+		}},
+		{"LockKeys", func() error {
+			svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Store: store, Transactional: true})
+			if err != nil {
+				return err
+			}
+			defer svc.Close()
+			return svc.Register(ctx, newRouter(t), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
+				cqrs.From("orders"), cqrs.LockKeys(func(*message.Message) ([]string, error) { return nil, nil })))
+		}},
+	}
+	for _, c := range cases {
+		err := c.err()
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", c.field, err)
+		}
+	}
+}

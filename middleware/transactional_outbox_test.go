@@ -1,0 +1,313 @@
+package middleware_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
+)
+
+// newOutbox returns the outbox of schema, set up.
+func newOutbox(t *testing.T, pool *pgxpool.Pool, schema string) *outbox.Outbox {
+	t.Helper()
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Setup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return box
+}
+
+// outboxRow is a row of the outbox as a test reads it: its envelope.
+type outboxRow struct {
+	Topic    string            `json:"destination_topic"`
+	UUID     string            `json:"uuid"`
+	Payload  []byte            `json:"payload"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// outboxRows returns the rows of box in the order the forwarder sends
+// them.
+func outboxRows(t *testing.T, pool *pgxpool.Pool, box *outbox.Outbox) []outboxRow {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT payload FROM `+box.Table()+` ORDER BY transaction_id, "offset"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]outboxRow, len(envs))
+	for i, env := range envs {
+		if err := json.Unmarshal(env, &out[i]); err != nil {
+			t.Fatalf("outbox row %s: %v", env, err)
+		}
+	}
+	return out
+}
+
+// TestTransactionalOutboxWritesReturnedMessages runs a router handler with
+// a publish topic in the transactional mode with an outbox. The messages
+// it returns are written into the outbox in its transaction, for the
+// publish topic, with the correlation ID: those of a failed attempt roll
+// back with it, a duplicate writes none, and the router publishes nothing
+// to Kafka itself. The work registered with outbox.AfterCommit runs once
+// per commit.
+func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
+	e := newKafkaEnv(t)
+	in, out := e.topic(t, "in"), e.topic(t, "out")
+	pool := pgtestPool(t)
+	schema := pgtest.Schema(t, pool)
+	store := postgresStoreIn(t, pool, schema)
+	fx := newEffects(t, pool, schema)
+	box := newOutbox(t, pool, schema)
+
+	var duplicates, afterCommit atomic.Int64
+	chain := defaultsChain(t, middleware.Config{
+		Publisher: e.pub, Store: store, Transactional: true, Logger: slog.New(slog.DiscardHandler),
+		Idempotency: middleware.IdempotencyConfig{
+			Outbox:      box,
+			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
+		},
+		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
+	})
+	msgs := newMessages(2)
+	a, b := msgs[0], msgs[1]
+	a.Metadata.Set(correlation.MetadataKey, "corr-a")
+	attempts := newCounter()
+	handle := func(msg *message.Message) ([]*message.Message, error) {
+		if err := fx.insert(msg); err != nil {
+			return nil, err
+		}
+		if err := outbox.AfterCommit(msg.Context(), func() { afterCommit.Add(1) }); err != nil {
+			return nil, err
+		}
+		receipts := []*message.Message{
+			message.NewMessage(uuid.NewString(), []byte("receipt-1 of "+msg.UUID)),
+			message.NewMessage(uuid.NewString(), []byte("receipt-2 of "+msg.UUID)),
+		}
+		if attempts.add(msg.UUID) == 1 && msg.UUID == b.UUID {
+			return receipts, errors.New("failed after writing")
+		}
+		return receipts, nil
+	}
+	e.runRouter(t, handlerSpec{name: kafkatest.Group(t, "receipts"), topic: in, middlewares: chain, produce: handle, publishTopic: out})
+	e.publish(t, in, a, b, republish(a))
+
+	waitFor(t, "both messages committed and the duplicate skipped", func() bool {
+		return afterCommit.Load() == 2 && duplicates.Load() == 1
+	})
+	rows := outboxRows(t, pool, box)
+	if len(rows) != 4 {
+		t.Fatalf("%d outbox rows, want 4: two receipts for each message, none of the failed attempt or the duplicate", len(rows))
+	}
+	for _, r := range rows {
+		of := strings.TrimPrefix(strings.TrimPrefix(string(r.Payload), "receipt-1 of "), "receipt-2 of ")
+		corr := r.Metadata[correlation.MetadataKey]
+		switch {
+		case r.Topic != out:
+			t.Errorf("receipt %q is bound for %s, want the publish topic %s", r.Payload, r.Topic, out)
+		case of == a.UUID && corr != "corr-a", of == b.UUID && corr == "":
+			t.Errorf("receipt %q has correlation ID %q", r.Payload, corr)
+		}
+	}
+	if rows, distinct := fx.counts(); rows != 2 || distinct != 2 || attempts.get(b.UUID) != 2 {
+		t.Errorf("%d effect rows of %d messages after %d attempts of the failing one; want 2, 2, 2", rows, distinct, attempts.get(b.UUID))
+	}
+	if n := e.records(t, out); n != 0 {
+		t.Errorf("the router published %d records to %s itself", n, out)
+	}
+}
+
+// TestTransactionalOutboxNeedsAPublishTopic: returned messages with an
+// outbox but no publish topic (a handler added without a publisher) are
+// poison, and nothing of the attempt is kept.
+func TestTransactionalOutboxNeedsAPublishTopic(t *testing.T) {
+	e := newRaceEnv(t)
+	box := newOutbox(t, e.pool, e.schema)
+	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{Outbox: box})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := mw(func(msg *message.Message) ([]*message.Message, error) {
+		if err := e.fx.insert(msg); err != nil {
+			return nil, err
+		}
+		return []*message.Message{message.NewMessage(uuid.NewString(), nil)}, nil
+	})
+	_, err = handler(newMessages(1)[0])
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.ClassPoison ||
+		!strings.Contains(err.Error(), "publish topic") {
+		t.Fatalf("handler = %v (class %v), want ErrReturnedMessagesInTx as poison, naming the publish topic", err, middleware.Classify(err))
+	}
+	if rows, _ := e.fx.counts(); rows != 0 || len(outboxRows(t, e.pool, box)) != 0 {
+		t.Errorf("%d effect rows and %d outbox rows kept", rows, len(outboxRows(t, e.pool, box)))
+	}
+}
+
+// TestTransactionalLockKeys: with LockKeys, a delivery takes its keys'
+// locks before its claim, so a second delivery of another message with the
+// same key waits before its first write, without a transaction ID, until
+// the first commits; the outbox then holds their messages in commit order.
+// LockKeys inside the handler comes after the claim and is refused.
+func TestTransactionalLockKeys(t *testing.T) {
+	cfg := pgtest.Config(t)
+	app := "koto-test-" + strings.ReplaceAll(pgtest.Name("lock"), "_", "-")
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool := pgtest.PoolWith(t, cfg)
+	schema := pgtest.Schema(t, pool)
+	store := postgresStoreIn(t, pool, schema)
+	box := newOutbox(t, pool, schema)
+	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{
+		Outbox:   box,
+		LockKeys: func(msg *message.Message) ([]string, error) { return []string{msg.Metadata.Get("order")}, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := kafkatest.Topic(t, "locked")
+	entered, release := make(chan string, 2), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseFirst := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseFirst) // a failed test must not leave the first handler holding its connection
+	handler := mw(func(msg *message.Message) ([]*message.Message, error) {
+		ctx := msg.Context()
+		tx, _ := outbox.TxFromContext(ctx)
+		if err := box.LockKeys(ctx, tx, "late"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
+			return nil, middleware.Poison(errors.New("LockKeys after the claim was not refused"))
+		}
+		out := message.NewMessage(uuid.NewString(), msg.Payload)
+		out.SetContext(ctx)
+		if err := box.ContextPublisher().Publish(topic, out); err != nil {
+			return nil, err
+		}
+		entered <- string(msg.Payload)
+		if string(msg.Payload) == "first" {
+			<-release
+		}
+		return nil, nil
+	})
+	deliver := func(payload string) <-chan error {
+		msg := message.NewMessage(uuid.NewString(), []byte(payload))
+		msg.Metadata.Set("order", "order-7")
+		done := make(chan error, 1)
+		go func() { _, err := handler(msg); done <- err }()
+		return done
+	}
+
+	first := deliver("first")
+	if got := receive(t, entered); got != "first" {
+		t.Fatalf("entered %q", got)
+	}
+	second := deliver("second")
+	waitFor(t, "the second delivery to wait for the key lock before any write", func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event = 'advisory' AND backend_xid IS NULL`, app).Scan(&n)
+		return err == nil && n == 1
+	})
+	if len(entered) != 0 {
+		t.Fatal("the second delivery ran its handler while the first held the key")
+	}
+	releaseFirst()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, entered); got != "second" {
+		t.Fatalf("entered %q", got)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	rows := outboxRows(t, pool, box)
+	if len(rows) != 2 || string(rows[0].Payload) != "first" || string(rows[1].Payload) != "second" {
+		t.Fatalf("outbox order %v, want first then second", rows)
+	}
+}
+
+// receive returns the next value of ch within kafkatest.Timeout.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	ctx := kafkatest.Context(t)
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatal("nothing received")
+		panic("unreachable")
+	}
+}
+
+// beginClaimOnly is a TransactionalStore that is not a LockingStore.
+type beginClaimOnly struct{ middleware.TransactionalStore }
+
+// TestOutboxConfigErrorsNameTheField: an outbox or key locks where they
+// cannot work fail at construction, naming the field.
+func TestOutboxConfigErrorsNameTheField(t *testing.T) {
+	pool := pgtest.LazyPool(t)
+	store := postgresStoreIn(t, pool, "koto")
+	box, err := outbox.New(pool, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
+	defer pub.Close()
+	keys := func(*message.Message) ([]string, error) { return nil, nil }
+	cases := []struct {
+		field string
+		err   func() error
+	}{
+		{"IdempotencyConfig.Outbox", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{Outbox: box}})
+			return err
+		}},
+		{"IdempotencyConfig.Outbox or LockKeys", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{LockKeys: keys}})
+			return err
+		}},
+		{"IdempotencyConfig.Outbox", func() error {
+			_, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{Outbox: box})
+			return err
+		}},
+		{"LockKeys is set without Outbox", func() error {
+			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{LockKeys: keys})
+			return err
+		}},
+		{"LockKeys needs a LockingStore", func() error {
+			_, err := middleware.TransactionalIdempotency(beginClaimOnly{store}, middleware.IdempotencyConfig{Outbox: box, LockKeys: keys})
+			return err
+		}},
+	}
+	for _, c := range cases {
+		err := c.err()
+		if !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", c.field, err)
+		}
+	}
+	if _, err := middleware.TransactionalIdempotency(beginClaimOnly{store}, middleware.IdempotencyConfig{Outbox: box}); err != nil {
+		t.Errorf("an outbox without key locks needs no LockingStore: %v", err)
+	}
+	if _, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true,
+		Idempotency: middleware.IdempotencyConfig{Outbox: box, LockKeys: keys}}); err != nil {
+		t.Errorf("Defaults with the transactional mode, an outbox and key locks: %v", err)
+	}
+}
