@@ -25,11 +25,11 @@ const (
 // ProvisionConfig is Config.Provision: the settings of the topics that
 // [ProvisionTopics] creates.
 type ProvisionConfig struct {
-	// Partitions of each new topic. Default: DefaultPartitions.
+	// Partitions of each new topic. Default: [DefaultPartitions].
 	Partitions int32
 
-	// ReplicationFactor of each new topic. Default: DefaultReplicationFactor
-	// (1); set 3 in production.
+	// ReplicationFactor of each new topic. Default:
+	// [DefaultReplicationFactor] (1); set 3 in production.
 	ReplicationFactor int16
 
 	// TopicConfigs are Kafka topic configs for new topics, such as

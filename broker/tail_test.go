@@ -47,8 +47,8 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 func TestTailReaderLifecycle(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	noop := func(*message.Message) {}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) {
-		t.Errorf("invalid topic: %v, want topics.ErrInvalid", err)
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("invalid topic: %v, want topics.ErrInvalid and ErrInvalidConfig", err)
 	}
 	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil, nil); !errors.Is(err, broker.ErrInvalidConfig) {
 		t.Errorf("nil handle: %v, want ErrInvalidConfig", err)

@@ -44,12 +44,12 @@ type CommandDispatcherConfig struct {
 	Routes []Route
 
 	// Timeout is the longest a Request (sending the command and waiting
-	// for its reply) or a Send takes; a context deadline that comes sooner
-	// ends it sooner. Default: DefaultTimeout.
+	// for its reply) or a Send takes (see the package doc). Default:
+	// [DefaultTimeout].
 	Timeout time.Duration
 
 	// ReplyTopic is the topic replies come back on. Default:
-	// ReplyTopic(Service). All instances of a service may share it: each
+	// [ReplyTopic](Service). All instances of a service may share it: each
 	// reads it whole, without a consumer group, and keeps only the replies
 	// to its own requests.
 	ReplyTopic string
@@ -93,18 +93,19 @@ func (c *CommandDispatcherConfig) setDefaults() {
 }
 
 // Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap ErrInvalidConfig, or
-// ErrInvalidRoute for a bad route or reply topic.
+// counting as their defaults, Broker included. Errors wrap
+// [ErrInvalidConfig] (and [ErrInvalidRoute] for a bad route or reply
+// topic).
 func (c CommandDispatcherConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService(c.Service, c.Routes); err != nil {
+	if err := validateService("Service", c.Service, c.Routes); err != nil {
 		return err
 	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	if err := validateTimeout(c.Timeout); err != nil {
+		return err
 	}
 	if err := topics.Validate(c.ReplyTopic); err != nil {
-		return fmt.Errorf("%w: ReplyTopic: %w", ErrInvalidRoute, err)
+		return invalidRoute("ReplyTopic: %w", err)
 	}
 	return validateBroker(c.Broker)
 }

@@ -24,8 +24,8 @@ type EventPublisherConfig struct {
 	// Routes send event types to explicit topics.
 	Routes []Route
 
-	// Timeout is the longest a Publish takes; a context deadline that
-	// comes sooner ends it sooner. Default: DefaultTimeout.
+	// Timeout is the longest a Publish takes (see the package doc).
+	// Default: [DefaultTimeout].
 	Timeout time.Duration
 
 	// Telemetry traces and measures the events published. Nil:
@@ -39,24 +39,34 @@ func (c *EventPublisherConfig) setDefaults() {
 	}
 }
 
-// Validate reports what is wrong with the configuration. Errors wrap
-// ErrInvalidConfig, or ErrInvalidRoute for a bad route.
+// Validate reports what is wrong with the configuration, zero fields
+// counting as their defaults. Errors wrap [ErrInvalidConfig] (and
+// [ErrInvalidRoute] for a bad route).
 func (c EventPublisherConfig) Validate() error {
-	if c.Timeout < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	if err := validateTimeout(c.Timeout); err != nil {
+		return err
 	}
-	return validateService(c.Service, c.Routes)
+	return validateService("Service", c.Service, c.Routes)
 }
 
-func validateService(service string, routes []Route) error {
+// validateService checks the service name in field and the routes.
+func validateService(field, service string, routes []Route) error {
 	if service == "" {
-		return fmt.Errorf("%w: Service is empty", ErrInvalidConfig)
+		return fmt.Errorf("%w: %s is empty; set it to the service's name, such as \"orders\"", ErrInvalidConfig, field)
 	}
 	if err := topics.Validate(service); err != nil {
-		return fmt.Errorf("%w: Service %q cannot prefix a topic: %w", ErrInvalidConfig, service, err)
+		return fmt.Errorf("%w: %s %q cannot prefix a topic: %w", ErrInvalidConfig, field, service, err)
 	}
 	_, err := routeTable(routes)
 	return err
+}
+
+// validateTimeout checks the Timeout field of a configuration.
+func validateTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: Timeout is negative (%s); use 0 for the default (%s) or a positive duration", ErrInvalidConfig, d, DefaultTimeout)
+	}
+	return nil
 }
 
 // EventPublisher publishes integration events, Koto's

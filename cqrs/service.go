@@ -67,8 +67,8 @@ type ServiceConfig struct {
 	AutoProvisionTopics bool
 
 	// DeadLetter configures the retries and dead letters of every
-	// consumer (middleware.DeadLetter). Register reports its errors. Its
-	// Backoff also spaces the retries of a reply that fails to publish.
+	// consumer (middleware.DeadLetter). Its Backoff also spaces the retries
+	// of a reply that fails to publish.
 	DeadLetter middleware.DeadLetterConfig
 
 	// Logger receives the consumers' logs. Default: slog.Default().
@@ -88,17 +88,22 @@ func (c *ServiceConfig) setDefaults() {
 }
 
 // Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap ErrInvalidConfig.
+// counting as their defaults, Broker and DeadLetter included. Errors wrap
+// [ErrInvalidConfig].
 func (c ServiceConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService(c.Name, nil); err != nil {
+	if err := validateService("Name", c.Name, nil); err != nil {
 		return err
 	}
 	if c.IdempotencyWindow < 0 {
-		return fmt.Errorf("%w: IdempotencyWindow is negative (%s)", ErrInvalidConfig, c.IdempotencyWindow)
+		return fmt.Errorf("%w: IdempotencyWindow is negative (%s); use 0 for the default (%s) or a positive duration",
+			ErrInvalidConfig, c.IdempotencyWindow, idempotency.DefaultWindow)
 	}
 	if err := c.validateTransactional(); err != nil {
 		return err
+	}
+	if err := c.DeadLetter.Validate(); err != nil {
+		return fmt.Errorf("%w: DeadLetter: %w", ErrInvalidConfig, err)
 	}
 	return validateBroker(c.Broker)
 }
@@ -321,8 +326,8 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	p.group = cmp.Or(spec.opts.group, topics.ConsumerGroup(s.cfg.Name, spec.typeName))
 	p.deadLetterTopic = cmp.Or(s.cfg.DeadLetter.Topic, topics.DeadLetter(p.group))
 	if err := topics.Validate(p.deadLetterTopic); err != nil {
-		return p, fmt.Errorf("%w: %s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
-			ErrInvalidRoute, spec.kind, spec.typeName, p.group, err)
+		return p, invalidRoute("%s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
+			spec.kind, spec.typeName, p.group, err)
 	}
 	p.idempotent = spec.kind == eventKind
 	if spec.opts.idempotent != nil {
@@ -353,7 +358,7 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 			ErrInvalidConfig, spec.typeName)
 	}
 	if err := topics.Validate(topic); err != nil {
-		return "", fmt.Errorf("%w: %s consumer of %s: topic: %w", ErrInvalidRoute, spec.kind, spec.typeName, err)
+		return "", invalidRoute("%s consumer of %s: topic: %w", spec.kind, spec.typeName, err)
 	}
 	return topic, nil
 }

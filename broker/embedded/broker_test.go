@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
@@ -29,13 +30,13 @@ func TestStartListensOnLoopbackOnly(t *testing.T) {
 
 func TestStartRejectsBadOptions(t *testing.T) {
 	tests := map[string]embedded.Option{
-		"zero partitions":  embedded.WithPartitions(0),
-		"negative port":    embedded.WithPort(-1),
-		"port too large":   embedded.WithPort(70000),
-		"invalid topic":    embedded.WithTopics("ok", "bad topic!"),
-		"SASL mechanism":   embedded.WithSASLUser("GSSAPI", "u", "p"),
-		"SASL password":    embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
-		"TLS without cert": embedded.WithTLS(&tls.Config{}),
+		"negative partitions": embedded.WithPartitions(-1),
+		"negative port":       embedded.WithPort(-1),
+		"port too large":      embedded.WithPort(70000),
+		"invalid topic":       embedded.WithTopics("ok", "bad topic!"),
+		"SASL mechanism":      embedded.WithSASLUser("GSSAPI", "u", "p"),
+		"SASL password":       embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
+		"TLS without cert":    embedded.WithTLS(&tls.Config{}),
 	}
 	for name, opt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -44,8 +45,8 @@ func TestStartRejectsBadOptions(t *testing.T) {
 				_ = b.Close()
 				t.Fatal("Start succeeded, want an error")
 			}
-			if !errors.Is(err, embedded.ErrInvalidOption) {
-				t.Fatalf("Start error %v does not wrap ErrInvalidOption", err)
+			if !errors.Is(err, embedded.ErrInvalidConfig) {
+				t.Fatalf("Start error %v does not wrap ErrInvalidConfig", err)
 			}
 		})
 	}
@@ -78,22 +79,34 @@ func TestCloseIsIdempotent(t *testing.T) {
 func TestTopicsGetConfiguredPartitions(t *testing.T) {
 	b := startBroker(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
 	produceValues(t, b.Addrs(), "auto-created", "x")
+	checkPartitions(t, b, 4, "orders.order-placed", "payments.paid", "auto-created")
+}
 
+// TestZeroPartitionsMeansTheDefault: WithPartitions(0) is the default,
+// broker.DefaultPartitions, as a zero field of a Config is.
+func TestZeroPartitionsMeansTheDefault(t *testing.T) {
+	b := startBroker(t, embedded.WithPartitions(0), embedded.WithTopics("orders.order-placed"))
+	checkPartitions(t, b, broker.DefaultPartitions, "orders.order-placed")
+}
+
+// checkPartitions checks that every topic of names has want partitions.
+func checkPartitions(t *testing.T, b *embedded.Broker, want int, names ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	adm := kadm.NewClient(newKgoClient(t, b.Addrs()))
-	details, err := adm.ListTopics(ctx, "orders.order-placed", "payments.paid", "auto-created")
+	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
-	for _, name := range []string{"orders.order-placed", "payments.paid", "auto-created"} {
+	for _, name := range names {
 		d, ok := details[name]
 		if !ok || d.Err != nil {
 			t.Errorf("topic %s: missing or error %v", name, d.Err)
 			continue
 		}
-		if got := len(d.Partitions); got != 4 {
-			t.Errorf("topic %s has %d partitions, want 4", name, got)
+		if got := len(d.Partitions); got != want {
+			t.Errorf("topic %s has %d partitions, want %d", name, got, want)
 		}
 	}
 }
