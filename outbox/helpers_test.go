@@ -52,7 +52,7 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Setup(ctx(t)); err != nil {
+	if err := o.Setup(kafkatest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if len(brokers) == 0 {
@@ -61,8 +61,6 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	logger, logs := testLogger(t)
 	return &env{t: t, logger: logger, logs: logs, pool: pool, schema: schema, o: o, brokers: brokers}
 }
-
-func ctx(t testing.TB) context.Context { return kafkatest.Context(t) }
 
 // forwarderConfig is the tests' forwarder configuration.
 func (e *env) forwarderConfig() outbox.ForwarderConfig {
@@ -115,7 +113,7 @@ func (e *env) startForwarder(cfg outbox.ForwarderConfig) *running {
 // publish commits one transaction that publishes msgs to topic.
 func (e *env) publish(topic string, msgs ...*message.Message) {
 	e.t.Helper()
-	err := outbox.Transact(ctx(e.t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := outbox.Transact(kafkatest.Context(e.t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		return e.o.Publisher(tx).Publish(topic, msgs...)
 	})
 	if err != nil {
@@ -126,11 +124,7 @@ func (e *env) publish(topic string, msgs ...*message.Message) {
 // rows counts the rows in the outbox table.
 func (e *env) rows() int {
 	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(ctx(e.t), "SELECT count(*) FROM "+e.o.Table()).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+	return int(pgtest.QueryInt(e.t, e.pool, "SELECT count(*) FROM "+e.o.Table()))
 }
 
 // newMsg is a message with a UUIDv7, the payload and, if key is not empty,
@@ -274,9 +268,6 @@ func (w *testWriter) logged(s string) bool {
 }
 
 var _ io.Writer = (*testWriter)(nil)
-
-// waitFor is kafkatest.WaitFor.
-func waitFor(t *testing.T, what string, cond func() bool) { kafkatest.WaitFor(t, what, cond) }
 
 // payloads numbers n payloads "<prefix>-<i>".
 func payloads(prefix string, n int) []string {

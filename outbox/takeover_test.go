@@ -37,7 +37,7 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	}
 
 	var activeApp string
-	waitFor(t, "one active forwarder", func() bool {
+	kafkatest.WaitFor(t, "one active forwarder", func() bool {
 		n := 0
 		for app, f := range fwd {
 			if f.Active() {
@@ -62,10 +62,10 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	terminate(t, e, activeApp)
 	killed.cancel()
 	killed.stop(t)
-	waitFor(t, "the standby to take over", standby.Active)
+	kafkatest.WaitFor(t, "the standby to take over", standby.Active)
 	publish(500)
 	recs = append(recs, r.distinct(1000)...)
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, 1500)
 	if dups > batch || standby.Forwarded() == 0 {
