@@ -24,8 +24,7 @@ const (
 	// a subscription whose consumer stopped.
 	DefaultReconnectRetrySleep = time.Second
 	// DefaultInitialOffset is where a consumer group without a committed
-	// offset starts: the oldest offset, so that it also receives what was
-	// published before it first joined.
+	// offset starts: the oldest offset (see Defaults in the package doc).
 	DefaultInitialOffset = sarama.OffsetOldest
 )
 

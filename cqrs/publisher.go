@@ -69,8 +69,8 @@ func validateTimeout(d time.Duration) error {
 	return nil
 }
 
-// EventPublisher publishes integration events, Koto's
-// IntegrationEventPublisher. It is safe for concurrent use.
+// EventPublisher publishes integration events (see Publishing in the
+// package doc). It is safe for concurrent use.
 type EventPublisher struct {
 	bus     *wcqrs.EventBus
 	service string
@@ -114,19 +114,10 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 
 // Publish publishes event, a value or pointer of a named struct type, and
 // returns once the publisher has it (for the broker's publisher: once Kafka
-// has acknowledged it). It ends at the deadline of ctx or after the
-// configured Timeout, whichever comes first; the error then matches
-// ErrTimeout, and the event may still be published (see the package
-// documentation).
-//
-// An error of the publisher is wrapped, so middleware.Classify sees it: a
-// handler that returns it during a broker outage is retried, not
-// dead-lettered (see the package documentation).
-//
-// The message carries the event as JSON, its type name, the message ID of a
-// MessageIDer event or else a new UUIDv7, the Kafka partition key of a
-// PartitionKeyer event, and the correlation ID of ctx, or a new one when ctx
-// has none.
+// has acknowledged it), or with an error matching [ErrTimeout] at the
+// deadline of ctx or the configured Timeout. The package doc says what the
+// message carries (Publishing) and what a timeout leaves (Deadlines and
+// broker faults).
 func (p *EventPublisher) Publish(ctx context.Context, event any) error {
 	if event == nil {
 		return errors.New("cqrs: Publish of a nil event")

@@ -7,7 +7,7 @@ import (
 )
 
 // Route sends every message of one type to an explicit topic instead of the
-// conventional one, like Koto's PublishMessage<T>().ToKafkaTopic(topic).
+// conventional one.
 type Route struct {
 	// TypeName is the message type's name, as topics.TypeName gives it.
 	TypeName string

@@ -62,8 +62,7 @@ type ServiceConfig struct {
 	Outbox *outbox.Outbox
 
 	// AutoProvisionTopics makes Register create the topics its consumers
-	// read and their dead-letter topics, like Koto's
-	// AutoProvisionTopics().
+	// read and their dead-letter topics (broker.ProvisionTopics).
 	AutoProvisionTopics bool
 
 	// DeadLetter configures the retries and dead letters of every
@@ -130,10 +129,9 @@ func validateBroker(b broker.Config) error {
 	return nil
 }
 
-// Service registers the consumers of one service on a Watermill router, the
-// Go form of Koto's consumer registration. Build it with NewService, then
-// call Register once or more before the router runs. It is safe for
-// concurrent use.
+// Service registers the consumers of one service on a Watermill router.
+// Build it with NewService, then call Register once or more before the
+// router runs. It is safe for concurrent use.
 type Service struct {
 	cfg    ServiceConfig
 	logger *slog.Logger
@@ -166,23 +164,14 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // Name returns the service's name.
 func (s *Service) Name() string { return s.cfg.Name }
 
-// Register adds consumers to router, one handler each:
-//
-//   - its topic is Topic's, or topics.Event(From's service, type name) for
-//     an event, or topics.Command(this service, type name) for a command;
-//   - its consumer group, which is also its handler name, is
-//     topics.ConsumerGroup(this service, type name) unless ConsumerGroup
-//     says otherwise;
-//   - its middleware is middleware.Defaults: correlation, telemetry,
-//     logging, retries and dead letters to topics.DeadLetter(group), and,
-//     for an idempotent consumer, deduplication with the service's store.
-//
+// Register adds consumers to router, one handler each, with the topic,
+// group and middleware that Consumers in the package doc describes.
 // Everything is checked before anything is added: an invalid topic or group
-// (the error names it and wraps ErrInvalidRoute), a handler name the router
-// already has, or two consumers with one group fail the whole call. With
-// AutoProvisionTopics the topics and dead-letter topics are created, which
-// is the only thing ctx bounds. Register after the router started needs
-// router.RunHandlers.
+// (the error names it and wraps [ErrInvalidRoute]), a handler name the
+// router already has, or two consumers with one group fail the whole call
+// with [ErrInvalidConfig]. With AutoProvisionTopics the topics and
+// dead-letter topics are created, which is the only thing ctx bounds.
+// Register after the router started needs router.RunHandlers.
 func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
 	if router == nil {
 		return fmt.Errorf("%w: router is nil", ErrInvalidConfig)
