@@ -152,7 +152,7 @@ type startup struct {
 // Start.
 func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*CommandDispatcher, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+		return nil, errNilPublisher
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

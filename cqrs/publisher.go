@@ -61,6 +61,9 @@ func validateService(field, service string, routes []Route) error {
 	return err
 }
 
+// errNilPublisher is the error of a constructor given no publisher.
+var errNilPublisher = fmt.Errorf("%w: the publisher is nil; pass a message.Publisher, such as broker.NewPublisher's or an outbox's ContextPublisher", ErrInvalidConfig)
+
 // validateTimeout checks the Timeout field of a configuration.
 func validateTimeout(d time.Duration) error {
 	if d < 0 {
@@ -82,7 +85,7 @@ type EventPublisher struct {
 // typically a broker.NewPublisher.
 func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventPublisher, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+		return nil, errNilPublisher
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

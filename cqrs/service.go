@@ -174,7 +174,7 @@ func (s *Service) Name() string { return s.cfg.Name }
 // Register after the router started needs router.RunHandlers.
 func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
 	if router == nil {
-		return fmt.Errorf("%w: router is nil", ErrInvalidConfig)
+		return fmt.Errorf("%w: the router is nil; pass the message.Router to add the consumers to", ErrInvalidConfig)
 	}
 	s.regMu.Lock() // plan checks the router's handler names; keep them until added
 	defer s.regMu.Unlock()
@@ -287,7 +287,7 @@ func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumer
 	plans := make([]consumerPlan, 0, len(consumers))
 	for _, c := range consumers {
 		if c == nil {
-			return nil, fmt.Errorf("%w: nil consumer", ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: a consumer is nil; build it with NewEventConsumer, NewCommandConsumer or NewCommandConsumerWithResult", ErrInvalidConfig)
 		}
 		p, err := s.planOne(c.spec())
 		if err != nil {

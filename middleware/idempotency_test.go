@@ -63,14 +63,7 @@ func TestDuplicatesAreSkipped(t *testing.T) {
 			store := kind.new(t)
 			topic := env.topic(t, "orders")
 			originals := newMessages(1000)
-			var stream []*message.Message
-			for i, m := range originals {
-				stream = append(stream, m)
-				if i%10 < 3 { // 300 times, each a message already published
-					stream = append(stream, republish(originals[i/2]))
-				}
-			}
-			env.publish(t, topic, stream...)
+			env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
 
 			handled := new(kafkatest.Counter)
 			var duplicates atomic.Int64

@@ -27,14 +27,7 @@ func TestTransactionalEffectsHappenOnce(t *testing.T) {
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
 	originals := newMessages(500)
-	var stream []*message.Message
-	for i, m := range originals {
-		stream = append(stream, m)
-		if i%5 < 2 { // 200 times, each a message already published
-			stream = append(stream, republish(originals[i/2]))
-		}
-	}
-	env.publish(t, topic, stream...)
+	env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
 
 	var duplicates atomic.Int64
 	logs := &logCapture{}

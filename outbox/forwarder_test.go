@@ -153,40 +153,12 @@ func TestTwoForwarders(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "two")
 	r := newReader(t, e.brokers, topic)
-	fwd := map[string]*running{}
-	for _, name := range []string{"koto-test-a", "koto-test-b"} {
-		cfg := e.forwarderConfig()
-		cfg.ApplicationName = name
-		cfg.BatchSize = 50
-		fwd[name] = e.startForwarder(cfg)
-	}
-	activeOne := func() (string, *running) {
-		var name string
-		kafkatest.WaitFor(t, "exactly one active forwarder", func() bool {
-			n := 0
-			for k, f := range fwd {
-				if f.Active() {
-					name, n = k, n+1
-				}
-			}
-			return n == 1
-		})
-		return name, fwd[name]
-	}
-	next := 0
-	publishRange := func(n int) {
-		for range n / 50 {
-			msgs := make([]*message.Message, 50)
-			for i := range msgs {
-				msgs[i] = newMsg(strconv.Itoa(next), "key-"+strconv.Itoa(next%7))
-				next++
-			}
-			e.publish(topic, msgs...)
-		}
-	}
+	fwd := e.forwarders(50, "koto-test-a", "koto-test-b")
+	seq := &sequence{e: e, topic: topic, batch: 50}
 
-	name, active := activeOne()
-	publishRange(500)
+	name := activeOf(t, fwd)
+	active := fwd[name]
+	seq.publish(500)
 	recs := r.next(500)
 	if dups := checkDelivery(t, recs, 500); dups != 0 {
 		t.Fatalf("%d duplicates with two forwarders", dups)
@@ -200,8 +172,8 @@ func TestTwoForwarders(t *testing.T) {
 
 	active.stop(t)
 	delete(fwd, name)
-	_, survivor := activeOne()
-	publishRange(500)
+	survivor := fwd[activeOf(t, fwd)]
+	seq.publish(500)
 	recs = append(recs, r.next(500)...)
 	if dups := checkDelivery(t, recs, 1000); dups != 0 {
 		t.Fatalf("%d duplicates after a clean handover", dups)
@@ -209,7 +181,7 @@ func TestTwoForwarders(t *testing.T) {
 
 	survivorApp := otherName(name)
 	terminate(t, e, survivorApp)
-	publishRange(500)
+	seq.publish(500)
 	recs = append(recs, r.next(500)...)
 	if dups := checkDelivery(t, recs, 1500); dups > 50 {
 		t.Fatalf("%d duplicates after a killed connection, more than a batch", dups)

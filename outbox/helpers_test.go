@@ -110,6 +110,57 @@ func (e *env) startForwarder(cfg outbox.ForwarderConfig) *running {
 	return r
 }
 
+// forwarders starts one forwarder per application name, each reading
+// batch rows at a time, until the test ends.
+func (e *env) forwarders(batch int, apps ...string) map[string]*running {
+	e.t.Helper()
+	fwd := map[string]*running{}
+	for _, app := range apps {
+		cfg := e.forwarderConfig()
+		cfg.ApplicationName, cfg.BatchSize = app, batch
+		fwd[app] = e.startForwarder(cfg)
+	}
+	return fwd
+}
+
+// activeOf waits until exactly one of fwd is active and returns its name.
+func activeOf(t *testing.T, fwd map[string]*running) string {
+	t.Helper()
+	var name string
+	kafkatest.WaitFor(t, "exactly one active forwarder", func() bool {
+		n := 0
+		for k, f := range fwd {
+			if f.Active() {
+				name, n = k, n+1
+			}
+		}
+		return n == 1
+	})
+	return name
+}
+
+// sequence publishes messages numbered from 0 on seven partition keys,
+// batch of them a transaction.
+type sequence struct {
+	e     *env
+	topic string
+	batch int
+	next  int
+}
+
+// publish publishes the next n messages.
+func (s *sequence) publish(n int) {
+	s.e.t.Helper()
+	for range n / s.batch {
+		msgs := make([]*message.Message, s.batch)
+		for i := range msgs {
+			msgs[i] = newMsg(strconv.Itoa(s.next), "key-"+strconv.Itoa(s.next%7))
+			s.next++
+		}
+		s.e.publish(s.topic, msgs...)
+	}
+}
+
 // publish commits one transaction that publishes msgs to topic.
 func (e *env) publish(topic string, msgs ...*message.Message) {
 	e.t.Helper()
