@@ -16,14 +16,14 @@ import (
 )
 
 // BenchmarkRouterNoopHandler measures consumption through a Watermill
-// router with a no-op handler on a 4-partition topic, the design's
-// reference pipeline. The records are written beforehand with franz-go so
+// router with a no-op handler on a 4-partition topic, the reference
+// pipeline of the end-to-end benchmarks. The records are written beforehand with franz-go so
 // that only consumption is timed.
 func BenchmarkRouterNoopHandler(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*kafkatest.Timeout)
 	defer cancel()
 	brokers := kafkatest.Brokers(b)
-	topic := newTopic(ctx, b, brokers, "bench", 4)
+	topic := kafkatest.NewTopic(b, provisionCfg(brokers, 4), "bench")
 	fill(ctx, b, brokers, topic, b.N)
 
 	var handled atomic.Int64

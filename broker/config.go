@@ -23,6 +23,9 @@ const (
 	// DefaultReconnectRetrySleep is the pause between attempts to reconnect
 	// a subscription whose consumer stopped.
 	DefaultReconnectRetrySleep = time.Second
+	// DefaultInitialOffset is where a consumer group without a committed
+	// offset starts: the oldest offset (see Defaults in the package doc).
+	DefaultInitialOffset = sarama.OffsetOldest
 )
 
 // defaultKafkaVersion is the Kafka protocol version sarama is configured
@@ -42,7 +45,7 @@ type Config struct {
 	Brokers []string
 
 	// ClientID names this client in the brokers' logs, metrics and quotas.
-	// Default: DefaultClientID.
+	// Default: [DefaultClientID].
 	ClientID string
 
 	// SASL authenticates every connection. Zero: no SASL.
@@ -59,8 +62,8 @@ type Config struct {
 	ConsumerGroup string
 
 	// InitialOffset is where a consumer group without a committed offset
-	// starts: sarama.OffsetOldest (the default, also used for 0) or
-	// sarama.OffsetNewest.
+	// starts: sarama.OffsetOldest or sarama.OffsetNewest. Default:
+	// [DefaultInitialOffset].
 	InitialOffset int64
 
 	// KafkaVersion is the protocol version sarama is configured for.
@@ -70,11 +73,13 @@ type Config struct {
 	KafkaVersion sarama.KafkaVersion
 
 	// NackResendSleep is how long a nacked message waits before it is
-	// delivered again. Default: DefaultNackResendSleep; negative: no wait.
+	// delivered again. Default: [DefaultNackResendSleep]; negative turns
+	// the wait off.
 	NackResendSleep time.Duration
 
 	// ReconnectRetrySleep is the pause between attempts to restart a stopped
-	// consumer. Default: DefaultReconnectRetrySleep; negative: no wait.
+	// consumer. Default: [DefaultReconnectRetrySleep]; negative turns the
+	// pause off.
 	ReconnectRetrySleep time.Duration
 
 	// Marshaler turns Watermill messages into Kafka records and back.
@@ -114,7 +119,7 @@ func (c *Config) setDefaults() {
 		c.ClientID = DefaultClientID
 	}
 	if c.InitialOffset == 0 {
-		c.InitialOffset = sarama.OffsetOldest
+		c.InitialOffset = DefaultInitialOffset
 	}
 	if c.KafkaVersion == (sarama.KafkaVersion{}) {
 		c.KafkaVersion = defaultKafkaVersion()
@@ -145,8 +150,8 @@ func (c Config) Validate() error {
 	switch c.InitialOffset {
 	case 0, sarama.OffsetOldest, sarama.OffsetNewest:
 	default:
-		return fmt.Errorf("%w: Config.InitialOffset is %d; use sarama.OffsetOldest (%d, also meant by 0) or sarama.OffsetNewest (%d)",
-			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest)
+		return fmt.Errorf("%w: Config.InitialOffset is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
+			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, DefaultInitialOffset)
 	}
 	if err := c.SASL.Validate(); err != nil {
 		return err

@@ -56,6 +56,9 @@ func assertConfigErr(t *testing.T, ctor string, err, want error, field string) {
 	if !errors.Is(err, want) {
 		t.Fatalf("%s error = %v, want one wrapping %v", ctor, err, want)
 	}
+	if !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("%s error %v does not wrap ErrInvalidConfig", ctor, err)
+	}
 	if !strings.Contains(err.Error(), field) {
 		t.Errorf("%s error %q does not name the field %s", ctor, err, field)
 	}

@@ -75,7 +75,11 @@
 //
 // # Topics
 //
-// [ProvisionTopics] creates missing topics with Config.Provision's settings
-// and leaves existing ones alone; it is safe to call at every start of every
-// instance.
+// [ProvisionTopics] creates the topics that do not exist yet with
+// Config.Provision's settings and waits until Kafka reports each of them
+// with a leader for every partition. Existing topics are left exactly as
+// they are, even if their settings differ. It is safe to call at every
+// start of every instance, from many at once: a topic that another caller
+// created first counts as success. Every name is checked with
+// topics.Validate before anything is sent to Kafka.
 package broker

@@ -10,13 +10,16 @@ import (
 // Sentinel errors, wrapped by the errors of this package that add the
 // details; test for them with errors.Is.
 var (
-	// ErrNoBrokers means Config.Brokers is empty.
-	ErrNoBrokers = errors.New("broker: no Kafka brokers configured")
-	// ErrNoConsumerGroup means NewSubscriber got an empty Config.ConsumerGroup.
-	ErrNoConsumerGroup = errors.New("broker: no consumer group configured")
-	// ErrInvalidConfig means another configuration field has a value this
-	// package cannot use; the message names the field.
+	// ErrInvalidConfig is wrapped by every configuration error of this
+	// package, [ErrNoBrokers] and [ErrNoConsumerGroup] included; the
+	// message names the field and says what to change.
 	ErrInvalidConfig = errors.New("broker: invalid configuration")
+	// ErrNoBrokers means Config.Brokers is empty. It wraps
+	// [ErrInvalidConfig].
+	ErrNoBrokers = fmt.Errorf("%w: no Kafka brokers", ErrInvalidConfig)
+	// ErrNoConsumerGroup means NewSubscriber got an empty
+	// Config.ConsumerGroup. It wraps [ErrInvalidConfig].
+	ErrNoConsumerGroup = fmt.Errorf("%w: no consumer group", ErrInvalidConfig)
 	// ErrAuthenticationFailed means Kafka rejected the SASL credentials.
 	// It is sarama.ErrSASLAuthenticationFailed, so that it also matches
 	// what reaches you through watermill-kafka, such as the error of a

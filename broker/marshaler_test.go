@@ -54,10 +54,9 @@ func TestUnmarshalTakesPartitionKeyFromForeignRecordKey(t *testing.T) {
 // aggregates and checks that each aggregate's events arrive on one
 // partition, in order, with the key readable on the consumer side.
 func TestSamePartitionKeySamePartition(t *testing.T) {
-	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
-	topic := newTopic(ctx, t, brokers, "keys", 4)
-	pub := newPublisher(t, broker.Config{Brokers: brokers})
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 4), "keys")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	keys := []string{"order-1", "order-2", "order-3", "order-4", "order-5", "order-6"}
 	const perKey = 5
 	for i := range perKey {
@@ -66,10 +65,10 @@ func TestSamePartitionKeySamePartition(t *testing.T) {
 		}
 	}
 
-	sub := newSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "keys")})
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "keys")})
 	partitionOf := map[string]int32{}
 	seq := map[string]int{}
-	for _, m := range ackN(ctx, t, subscribe(ctx, t, sub, topic), perKey*len(keys)) {
+	for _, m := range kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), perKey*len(keys)) {
 		key := m.Metadata.Get(broker.PartitionKeyMetadataKey)
 		if raw, _ := kafka.MessageKeyFromCtx(m.Context()); string(raw) != key {
 			t.Fatalf("record key %q differs from metadata %q", raw, key)

@@ -17,7 +17,6 @@ import (
 // the UUID, the metadata and the partition key as record key, and a
 // subscriber of the package reads them back as they were.
 func TestProducerSendsABatchOfTopics(t *testing.T) {
-	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
 	p, err := broker.NewProducer(broker.Config{Brokers: brokers})
 	if err != nil {
@@ -44,8 +43,8 @@ func TestProducerSendsABatchOfTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for topic, want := range map[string][]*message.Message{a: {sent[0], sent[2]}, b: {sent[1]}} {
-		sub := newSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "g")})
-		got := ackN(ctx, t, subscribe(ctx, t, sub, topic), len(want))
+		sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "g")})
+		got := kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), len(want))
 		for i, m := range got {
 			if m.UUID != want[i].UUID || string(m.Payload) != string(want[i].Payload) || m.Metadata.Get("name") != "thing" {
 				t.Fatalf("%s: got %s %q %v, want %s %q", topic, m.UUID, m.Payload, m.Metadata, want[i].UUID, want[i].Payload)

@@ -25,11 +25,11 @@ const (
 // ProvisionConfig is Config.Provision: the settings of the topics that
 // [ProvisionTopics] creates.
 type ProvisionConfig struct {
-	// Partitions of each new topic. Default: DefaultPartitions.
+	// Partitions of each new topic. Default: [DefaultPartitions].
 	Partitions int32
 
-	// ReplicationFactor of each new topic. Default: DefaultReplicationFactor
-	// (1); set 3 in production.
+	// ReplicationFactor of each new topic. Default:
+	// [DefaultReplicationFactor] (1); set 3 in production.
 	ReplicationFactor int16
 
 	// TopicConfigs are Kafka topic configs for new topics, such as
@@ -59,18 +59,11 @@ func (c ProvisionConfig) Validate() error {
 	return nil
 }
 
-// ProvisionTopics creates those of the topics that do not exist yet, with
-// cfg.Provision's settings, and waits until Kafka reports each of them with
-// a leader for every partition. Existing topics are left exactly as they
-// are, even if their settings differ. It connects as the publisher and the
-// subscriber of cfg do (SASL, TLS and Config.Sarama included);
-// cfg.ConsumerGroup is not used.
-//
-// It is safe to call from many instances at once: a topic that another
-// caller created first counts as success. Every name is checked with
-// topics.Validate before anything is sent to Kafka; an invalid one fails
-// the whole call with an error that wraps topics.ErrInvalid and names the
-// topic and the rule it breaks. ctx bounds the whole call.
+// ProvisionTopics creates those of the topics that do not exist yet, as
+// Topics in the package doc describes, connecting as the publisher and the
+// subscriber of cfg do (cfg.ConsumerGroup is not used). An invalid name
+// fails the whole call with an error that wraps topics.ErrInvalid and names
+// the topic and the rule it breaks. ctx bounds the whole call.
 func ProvisionTopics(ctx context.Context, cfg Config, names ...string) error {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	brokers := kafkatest.Brokers(t)
 	cfg := provisionCfg(brokers, 5)
 	cfg.Provision.TopicConfigs = map[string]string{"retention.ms": "3600000"}
@@ -24,7 +24,7 @@ func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
 			t.Fatalf("ProvisionTopics call %d: %v", i+1, err)
 		}
 	}
-	adm := newAdmin(t, brokers)
+	adm := kafkatest.Admin(t, brokers)
 	details, err := adm.ListTopics(ctx, a, b)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
@@ -48,7 +48,7 @@ func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
 }
 
 func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, "prov-existing")
 	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 2), topic); err != nil {
@@ -57,7 +57,7 @@ func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
 	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 6), topic); err != nil {
 		t.Fatalf("second ProvisionTopics: %v", err)
 	}
-	details, err := newAdmin(t, brokers).ListTopics(ctx, topic)
+	details, err := kafkatest.Admin(t, brokers).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
 }
 
 func TestProvisionTopicsConcurrently(t *testing.T) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	brokers := kafkatest.Brokers(t)
 	names := []string{kafkatest.Topic(t, "race-a"), kafkatest.Topic(t, "race-b"), kafkatest.Topic(t, "race-c")}
 	const callers = 8
@@ -82,7 +82,7 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("concurrent ProvisionTopics: %v", err)
 	}
-	details, err := newAdmin(t, brokers).ListTopics(ctx, names...)
+	details, err := kafkatest.Admin(t, brokers).ListTopics(ctx, names...)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 // nothing listens on: the error must be about the name, not the connection.
 func TestProvisionTopicsRejectsInvalidNameBeforeConnecting(t *testing.T) {
 	cfg := broker.Config{Brokers: []string{"127.0.0.1:1"}}
-	err := broker.ProvisionTopics(testContext(t), cfg, "fine", "bad topic!")
+	err := broker.ProvisionTopics(kafkatest.Context(t), cfg, "fine", "bad topic!")
 	if !errors.Is(err, topics.ErrInvalid) {
 		t.Fatalf("error %v, want one wrapping topics.ErrInvalid", err)
 	}
@@ -119,7 +119,7 @@ func TestProvisionTopicsRejectsBadConfig(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := broker.ProvisionTopics(testContext(t), tt.cfg, "t")
+			err := broker.ProvisionTopics(kafkatest.Context(t), tt.cfg, "t")
 			assertConfigErr(t, "ProvisionTopics", err, tt.want, tt.field)
 		})
 	}
@@ -132,7 +132,7 @@ func TestProvisionTopicsReportsBrokerRejection(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, "prov-rf")
 	cfg := broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{ReplicationFactor: 3}}
-	err := broker.ProvisionTopics(testContext(t), cfg, topic)
+	err := broker.ProvisionTopics(kafkatest.Context(t), cfg, topic)
 	if err == nil || !strings.Contains(err.Error(), topic) {
 		t.Fatalf("replication factor 3 on one broker: error %v, want one naming %s", err, topic)
 	}

@@ -25,7 +25,7 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 	kafkatest.VerifyNoLeaks(t)
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
-	topic := newTopic(testContext(t), t, brokers, "held", 1)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "held")
 	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers, Sarama: func(sc *sarama.Config) {
 		sc.Net.ReadTimeout = time.Second
 	}}, nil)
@@ -45,7 +45,7 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Publish under a stalled produce: %v, want context.DeadlineExceeded", err)
 		}
-	case <-time.After(testTimeout):
+	case <-time.After(kafkatest.Timeout):
 		t.Fatal("Publish did not return at its message's deadline")
 	}
 	if stall.Count() == 0 {
@@ -88,7 +88,7 @@ func TestProvisionTopicsEndsWithItsContext(t *testing.T) {
 	go func() { done <- broker.ProvisionTopics(ctx, broker.Config{Brokers: b.Addrs()}, topic) }()
 	select {
 	case <-stall.Stalled:
-	case <-time.After(testTimeout):
+	case <-time.After(kafkatest.Timeout):
 		t.Fatal("the topic creation never reached the broker")
 	}
 	cancel()
@@ -97,7 +97,7 @@ func TestProvisionTopicsEndsWithItsContext(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("ProvisionTopics cancelled: %v, want context.Canceled", err)
 		}
-	case <-time.After(testTimeout):
+	case <-time.After(kafkatest.Timeout):
 		t.Fatal("ProvisionTopics did not end with its context")
 	}
 }

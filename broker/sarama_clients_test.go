@@ -15,7 +15,7 @@ import (
 // headers untouched; wrong credentials fail with ErrAuthenticationFailed.
 func TestSaramaClientUsesTheSecurityConfig(t *testing.T) {
 	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	topic := kafkatest.Topic(t, "raw")
 	cfg.Provision.Partitions = 1
 	if err := broker.ProvisionTopics(ctx, cfg, topic); err != nil {

@@ -49,7 +49,7 @@ func TestSecuredBroker(t *testing.T) {
 // useEveryClient provisions a topic and a reply topic, tails the reply
 // topic, publishes to both and consumes the topic in a group.
 func useEveryClient(t *testing.T, kafka *embedded.Broker, cfg broker.Config) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	topic, replies := kafkatest.Topic(t, "secure"), kafkatest.Topic(t, "secure-replies")
 	cfg.Provision.Partitions = 2 // not the auto-creation default, so provisioning shows
 	if err := broker.ProvisionTopics(ctx, cfg, topic, replies); err != nil {
@@ -65,17 +65,17 @@ func useEveryClient(t *testing.T, kafka *embedded.Broker, cfg broker.Config) {
 	r := startTailReader(ctx, t, cfg, replies, func(m *message.Message) { tailed <- m })
 	defer closeTailReader(t, r)
 
-	pub := newPublisher(t, cfg)
+	pub := kafkatest.NewPublisher(t, cfg)
 	publish(t, pub, topic, "", "event")
 	publish(t, pub, replies, "", "reply")
 
 	cfg.ConsumerGroup = kafkatest.Group(t, "secure")
-	if m := next(ctx, t, subscribe(ctx, t, newSubscriber(t, cfg), topic)); string(m.Payload) != "event" {
+	if m := kafkatest.Receive(t, kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "event" {
 		t.Fatalf("subscriber received %q, want \"event\"", m.Payload)
 	} else {
 		m.Ack()
 	}
-	if m := next(ctx, t, tailed); string(m.Payload) != "reply" {
+	if m := kafkatest.Receive(t, tailed, "message"); string(m.Payload) != "reply" {
 		t.Fatalf("tail reader received %q, want \"reply\"", m.Payload)
 	}
 }
@@ -104,7 +104,7 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 		"Subscriber.Subscribe": func(ctx context.Context) error {
 			cfg := bad
 			cfg.ConsumerGroup = kafkatest.Group(t, "rejected")
-			sub := newSubscriber(t, cfg)
+			sub := kafkatest.NewSubscriber(t, cfg)
 			_, err := sub.Subscribe(ctx, topic)
 			return err
 		},
@@ -145,7 +145,7 @@ func TestUntrustedServerCertificateFails(t *testing.T) {
 func returnsWithin(t *testing.T, name string, call func(context.Context) error) error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- call(testContext(t)) }()
+	go func() { done <- call(kafkatest.Context(t)) }()
 	select {
 	case err := <-done:
 		return err

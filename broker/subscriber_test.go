@@ -14,14 +14,13 @@ import (
 // were published still gets them (sarama alone would start at the newest
 // offset and skip them).
 func TestNewGroupReceivesEarlierMessages(t *testing.T) {
-	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, "early")
 	want := []string{"a", "b", "c", "d", "e"}
-	publish(t, newPublisher(t, broker.Config{Brokers: brokers}), topic, "", want...)
+	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", want...)
 
-	sub := newSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "late")})
-	got := payloads(ackN(ctx, t, subscribe(ctx, t, sub, topic), len(want)))
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "late")})
+	got := kafkatest.Payloads(kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), len(want)))
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("late group received %v, want %v", got, want)
@@ -33,33 +32,32 @@ func TestNewGroupReceivesEarlierMessages(t *testing.T) {
 // the committed offset stops before it, and that a new subscriber in the
 // group starts with it.
 func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
-	ctx := testContext(t)
 	brokers := kafkatest.Brokers(t)
-	topic := newTopic(ctx, t, brokers, "acks", 1)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "acks")
 	group := kafkatest.Group(t, "acks")
-	publish(t, newPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
+	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
 	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, NackResendSleep: -1}
 
 	sub, err := broker.NewSubscriber(cfg, nil)
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}
-	msgs := subscribe(ctx, t, sub, topic)
-	next(ctx, t, msgs).Ack()
-	next(ctx, t, msgs).Nack()
-	if m := next(ctx, t, msgs); string(m.Payload) != "second" {
+	msgs := kafkatest.Subscribe(t, sub, topic)
+	kafkatest.Receive(t, msgs, "message").Ack()
+	kafkatest.Receive(t, msgs, "message").Nack()
+	if m := kafkatest.Receive(t, msgs, "message"); string(m.Payload) != "second" {
 		t.Fatalf("after a nack got %q, want the nacked message again", m.Payload)
 	} // left unacked
-	waitCommitted(ctx, t, newAdmin(t, brokers), group, topic, 1)
+	kafkatest.WaitCommitted(t, brokers, group, topic, 1)
 	if err := sub.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if got := committed(ctx, t, newAdmin(t, brokers), group, topic); got != 1 {
+	if got := kafkatest.Committed(t, brokers, group, topic); got != 1 {
 		t.Fatalf("committed offset after close is %d, want 1 (only the first message was acked)", got)
 	}
 
-	again := newSubscriber(t, cfg)
-	if m := next(ctx, t, subscribe(ctx, t, again, topic)); string(m.Payload) != "second" {
+	again := kafkatest.NewSubscriber(t, cfg)
+	if m := kafkatest.Receive(t, kafkatest.Subscribe(t, again, topic), "message"); string(m.Payload) != "second" {
 		t.Fatalf("the group resumed with %q, want the unacked \"second\"", m.Payload)
 	}
 }
@@ -75,11 +73,10 @@ func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
 			topic := kafkatest.Topic(t, "version")
 			cfg := broker.Config{Brokers: brokers, KafkaVersion: v, ConsumerGroup: kafkatest.Group(t, "version")}
-			publish(t, newPublisher(t, cfg), topic, "key", "ping")
-			if m := next(ctx, t, subscribe(ctx, t, newSubscriber(t, cfg), topic)); string(m.Payload) != "ping" {
+			publish(t, kafkatest.NewPublisher(t, cfg), topic, "key", "ping")
+			if m := kafkatest.Receive(t, kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "ping" {
 				t.Fatalf("received %q, want \"ping\"", m.Payload)
 			}
 		})

@@ -81,7 +81,7 @@ func NewTailReader(cfg Config, topic string, handle func(*message.Message), logg
 		return nil, err
 	}
 	if err := topics.Validate(topic); err != nil {
-		return nil, fmt.Errorf("broker: tail reader: %w", err)
+		return nil, fmt.Errorf("%w: tail reader: %w", ErrInvalidConfig, err)
 	}
 	if handle == nil {
 		return nil, fmt.Errorf("%w: tail reader of %s: the handle func is nil", ErrInvalidConfig, topic)

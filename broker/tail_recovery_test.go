@@ -29,8 +29,8 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 	kafkatest.VerifyNoLeaks(t)
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
-	ctx := testContext(t)
-	topic := newTopic(ctx, t, brokers, "recreated", 1)
+	ctx := kafkatest.Context(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "recreated")
 	cfg := broker.Config{Brokers: brokers, ReconnectRetrySleep: 20 * time.Millisecond}
 	got := make(chan *message.Message, 64)
 	logs := &logRecorder{}
@@ -48,24 +48,24 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("Err after Start: %v", err)
 	}
-	publish(t, newPublisher(t, cfg), topic, "", "before-1", "before-2", "before-3")
-	if p := payloads(receiveN(ctx, t, got, 3)); !slices.Equal(p, []string{"before-1", "before-2", "before-3"}) {
+	publish(t, kafkatest.NewPublisher(t, cfg), topic, "", "before-1", "before-2", "before-3")
+	if p := kafkatest.Payloads(kafkatest.AckN(t, got, 3)); !slices.Equal(p, []string{"before-1", "before-2", "before-3"}) {
 		t.Fatalf("read %v before the recreation", p)
 	}
 
 	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: topic, Count: -1})
 	recreateTopic(ctx, t, brokers, topic)
-	pub := newPublisher(t, cfg) // the first one's producer state is the old topic's
+	pub := kafkatest.NewPublisher(t, cfg) // the first one's producer state is the old topic's
 	publish(t, pub, topic, "", "after-1")
-	waitUntil(ctx, t, "the reader to report the partition it cannot read", func() bool { return r.Err() != nil })
+	kafkatest.WaitFor(t, "the reader to report the partition it cannot read", func() bool { return r.Err() != nil })
 	if err := r.Err(); !errors.Is(err, broker.ErrReaderDown) || !errors.Is(err, sarama.ErrOffsetOutOfRange) {
 		t.Errorf("Err while the partition cannot be resumed: %v, want ErrReaderDown and sarama.ErrOffsetOutOfRange", err)
 	}
 	publish(t, pub, topic, "", "after-2")
 	fault.Remove()
-	waitUntil(ctx, t, "the reader to resume", func() bool { return r.Err() == nil })
+	kafkatest.WaitFor(t, "the reader to resume", func() bool { return r.Err() == nil })
 	publish(t, pub, topic, "", "after-3")
-	if p := payloads(receiveN(ctx, t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
+	if p := kafkatest.Payloads(kafkatest.AckN(t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
 		t.Errorf("read %v after the recreation, want after-1, after-2 and after-3", p)
 	}
 	if !logs.has("Tail reader resumed reading a partition") {
@@ -81,7 +81,7 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 	kafkatest.VerifyNoLeaks(t)
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
-	topic := newTopic(testContext(t), t, brokers, "hanging", 2)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "hanging")
 	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, topic, func(*message.Message) {}, nil)
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
@@ -101,7 +101,7 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 	for range 2 { // the first Start's, and this one's
 		select {
 		case <-stall.Stalled:
-		case <-time.After(testTimeout):
+		case <-time.After(kafkatest.Timeout):
 			t.Fatal("the second Start's offset lookup never reached the broker")
 		}
 	}
@@ -116,7 +116,7 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 // recreateTopic deletes topic and provisions it again.
 func recreateTopic(ctx context.Context, t *testing.T, brokers []string, topic string) {
 	t.Helper()
-	resp, err := newAdmin(t, brokers).DeleteTopics(ctx, topic)
+	resp, err := kafkatest.Admin(t, brokers).DeleteTopics(ctx, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -128,29 +128,8 @@ func recreateTopic(ctx context.Context, t *testing.T, brokers []string, topic st
 	}
 }
 
-func receiveN(ctx context.Context, t *testing.T, ch <-chan *message.Message, n int) []*message.Message {
-	t.Helper()
-	var out []*message.Message
-	for len(out) < n {
-		out = append(out, next(ctx, t, ch))
-	}
-	return out
-}
-
-// waitUntil polls cond until it holds, or fails the test when ctx ends.
-func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %v", what, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
 // within runs f and returns its result, or fails the test when f takes
-// more than testTimeout.
+// more than kafkatest.Timeout.
 func within(t *testing.T, what string, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -158,8 +137,8 @@ func within(t *testing.T, what string, f func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(testTimeout):
-		t.Fatalf("%s did not return within %s", what, testTimeout)
+	case <-time.After(kafkatest.Timeout):
+		t.Fatalf("%s did not return within %s", what, kafkatest.Timeout)
 		return nil
 	}
 }

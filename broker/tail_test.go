@@ -18,10 +18,10 @@ import (
 // keys hashed over the partitions: the reader gets exactly the later
 // messages.
 func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	brokers := kafkatest.Brokers(t)
-	topic := newTopic(ctx, t, brokers, "tail", 4)
-	pub := newPublisher(t, broker.Config{Brokers: brokers})
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 4), "tail")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	for i := range 8 {
 		publish(t, pub, topic, fmt.Sprint("key-", i), fmt.Sprint("old-", i))
 	}
@@ -36,7 +36,7 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 	}
 	var received []string
 	for len(received) < len(want) {
-		received = append(received, string(next(ctx, t, got).Payload))
+		received = append(received, string(kafkatest.Receive(t, got, "message").Payload))
 	}
 	slices.Sort(received)
 	if !slices.Equal(received, want) {
@@ -47,8 +47,8 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 func TestTailReaderLifecycle(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	noop := func(*message.Message) {}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) {
-		t.Errorf("invalid topic: %v, want topics.ErrInvalid", err)
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, broker.ErrInvalidConfig) {
+		t.Errorf("invalid topic: %v, want topics.ErrInvalid and ErrInvalidConfig", err)
 	}
 	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil, nil); !errors.Is(err, broker.ErrInvalidConfig) {
 		t.Errorf("nil handle: %v, want ErrInvalidConfig", err)
@@ -66,10 +66,10 @@ func TestTailReaderLifecycle(t *testing.T) {
 	if err := r.Start(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start with a cancelled context: %v, want context.Canceled", err)
 	}
-	if err := r.Start(testContext(t)); err != nil {
+	if err := r.Start(kafkatest.Context(t)); err != nil {
 		t.Fatalf("Start after an abandoned start: %v", err)
 	}
-	if err := r.Start(testContext(t)); err == nil {
+	if err := r.Start(kafkatest.Context(t)); err == nil {
 		t.Error("second Start succeeded, want an error")
 	}
 	for i := range 2 {
@@ -77,7 +77,7 @@ func TestTailReaderLifecycle(t *testing.T) {
 			t.Fatalf("Close #%d: %v", i+1, err)
 		}
 	}
-	if err := r.Start(testContext(t)); err == nil {
+	if err := r.Start(kafkatest.Context(t)); err == nil {
 		t.Error("Start after Close succeeded, want an error")
 	}
 }

@@ -2,6 +2,7 @@ package cqrs_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,25 +18,25 @@ import (
 // service created and its own publisher.
 func TestNothingLeftAfterClose(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	orders, shipping := serviceName(t, "orders"), serviceName(t, "shipping")
-	events, err := cqrs.NewEventPublisher(newPublisher(t, brokers), cqrs.EventPublisherConfig{Service: orders})
+	orders, shipping := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "shipping")
+	events, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
 	placed := OrderPlacedEvent{OrderID: "o-1", Amount: 10}
-	if err := events.Publish(testContext(t), placed); err != nil {
+	if err := events.Publish(kafkatest.Context(t), placed); err != nil {
 		t.Fatal(err)
 	}
 	// The broker and the events' publisher live until the test ends.
 	ignore := goleak.IgnoreCurrent()
 
-	svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: shipping, Broker: broker.Config{Brokers: brokers}, Logger: testLogger()})
+	svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: shipping, Broker: broker.Config{Brokers: brokers}, Logger: kafkatest.Logger(slog.LevelError)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRouter(t)
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	handled := make(chan string, 1)
-	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error {
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error {
 		handled <- ev.OrderID
 		return nil
 	}, cqrs.From(orders)))
@@ -44,7 +45,7 @@ func TestNothingLeftAfterClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
-	if got := receive(t, handled, "the event"); got != placed.OrderID {
+	if got := kafkatest.Receive(t, handled, "the event"); got != placed.OrderID {
 		t.Fatalf("handled order %q, want %q", got, placed.OrderID)
 	}
 

@@ -24,9 +24,8 @@ import (
 )
 
 // NewCommandConsumer returns a Consumer of commands of type C that produce
-// no result, Koto's IntegrationCommandConsumerBase<C>. It is
-// NewCommandConsumerWithResult with an empty result: a requester waits
-// with Request[struct{}].
+// no result: [NewCommandConsumerWithResult] with an empty result, for which
+// a requester waits with Request[struct{}].
 func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, opts ...ConsumerOption) Consumer {
 	return NewCommandConsumerWithResult(func(ctx context.Context, cmd *C) (struct{}, error) {
 		return struct{}{}, handle(ctx, cmd)
@@ -34,27 +33,10 @@ func NewCommandConsumer[C any](handle func(ctx context.Context, cmd *C) error, o
 }
 
 // NewCommandConsumerWithResult returns a Consumer of commands of type C
-// whose handler returns a result of type R to the requester.
-//
-// Registered on a Service, the consumer listens on topics.Command(service,
-// type name) unless Topic says otherwise, and logs each command with its
-// type, message ID, correlation ID, duration and outcome.
-//
-// A command sent with Request gets a reply: the result as JSON, or the
-// handler's error (message and kind, see HandlerError). The command is then
-// acked either way: the requester has the outcome and decides what to do.
-// The handler runs once per delivery: a reply that fails to publish with an
-// outage is retried on its own, with ServiceConfig.DeadLetter.Backoff,
-// until it is published or the message's context ends; then the command is
-// nacked as an outage and redelivered, never dead-lettered. A reply the
-// broker refuses for good dead-letters the command.
-// A panic is replied as a KindInternal error and the command dead-lettered;
-// a payload that does not decode is replied as KindBadRequest and
-// dead-lettered. A command of another type is dead-lettered (or skipped,
-// see SkipOtherTypes) without a reply: its own consumer may answer it.
-//
-// A command sent with Send is fire-and-forget: a handler error is retried
-// with backoff and then dead-lettered, like an event's.
+// whose handler's result of type R, or error, is the reply to a [Request].
+// Registered on a Service, it listens on topics.Command(service, type
+// name) unless [Topic] says otherwise. The package doc (Consumers) says
+// what becomes of a command, its reply and its errors.
 func NewCommandConsumerWithResult[C, R any](handle func(ctx context.Context, cmd *C) (R, error), opts ...ConsumerOption) Consumer {
 	s := newSpec[C](commandKind, opts)
 	s.handle = func(msg *message.Message, env *handlerEnv) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // TestValidateMinimalConfigs checks that Validate counts zero fields as
@@ -47,5 +48,41 @@ func TestValidateChecksBrokerConfig(t *testing.T) {
 		if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, broker.ErrInvalidConfig) {
 			t.Errorf("%s.Validate() with negative Broker.Provision.Partitions: %v, want cqrs.ErrInvalidConfig and broker.ErrInvalidConfig", name, err)
 		}
+	}
+}
+
+// TestConfigErrorsNameTheField: every configuration a constructor refuses
+// fails Validate with an error that wraps ErrInvalidConfig and names the
+// field, sub-configurations included.
+func TestConfigErrorsNameTheField(t *testing.T) {
+	brokers := broker.Config{Brokers: []string{"127.0.0.1:1"}}
+	cases := []struct {
+		field string
+		cfg   interface{ Validate() error }
+	}{
+		{"Service", cqrs.EventPublisherConfig{}},
+		{"Service", cqrs.EventPublisherConfig{Service: "or ders"}},
+		{"Timeout", cqrs.EventPublisherConfig{Service: "orders", Timeout: -time.Second}},
+		{"Service", cqrs.CommandDispatcherConfig{Broker: brokers}},
+		{"Timeout", cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, Timeout: -1}},
+		{"ReplyTopic", cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, ReplyTopic: "no spaces"}},
+		{"Broker", cqrs.CommandDispatcherConfig{Service: "orders"}},
+		{"Name", cqrs.ServiceConfig{Broker: brokers}},
+		{"IdempotencyWindow", cqrs.ServiceConfig{Name: "orders", Broker: brokers, IdempotencyWindow: -time.Hour}},
+		{"DeadLetter", cqrs.ServiceConfig{Name: "orders", Broker: brokers, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -1}}},
+		{"Transactional", cqrs.ServiceConfig{Name: "orders", Broker: brokers, Transactional: true}},
+		{"Broker", cqrs.ServiceConfig{Name: "orders"}},
+		{"Broker", cqrs.DurableOutboxConfig{}},
+	}
+	for _, c := range cases {
+		err := c.cfg.Validate()
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%T naming %s: got %v, want ErrInvalidConfig naming the field", c.cfg, c.field, err)
+		}
+	}
+	// NewService refuses what Validate refuses, before any Register.
+	_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "orders", Broker: brokers, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -1}})
+	if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAttempts") {
+		t.Errorf("NewService with a negative DeadLetter.MaxAttempts: %v, want cqrs's and middleware's ErrInvalidConfig naming MaxAttempts", err)
 	}
 }

@@ -133,18 +133,11 @@ func newSpec[T any](kind consumerKind, opts []ConsumerOption) *consumerSpec {
 	return s
 }
 
-// NewEventConsumer returns a Consumer of events of type T, Koto's
-// IntegrationEventConsumerBase<T>. handle gets each event decoded from JSON,
-// with the correlation ID of its message in ctx (correlation.FromContext)
-// and the message itself in cqrs.OriginalMessageFromCtx of Watermill.
-//
-// Registered on a Service, the consumer is idempotent by default (a message
-// ID handled once is acked without calling handle again), retries a failing
-// handle with backoff and then dead-letters the message, dead-letters at
-// once a payload that does not decode, a message of another type (see
-// SkipOtherTypes) or an error wrapped with middleware.Poison, and logs
-// each message. Give the producing service
-// with From, or the topic with Topic.
+// NewEventConsumer returns a Consumer of events of type T: handle gets each
+// event decoded from JSON. Give the producing service with [From], or the
+// topic with [Topic]. Registered on a Service, it is idempotent by default;
+// the package doc (Consumers) says what becomes of its messages and
+// errors.
 func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts ...ConsumerOption) Consumer {
 	s := newSpec[T](eventKind, opts)
 	s.handle = func(msg *message.Message, env *handlerEnv) error {

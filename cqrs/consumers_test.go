@@ -3,8 +3,8 @@ package cqrs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -31,50 +31,27 @@ func (e StockReserved) PartitionKey() string { return e.SKU }
 
 // counter counts handled IDs and signals each handling.
 type counter struct {
-	mu      sync.Mutex
-	counts  map[string]int
+	kafkatest.Counter
 	handled chan string
 }
 
-func newCounter() *counter {
-	return &counter{counts: map[string]int{}, handled: make(chan string, 64)}
-}
+func newCounter() *counter { return &counter{handled: make(chan string, 64)} }
 
 func (c *counter) add(id string) {
-	c.mu.Lock()
-	c.counts[id]++
-	c.mu.Unlock()
+	c.Add(id)
 	c.handled <- id
 }
 
-func (c *counter) count(id string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts[id]
-}
-
-// deadLetters reads a dead-letter topic from its start.
+// deadLetters reads a dead-letter topic from its start; it keeps the first
+// 64 messages the test has not read.
 func deadLetters(t *testing.T, brokers []string, topic string) <-chan *message.Message {
 	t.Helper()
-	sub := newGroupSubscriber(t, brokers)
-	ctx, cancel := context.WithCancel(context.Background())
-	msgs, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatalf("Subscribe(%s): %v", topic, err)
-	}
-	out := make(chan *message.Message, 16)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for msg := range msgs {
-			msg.Ack()
-			out <- msg
+	out := make(chan *message.Message, 64)
+	kafkatest.Watch(t, brokers, topic, func(msg *message.Message) {
+		select {
+		case out <- msg:
+		default:
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		_ = sub.Close()
-		<-done
 	})
 	return out
 }
@@ -85,8 +62,8 @@ func deadLetters(t *testing.T, brokers []string, topic string) <-chan *message.M
 // The store is chosen after Register.
 func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	inventory, shipping := serviceName(t, "inventory"), serviceName(t, "shipping")
-	pub := newPublisher(t, brokers)
+	inventory, shipping := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "shipping")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: inventory})
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +73,8 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Store: store})
-	r := newRouter(t)
-	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
 		if got := wcqrs.OriginalMessageFromCtx(ctx).UUID; got != ev.ID {
 			t.Errorf("message UUID = %q, want the event's own ID %q", got, ev.ID)
 		}
@@ -109,9 +86,9 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 	group := topics.ConsumerGroup(shipping, "stock-reserved")
 	dlq := deadLetters(t, brokers, topics.DeadLetter(group))
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	a := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000a", SKU: "sku-1"}
 	b := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000b", SKU: "sku-1"}
 	for _, ev := range []StockReserved{a, a} {
@@ -130,12 +107,12 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 
 	// One partition keeps the order: when b is handled, the rest is done.
-	for receive(t, c.handled, "event b") != b.ID {
+	for kafkatest.Receive(t, c.handled, "event b") != b.ID {
 	}
-	if n := c.count(a.ID); n != 1 {
+	if n := c.Get(a.ID); n != 1 {
 		t.Errorf("event a handled %d times, want 1", n)
 	}
-	dead := receive(t, dlq, "the dead letter")
+	dead := kafkatest.Receive(t, dlq, "the dead letter")
 	if dead.UUID != poison.UUID {
 		t.Errorf("dead letter %s, want the poison message %s", dead.UUID, poison.UUID)
 	}
@@ -151,7 +128,7 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 func TestExplicitRoute(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	custom := kafkatest.Topic(t, "orders.placed-v2")
-	events, err := cqrs.NewEventPublisher(newPublisher(t, brokers), cqrs.EventPublisherConfig{
+	events, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{
 		Service: "orders",
 		Routes:  []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent](custom)},
 	})
@@ -159,20 +136,20 @@ func TestExplicitRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 1)
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: serviceName(t, "billing"), AutoProvisionTopics: true})
-	r := newRouter(t)
-	err = svc.Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kafkatest.ServiceName(t, "billing"), AutoProvisionTopics: true})
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 		got <- message.SubscribeTopicFromCtx(ctx) + " " + ev.OrderID
 		return nil
 	}, cqrs.Topic(custom)))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	runRouter(t, r)
-	if err := events.Publish(testContext(t), &OrderPlacedEvent{OrderID: "o-7"}); err != nil {
+	kafkatest.RunRouter(t, r)
+	if err := events.Publish(kafkatest.Context(t), &OrderPlacedEvent{OrderID: "o-7"}); err != nil {
 		t.Fatal(err)
 	}
-	if g := receive(t, got, "the routed event"); g != custom+" o-7" {
+	if g := kafkatest.Receive(t, got, "the routed event"); g != custom+" o-7" {
 		t.Errorf("handled %q, want %q", g, custom+" o-7")
 	}
 }
@@ -181,10 +158,10 @@ func TestExplicitRoute(t *testing.T) {
 // sender's correlation ID, a failing one is retried and dead-lettered.
 func TestSend(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	payments := serviceName(t, "payments")
-	pub := newPublisher(t, brokers)
+	payments := kafkatest.ServiceName(t, "payments")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: serviceName(t, "orders"),
+		Service: kafkatest.ServiceName(t, "orders"),
 		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 		Broker:  broker.Config{Brokers: brokers},
 	})
@@ -198,8 +175,8 @@ func TestSend(t *testing.T) {
 		Name: payments, AutoProvisionTopics: true,
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 2},
 	})
-	r := newRouter(t)
-	err = svc.Register(testContext(t), r, cqrs.NewCommandConsumer(func(ctx context.Context, cmd *ChargeCardCommand) error {
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumer(func(ctx context.Context, cmd *ChargeCardCommand) error {
 		if cmd.Fail != "" {
 			return errors.New("card service down")
 		}
@@ -210,19 +187,19 @@ func TestSend(t *testing.T) {
 		t.Fatalf("Register: %v", err)
 	}
 	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 
-	ctx := correlation.WithID(testContext(t), "corr-send")
+	ctx := correlation.WithID(kafkatest.Context(t), "corr-send")
 	if err := d.Send(ctx, ChargeCardCommand{ID: "c-fail", Fail: "yes"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Send(ctx, ChargeCardCommand{ID: "c-ok"}); err != nil {
 		t.Fatal(err)
 	}
-	if g := receive(t, handled, "the command"); g != "c-ok corr-send" {
+	if g := kafkatest.Receive(t, handled, "the command"); g != "c-ok corr-send" {
 		t.Errorf("handled %q, want %q", g, "c-ok corr-send")
 	}
-	dead := receive(t, dlq, "the dead letter")
+	dead := kafkatest.Receive(t, dlq, "the dead letter")
 	if got := dead.Metadata.Get(middleware.DeadLetterAttemptsKey); got != "2" {
 		t.Errorf("dead letter after %s attempts, want 2", got)
 	}
@@ -252,11 +229,11 @@ func TestRegisterRejects(t *testing.T) {
 	svc := newService(t, []string{"127.0.0.1:1"}, cqrs.ServiceConfig{Name: "billing"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRouter(t)
+			r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 			ok := cqrs.NewEventConsumer(noop, cqrs.From("orders"))
 			err := svc.Register(context.Background(), r, ok, tt.consumer)
-			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mention) {
-				t.Fatalf("Register: %v, want %v mentioning %s", err, tt.want, tt.mention)
+			if !errors.Is(err, tt.want) || !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("Register: %v, want %v and ErrInvalidConfig mentioning %s", err, tt.want, tt.mention)
 			}
 			if n := len(r.Handlers()); n != 0 {
 				t.Errorf("a rejected Register added %d handlers", n)
@@ -264,21 +241,8 @@ func TestRegisterRejects(t *testing.T) {
 		})
 	}
 
-	t.Run("invalid dead-letter config", func(t *testing.T) {
-		brokers := kafkatest.Brokers(t)
-		bad := newService(t, brokers, cqrs.ServiceConfig{
-			Name: "billing", Publisher: newPublisher(t, brokers),
-			DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -1},
-		})
-		r := newRouter(t)
-		err := bad.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")))
-		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAttempts") || len(r.Handlers()) != 0 {
-			t.Fatalf("Register: %v (%d handlers), want ErrInvalidConfig naming MaxAttempts and no handler", err, len(r.Handlers()))
-		}
-	})
-
 	t.Run("duplicate group", func(t *testing.T) {
-		r := newRouter(t)
+		r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 		err := svc.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")), cqrs.NewEventConsumer(noop, cqrs.From("shop")))
 		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "billing.order-placed-consumer") {
 			t.Fatalf("Register: %v, want the duplicate group named", err)
@@ -289,10 +253,10 @@ func TestRegisterRejects(t *testing.T) {
 // TestRoutesRejected checks that constructors refuse invalid routes and
 // name them.
 func TestRoutesRejected(t *testing.T) {
-	pub := newPublisher(t, kafkatest.Brokers(t))
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: kafkatest.Brokers(t)})
 	bad := []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent]("orders placed")}
 	_, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: bad})
-	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
+	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
 		!strings.Contains(err.Error(), "order-placed") {
 		t.Errorf("NewEventPublisher: %v, want ErrInvalidRoute naming the route", err)
 	}
@@ -317,8 +281,8 @@ func TestRoutesRejected(t *testing.T) {
 // SkipOtherTypes acks it, and both handle a message without a type name.
 func TestOtherTypesOnATopic(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	shared, shipping := kafkatest.Topic(t, "inventory.stock"), serviceName(t, "shipping")
-	pub := newPublisher(t, brokers)
+	shared, shipping := kafkatest.Topic(t, "inventory.stock"), kafkatest.ServiceName(t, "shipping")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "inventory", Routes: []cqrs.Route{
 		cqrs.RouteOf[StockReserved](shared), cqrs.RouteOf[OrderPlacedEvent](shared),
 	}})
@@ -329,8 +293,8 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	// and a dead-letter topic keeps the order of what is published to it.
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Broker: broker.Config{Provision: broker.ProvisionConfig{Partitions: 1}}})
 	reserved, placed := make(chan string, 4), make(chan string, 4)
-	r := newRouter(t)
-	err = svc.Register(testContext(t), r,
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r,
 		cqrs.NewEventConsumer(func(_ context.Context, ev *StockReserved) error { reserved <- ev.ID; return nil }, cqrs.Topic(shared)),
 		cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error { placed <- ev.OrderID; return nil },
 			cqrs.Topic(shared), cqrs.SkipOtherTypes()),
@@ -341,9 +305,9 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	strictDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "stock-reserved"))
 	skippingDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "order-placed"))
 	strictDead, skippingDead := deadLetters(t, brokers, strictDLQ), deadLetters(t, brokers, skippingDLQ)
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	if err := events.Publish(ctx, StockReserved{ID: "r-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -355,12 +319,12 @@ func TestOtherTypesOnATopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"r-1", "r-2"} {
-		if got := receive(t, reserved, "a stock-reserved"); got != want {
+		if got := kafkatest.Receive(t, reserved, "a stock-reserved"); got != want {
 			t.Errorf("strict consumer handled %q, want %q", got, want)
 		}
 	}
 	for _, want := range []string{"o-1", "o-2"} {
-		if got := receive(t, placed, "an order-placed"); got != want {
+		if got := kafkatest.Receive(t, placed, "an order-placed"); got != want {
 			t.Errorf("skipping consumer handled %q, want %q", got, want)
 		}
 	}
@@ -372,13 +336,13 @@ func TestOtherTypesOnATopic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dead := receive(t, strictDead, "the strict consumer's dead letter")
+	dead := kafkatest.Receive(t, strictDead, "the strict consumer's dead letter")
 	reason := dead.Metadata.Get(middleware.DeadLetterReasonKey)
 	if dead.Metadata.Get(cqrs.TypeNameMetadataKey) != "order-placed" ||
 		!strings.Contains(reason, `"order-placed"`) || !strings.Contains(reason, `"stock-reserved"`) {
 		t.Errorf("strict consumer's first dead letter %s (%v), want order-placed with a reason naming both types", dead.UUID, dead.Metadata)
 	}
-	if got := receive(t, skippingDead, "the skipping consumer's marker"); got.UUID != "marker" {
+	if got := kafkatest.Receive(t, skippingDead, "the skipping consumer's marker"); got.UUID != "marker" {
 		t.Errorf("skipping consumer dead-lettered %s (%v), want nothing", got.UUID, got.Metadata)
 	}
 }

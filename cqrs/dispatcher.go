@@ -22,7 +22,7 @@ import (
 )
 
 // DefaultTimeout is the longest a Request, Send or Publish takes when its
-// configuration sets no Timeout, as Koto's RequestReplyTimeout.
+// configuration sets no Timeout.
 const DefaultTimeout = 10 * time.Second
 
 // ReplyTopic returns the conventional reply topic of a service,
@@ -44,12 +44,12 @@ type CommandDispatcherConfig struct {
 	Routes []Route
 
 	// Timeout is the longest a Request (sending the command and waiting
-	// for its reply) or a Send takes; a context deadline that comes sooner
-	// ends it sooner. Default: DefaultTimeout.
+	// for its reply) or a Send takes (see the package doc). Default:
+	// [DefaultTimeout].
 	Timeout time.Duration
 
 	// ReplyTopic is the topic replies come back on. Default:
-	// ReplyTopic(Service). All instances of a service may share it: each
+	// [ReplyTopic](Service). All instances of a service may share it: each
 	// reads it whole, without a consumer group, and keeps only the replies
 	// to its own requests.
 	ReplyTopic string
@@ -93,26 +93,26 @@ func (c *CommandDispatcherConfig) setDefaults() {
 }
 
 // Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap ErrInvalidConfig, or
-// ErrInvalidRoute for a bad route or reply topic.
+// counting as their defaults, Broker included. Errors wrap
+// [ErrInvalidConfig] (and [ErrInvalidRoute] for a bad route or reply
+// topic).
 func (c CommandDispatcherConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService(c.Service, c.Routes); err != nil {
+	if err := validateService("Service", c.Service, c.Routes); err != nil {
 		return err
 	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	if err := validateTimeout(c.Timeout); err != nil {
+		return err
 	}
 	if err := topics.Validate(c.ReplyTopic); err != nil {
-		return fmt.Errorf("%w: ReplyTopic: %w", ErrInvalidRoute, err)
+		return invalidRoute("ReplyTopic: %w", err)
 	}
 	return validateBroker(c.Broker)
 }
 
-// CommandDispatcher sends commands, Koto's IntegrationCommandDispatcher:
-// fire-and-forget with Send, or waiting for the handler's reply with Request.
-// Request needs Start, which opens the one reply subscription the
-// dispatcher keeps until Close. It is safe for concurrent use.
+// CommandDispatcher sends commands: fire-and-forget with Send, or waiting
+// for the handler's reply with [Request], which needs Start (see Commands
+// and request/reply in the package doc). It is safe for concurrent use.
 type CommandDispatcher struct {
 	cfg      CommandDispatcherConfig
 	tel      *telemetry.Telemetry
@@ -152,7 +152,7 @@ type startup struct {
 // Start.
 func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*CommandDispatcher, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+		return nil, errNilPublisher
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -327,16 +327,9 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 }
 
 // Send publishes cmd to its routed topic and returns once it is published;
-// it waits for no handler. Send needs no Start. The message carries the
-// command as JSON, its type name, a UUIDv7 (or the MessageIDer ID), the
-// partition key of a PartitionKeyer, and the correlation ID of ctx, or a
-// new one.
-//
-// Send ends at the deadline of ctx or after the dispatcher's Timeout,
-// whichever comes first, with an error that matches ErrTimeout (see the
-// package documentation for what becomes of the command). Close ends it
-// with ErrClosed. An error of the publisher is wrapped, as
-// EventPublisher.Publish's.
+// it waits for no handler and needs no Start. Its message, deadline and
+// errors are those of [EventPublisher.Publish]; Close ends it with
+// [ErrClosed].
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if cmd == nil {
 		return errors.New("cqrs: Send of a nil command")
@@ -359,17 +352,10 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 }
 
 // Request sends cmd as a request and waits for its handler's reply, which it
-// decodes into a new R. Use struct{} for R when the handler returns no
-// result.
-//
-// Request ends at the deadline of ctx or after the dispatcher's Timeout,
-// whichever comes first, with an error that matches ErrTimeout and says
-// which stage ran out; a Request during Start waits for it, and while
-// replies cannot be read (see Err) Request fails at once, unsent (see the
-// package documentation). When the handler returns an error, the error
-// wraps a *HandlerError with the handler's message and kind. A cancelled
-// ctx returns context.Canceled; Close ends the Request with ErrClosed; an
-// error of the publisher is wrapped, as Send's.
+// decodes into a new R (struct{} when the handler returns no result). A
+// handler's error comes back wrapping a [*HandlerError]. The package doc
+// (Deadlines and broker faults) says how Request ends when the broker, the
+// handler or the caller's deadline do not cooperate.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
 	name := topics.TypeName(cmd)

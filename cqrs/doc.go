@@ -2,55 +2,58 @@
 // integration event, send a command fire-and-forget or wait for its reply,
 // and write a consumer as one typed function.
 //
-// It ports Koto's IntegrationEventPublisher, IntegrationCommandDispatcher,
-// IntegrationEventConsumerBase and IntegrationCommandConsumerBase to Go, on
-// top of Watermill's components/cqrs (EventBus, CommandBus and the
+// It is built on Watermill's components/cqrs (EventBus, CommandBus and the
 // CommandEventMarshaler interface) and components/requestreply (its reply
 // format: metadata keys and JSON reply marshaler), so that Watermill's own
 // CQRS processors can read the messages this package writes.
 //
 // # Publishing
 //
-// An EventPublisher publishes an event to topics.Event(service,
+// An [EventPublisher] publishes an event to topics.Event(service,
 // topics.TypeName(event)), "orders.order-placed" for an OrderPlacedEvent of
-// the orders service, unless a Route sends the type elsewhere. The payload is
-// JSON, the type name travels in the metadata key TypeNameMetadataKey, the
-// message UUID is a new UUIDv7 (or the event's own ID, see MessageIDer), the
-// correlation ID comes from the context, and the Kafka partition key from the
-// event (see PartitionKeyer). The error of Publish, Send or Request wraps
-// the publisher's, so middleware.Classify sees it: a broker that cannot be
-// reached is an outage, and a handler that returns it is retried until the
-// broker is back, never dead-lettered; a message the broker refuses for good
-// (too large, say) is not, and is dead-lettered after its retries.
+// the orders service, unless a [Route] sends the type elsewhere; a
+// [CommandDispatcher] sends a command the same way to its route. The
+// payload is JSON, the type name travels in the metadata key
+// [TypeNameMetadataKey], the message UUID is a new UUIDv7 (or the
+// message's own ID, see [MessageIDer]), the correlation ID comes from the
+// context (a new one when it has none), and the Kafka partition key from
+// the message (see [PartitionKeyer]).
+//
+// The error of Publish, Send or Request wraps the publisher's, so
+// middleware.Classify sees it: a broker that cannot be reached is an
+// outage, and a handler that returns it is retried until the broker is
+// back, never dead-lettered; a message the broker refuses for good (too
+// large, say) is not, and is dead-lettered after its retries.
 //
 // # Commands and request/reply
 //
 // A CommandDispatcher sends commands to their routed topics, by convention
 // topics.Command(handling service, type name), where that service's command
-// consumers listen. Send is fire-and-forget; Request waits for the
+// consumers listen. Send is fire-and-forget; [Request] waits for the
 // handler's result or error.
 //
 // Replies travel on one reply topic per requesting service,
-// ReplyTopic(service) ("orders.replies"). Every dispatcher instance reads
+// [ReplyTopic](service) ("orders.replies"). Every dispatcher instance reads
 // that topic from its newest offset without a consumer group, through a
-// single broker.TailReader opened by Start, and hands each reply to the waiting
-// Request with the same operation ID; replies to other instances and late
-// replies are dropped. No Kafka subscription is made per request, so a
-// request costs one produce and one fetch each way. Because nothing reads the
-// topic as a group, no instance can take another's replies.
+// single broker.TailReader opened by Start, and hands each reply to the
+// waiting Request with the same operation ID; replies to other instances
+// and late replies are dropped. No Kafka subscription is made per request,
+// so a request costs one produce and one fetch each way. Because nothing
+// reads the topic as a group, no instance can take another's replies.
 //
-// An error returned by the handler reaches the caller as a *HandlerError
+// An error returned by the handler reaches the caller as a [*HandlerError]
 // with the handler's message and kind.
 //
 // # Deadlines and broker faults
 //
 // Request, Send and EventPublisher.Publish end at the deadline of their
-// context or after their configured Timeout (DefaultTimeout), whichever
-// comes first, whatever the broker does. The error then matches ErrTimeout
-// and context.DeadlineExceeded and says which stage ran out: the start of
-// the dispatcher (a Request during Start waits for it), the send (Kafka did
-// not acknowledge the message in time), or the wait for the reply. Close
-// ends every Request and Send under way with ErrClosed, those still
+// context or after their configured Timeout ([DefaultTimeout]), whichever
+// comes first, whatever the broker does. The error then matches
+// [ErrTimeout] and context.DeadlineExceeded and says which stage ran out:
+// the start of the dispatcher (a Request during Start waits for it), the
+// send (Kafka did not acknowledge the message in time), or the wait for the
+// reply. A cancelled context gives context.Canceled, not ErrTimeout. Close
+// ends every Request and Send under way with [ErrClosed], those still
 // sending included, and ends a Start under way.
 //
 // A message given up while it was being sent may still be written: Kafka
@@ -77,37 +80,76 @@
 // partition of the reply topic (see broker.TailReader), and reads the
 // replies written meanwhile. While it cannot read, Request fails at once,
 // without sending, with an error that wraps broker.ErrReaderDown and the
-// cause, marked middleware.Outage (an outage); CommandDispatcher.Err
+// cause, marked middleware.Outage (an outage); [CommandDispatcher.Err]
 // reports the same, for health checks. A Request already waiting keeps
 // waiting for its reply, and its timeout error names the fault if one is
 // still under way.
 //
+// # Consumers
+//
+// [NewEventConsumer], [NewCommandConsumer] and
+// [NewCommandConsumerWithResult] turn one typed function into a
+// [Consumer]; the function gets the message decoded from JSON, with the
+// correlation ID of its message in its context (correlation.FromContext)
+// and the message itself in Watermill's cqrs.OriginalMessageFromCtx. A
+// [Service] registers consumers on a Watermill router ([Service.Register]):
+// each subscribes to its topic ([Topic]'s, or topics.Event([From]'s
+// service, type name) for an event, or topics.Command(this service, type
+// name) for a command) with the consumer group topics.ConsumerGroup(service,
+// type name) (or [ConsumerGroup]'s), which is also its handler name, behind
+// middleware.Defaults: correlation, telemetry, one log line per message,
+// retries with backoff and dead letters to topics.DeadLetter(group), and,
+// for idempotent consumers, deduplication with the service's store. Event
+// consumers are idempotent by default, command consumers not ([Idempotent]
+// changes it).
+//
+// A consumer handles one type. A payload that does not decode is poison
+// and dead-lettered at once; so is a message on its topic with another type
+// name ([ErrUnexpectedType]), unless the consumer was given
+// [SkipOtherTypes] for a topic shared by several types; a message with no
+// type name at all, from a producer outside this package, is decoded as the
+// consumer's type. A handler error is retried with backoff and then
+// dead-lettered, at once when it is marked middleware.Poison; an outage is
+// retried until it ends.
+//
+// A command sent with Request gets a reply: the handler's result as JSON,
+// or its error (message and kind, see HandlerError), and the command is
+// acked either way: the requester has the outcome and decides what to do. A
+// panic is replied as a [KindInternal] error and the command dead-lettered;
+// a payload that does not decode is replied as [KindBadRequest] and
+// dead-lettered. A command of another type is dead-lettered (or skipped)
+// without a reply: its own consumer may answer it. The handler runs once
+// per delivery: a reply that fails to publish with an outage is retried on
+// its own, with ServiceConfig.DeadLetter.Backoff, until it is published or
+// the message's context ends; then the command is nacked as an outage and
+// redelivered, never dead-lettered. A reply the broker refuses for good
+// dead-letters the command. A command sent with Send is handled as an
+// event is.
+//
 // # Durable outbox
 //
-// NewDurableOutbox is the counterpart of Koto's UseKotoDurableOutbox: given
-// the pool of a PostgreSQL database and the broker configuration, it sets
-// up the database's outbox (package outbox) and processed-messages store
-// (idempotency/postgres), starts the outbox's forwarder, and makes the
-// facades of this package go through the outbox:
+// [NewDurableOutbox], given the pool of a PostgreSQL database and the
+// broker configuration, sets up the database's outbox (package outbox) and
+// processed-messages store (idempotency/postgres), starts the outbox's
+// forwarder, and makes the facades of this package go through the outbox:
 //
-//   - DurableOutbox.EventPublisher's Publish and the Send of
-//     DurableOutbox.CommandDispatcher write into the outbox in the
+//   - [DurableOutbox.EventPublisher]'s Publish and the Send of
+//     [DurableOutbox.CommandDispatcher] write into the outbox in the
 //     transaction of their context, which commits with the business rows
 //     or rolls back with them; the forwarder takes what committed to Kafka
 //     milliseconds later. Request publishes directly: it waits for a reply,
 //     which could not come before the commit.
-//   - DurableOutbox.Service runs the idempotent consumers in the
+//   - [DurableOutbox.Service] runs the idempotent consumers in the
 //     transactional mode (middleware.TransactionalIdempotency) bound to the
 //     outbox: the claim of the message, the handler's writes (through
 //     outbox.TxFromContext(ctx)) and the events it publishes commit
 //     together, once however often the message is delivered. For one key's
-//     events in commit order, give the consumer LockKeys.
-//   - DurableOutbox.Transact opens such a transaction for code outside a
+//     events in commit order, give the consumer [LockKeys].
+//   - [DurableOutbox.Transact] opens such a transaction for code outside a
 //     consumer, an API handler that saves an order, say.
 //
 // A publish with no transaction in its context fails with an error that
-// wraps outbox.ErrNoTransaction. Koto's outbox also takes messages sent
-// outside a transaction; here that is explicit, because code that lost its
+// wraps outbox.ErrNoTransaction, on purpose: code that lost its
 // transaction on the way (a context.Background(), a goroutine) would
 // otherwise announce writes that may still roll back, silently. Publish
 // inside Transact, or build the publisher on Outbox().AutoTxPublisher(),
@@ -122,15 +164,6 @@
 // the commit; if the commit then fails the command is handled again and
 // its second reply is dropped.
 //
-// # Consumers
-//
-// NewEventConsumer, NewCommandConsumer and NewCommandConsumerWithResult turn
-// one typed function into a Consumer. A Service registers consumers on a
-// Watermill router: each subscribes to its topic with the consumer group
-// topics.ConsumerGroup(service, type name), which is also its handler name,
-// behind the project's default middleware (correlation, telemetry,
-// logging, dead letters and, for event consumers, idempotency).
-//
 // # Telemetry
 //
 // Each config takes a *telemetry.Telemetry (nil: OpenTelemetry's global
@@ -139,10 +172,4 @@
 // letter gets a producer span and carries its trace context; consumers
 // run behind its Middleware; each Request is a client span around its
 // request and reply. The telemetry package lists the spans and metrics.
-//
-// A consumer handles one type. A message on its topic with another type name
-// is poison and dead-lettered (ErrUnexpectedType), unless the consumer was
-// given SkipOtherTypes for a topic shared by several types; a message with
-// no type name at all, from a producer outside this package, is decoded as
-// the consumer's type.
 package cqrs

@@ -78,12 +78,12 @@ func (c DurableOutboxConfig) Validate() error {
 	return nil
 }
 
-// DurableOutbox is Koto's durable outbox on one PostgreSQL database, the
-// counterpart of UseKotoDurableOutbox: an outbox table and its forwarder,
-// the processed-messages store, and the facades of this package wired
-// through them (see Durable outbox in the package documentation). Make it
-// with NewDurableOutbox at startup, one per database; close it after the
-// router and the services and dispatchers it made, and before the pool.
+// DurableOutbox is the durable outbox of one PostgreSQL database: an
+// outbox table and its forwarder, the processed-messages store, and the
+// facades of this package wired through them (see Durable outbox in the
+// package doc). Make it with NewDurableOutbox at startup, one per database;
+// close it after the router and the services and dispatchers it made, and
+// before the pool.
 type DurableOutbox struct {
 	pool   *pgxpool.Pool
 	cfg    DurableOutboxConfig

@@ -3,8 +3,8 @@ package cqrs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,29 +40,6 @@ type PaymentSettled struct {
 
 func (e PaymentSettled) PartitionKey() string { return e.OrderID }
 
-// attempts counts the handler runs per ID.
-type attempts struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// add counts a run of id and returns how many there were.
-func (a *attempts) add(id string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == nil {
-		a.n = map[string]int{}
-	}
-	a.n[id]++
-	return a.n[id]
-}
-
-func (a *attempts) count(id string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n[id]
-}
-
 // durableEnv is a DurableOutbox on a schema of the test's own, with a
 // table where handlers record their effects.
 type durableEnv struct {
@@ -80,12 +57,12 @@ func newDurableEnv(t *testing.T) *durableEnv {
 	pool := pgtest.PoolWith(t, cfg)
 	schema := pgtest.Schema(t, pool)
 	brokers := kafkatest.Brokers(t)
-	d, err := cqrs.NewDurableOutbox(testContext(t), pool, cqrs.DurableOutboxConfig{
+	d, err := cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
 		Broker:    broker.Config{Brokers: brokers},
 		Outbox:    outbox.Config{Schema: schema},
 		Store:     postgres.Config{Schema: schema, CleanupInterval: -1},
 		Forwarder: outbox.ForwarderConfig{PollInterval: 200 * time.Millisecond},
-		Logger:    testLogger(),
+		Logger:    kafkatest.Logger(slog.LevelError),
 	})
 	if err != nil {
 		t.Fatalf("NewDurableOutbox: %v", err)
@@ -96,15 +73,8 @@ func newDurableEnv(t *testing.T) *durableEnv {
 		}
 	})
 	e := &durableEnv{t: t, brokers: brokers, pool: pool, schema: schema, d: d}
-	e.exec("CREATE TABLE " + schema + ".effects (id bigserial PRIMARY KEY, what text NOT NULL)")
+	pgtest.Exec(t, pool, "CREATE TABLE "+schema+".effects (id bigserial PRIMARY KEY, what text NOT NULL)")
 	return e
-}
-
-func (e *durableEnv) exec(sql string, args ...any) {
-	e.t.Helper()
-	if _, err := e.pool.Exec(testContext(e.t), sql, args...); err != nil {
-		e.t.Fatalf("%s: %v", sql, err)
-	}
 }
 
 // effect records what in the transaction of ctx.
@@ -121,7 +91,7 @@ func (e *durableEnv) effect(ctx context.Context, what string) error {
 func (e *durableEnv) effects(what string) int {
 	e.t.Helper()
 	var n int
-	if err := e.pool.QueryRow(testContext(e.t), "SELECT count(*) FROM "+e.schema+".effects WHERE what = $1", what).Scan(&n); err != nil {
+	if err := e.pool.QueryRow(kafkatest.Context(e.t), "SELECT count(*) FROM "+e.schema+".effects WHERE what = $1", what).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n
@@ -132,7 +102,7 @@ func (e *durableEnv) effects(what string) int {
 func (e *durableEnv) service(name string) *cqrs.Service {
 	e.t.Helper()
 	svc, err := e.d.Service(cqrs.ServiceConfig{
-		Name: name, AutoProvisionTopics: true, Logger: testLogger(),
+		Name: name, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
 		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 	})
 	if err != nil {
@@ -152,7 +122,7 @@ func (e *durableEnv) service(name string) *cqrs.Service {
 // through an AutoTxPublisher.
 func TestDurableOutboxEvents(t *testing.T) {
 	e := newDurableEnv(t)
-	orders, payments := serviceName(t, "orders"), serviceName(t, "payments")
+	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
 	ordersEvents, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
@@ -162,17 +132,17 @@ func TestDurableOutboxEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var tries attempts
+	var tries kafkatest.Counter
 	paid := make(chan seen, 8)
-	r := newRouter(t)
-	err = e.service(payments).Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = e.service(payments).Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
 		if err := e.effect(ctx, "charge "+ev.OrderID); err != nil {
 			return err
 		}
 		if err := paymentsEvents.Publish(ctx, PaymentSettled{OrderID: ev.OrderID}); err != nil {
 			return err
 		}
-		if tries.add(ev.OrderID) == 1 {
+		if tries.Add(ev.OrderID) == 1 {
 			return errors.New("first attempt fails after writing")
 		}
 		return nil
@@ -182,16 +152,16 @@ func TestDurableOutboxEvents(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register payments: %v", err)
 	}
-	err = e.service(orders).Register(testContext(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
+	err = e.service(orders).Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
 		paid <- observe(ctx, ev.OrderID)
 		return nil
 	}, cqrs.From(payments)))
 	if err != nil {
 		t.Fatalf("Register orders: %v", err)
 	}
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	if err := ordersEvents.Publish(ctx, OrderSubmitted{OrderID: "o-0"}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("Publish outside a transaction = %v, want outbox.ErrNoTransaction", err)
 	}
@@ -230,7 +200,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 
 	got := map[string]seen{}
 	for len(got) < 2 {
-		s := receive(t, paid, "PaymentSettled")
+		s := kafkatest.Receive(t, paid, "PaymentSettled")
 		if _, dup := got[s.orderID]; dup {
 			t.Fatalf("PaymentSettled of %s handled twice", s.orderID)
 		}
@@ -256,7 +226,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 			t.Errorf("%d effects %q, want %d", n, what, want)
 		}
 	}
-	if n := tries.count("o-1"); n != 2 {
+	if n := tries.Get("o-1"); n != 2 {
 		t.Errorf("payments handled o-1 %d times, want 2: a failed attempt, then one that committed", n)
 	}
 }
@@ -269,10 +239,10 @@ func TestDurableOutboxEvents(t *testing.T) {
 // undone, a success commits its write.
 func TestDurableOutboxCommands(t *testing.T) {
 	e := newDurableEnv(t)
-	orders, inventory := serviceName(t, "orders"), serviceName(t, "inventory")
-	r := newRouter(t)
+	orders, inventory := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "inventory")
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	errNoStock := &cqrs.HandlerError{Kind: "out-of-stock", Message: "out of stock"}
-	err := e.service(inventory).Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ReserveStock) (StockReservation, error) {
+	err := e.service(inventory).Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ReserveStock) (StockReservation, error) {
 		if err := e.effect(ctx, "reserve "+cmd.SKU); err != nil {
 			return StockReservation{}, err
 		}
@@ -284,16 +254,16 @@ func TestDurableOutboxCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 	d, err := e.d.CommandDispatcher(cqrs.CommandDispatcherConfig{
-		Service: orders, AutoProvisionTopics: true, Logger: testLogger(),
+		Service: orders, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
 		Routes: []cqrs.Route{cqrs.RouteOf[ReserveStock](topics.Command(inventory, "reserve-stock"))},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +352,7 @@ func TestDurableOutboxConfig(t *testing.T) {
 				return err
 			}
 			defer svc.Close()
-			return svc.Register(ctx, newRouter(t), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
+			return svc.Register(ctx, kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError)), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
 				cqrs.From("orders"), cqrs.LockKeys(func(*message.Message) ([]string, error) { return nil, nil })))
 		}},
 	}

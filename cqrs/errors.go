@@ -16,13 +16,16 @@ var (
 	ErrNoRoute = errors.New("cqrs: no route for message type")
 
 	// ErrInvalidConfig is wrapped by every configuration error of the
-	// constructors and of Service.Register.
+	// constructors, of the Validate methods and of Service.Register; the
+	// error names the field and says what to change.
 	ErrInvalidConfig = errors.New("cqrs: invalid configuration")
 
-	// ErrInvalidRoute is wrapped by the error for a route, consumer topic
-	// or consumer group that gives no valid Kafka topic name; the error
-	// names it and, for a name that breaks Kafka's rules, also wraps
-	// topics.ErrInvalid.
+	// ErrInvalidRoute is wrapped by the error for a route, reply topic,
+	// consumer topic or consumer group that gives no valid Kafka topic
+	// name, and for an event whose type name gives none; the error names
+	// it and, for a name that breaks Kafka's rules, also wraps
+	// topics.ErrInvalid. When it comes from a configuration, the error
+	// also wraps ErrInvalidConfig.
 	ErrInvalidRoute = errors.New("cqrs: invalid route")
 
 	// ErrNotStarted is returned by Request on a dispatcher whose Start has

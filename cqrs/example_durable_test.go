@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -30,17 +28,11 @@ func ExampleNewDurableOutbox() {
 	kafka, err := embedded.Start(ctx)
 	check(err)
 	defer kafka.Close()
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
-	check(err)
+	pool, schema := pgtest.ExampleDatabase(ctx)
 	defer pool.Close()
-	schema := "koto_example_" + uuid.NewString()[:8] // hex: a plain identifier
-	_, err = pool.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".payments (order_id text PRIMARY KEY, amount int)")
-	check(err)
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	_, err = pool.Exec(ctx, "CREATE TABLE "+schema+".payments (order_id text PRIMARY KEY, amount int)")
+	check(err)
 
 	// At startup, once per database: the tables, the forwarder.
 	durable, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{

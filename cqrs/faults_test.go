@@ -3,6 +3,7 @@ package cqrs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
 	commands, events := topics.Command("payments", "charge-card"), topics.Event("orders", "order-placed")
-	provision(t, brokers, commands, events)
+	kafkatest.Provision(t, broker.Config{Brokers: brokers}, commands, events)
 	cfg := cqrs.CommandDispatcherConfig{
 		Service: "orders", AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](commands)},
@@ -50,14 +51,14 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	stall := kafkatest.StallRequests(t, b, kmsg.Produce, commands, events)
 
 	pending := async(func() error {
-		_, err := cqrs.Request[CardCharged](testContext(t), closing, ChargeCardCommand{ID: "c-closed"})
+		_, err := cqrs.Request[CardCharged](kafkatest.Context(t), closing, ChargeCardCommand{ID: "c-closed"})
 		return err
 	})
-	receive(t, stall.Stalled, "the stalled produce of the pending request")
-	if err := receive(t, async(closing.Close), "result of Close with a request still sending"); err != nil {
+	kafkatest.Receive(t, stall.Stalled, "the stalled produce of the pending request")
+	if err := kafkatest.Receive(t, async(closing.Close), "result of Close with a request still sending"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := kafkatest.Receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Fatalf("request pending at Close: %v, want ErrClosed", err)
 	}
 
@@ -74,7 +75,7 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	}
 	for _, c := range calls {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := receive(t, async(func() error { return c.call(ctx) }), "result of "+c.name+" under a stalled produce")
+		err := kafkatest.Receive(t, async(func() error { return c.call(ctx) }), "result of "+c.name+" under a stalled produce")
 		cancel()
 		if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), c.stage) {
 			t.Errorf("%s under a stalled produce: %v; want ErrTimeout and context.DeadlineExceeded, saying %q", c.name, err, c.stage)
@@ -93,9 +94,9 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
 	replies := cqrs.ReplyTopic("orders")
-	provision(t, brokers, replies)
-	d, err := cqrs.NewCommandDispatcher(newPublisher(t, brokers), cqrs.CommandDispatcherConfig{
-		Service: "orders", Broker: broker.Config{Brokers: brokers}, Logger: testLogger(),
+	kafkatest.Provision(t, broker.Config{Brokers: brokers}, replies)
+	d, err := cqrs.NewCommandDispatcher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.CommandDispatcherConfig{
+		Service: "orders", Broker: broker.Config{Brokers: brokers}, Logger: kafkatest.Logger(slog.LevelError),
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command("payments", "charge-card"))},
 	})
 	if err != nil {
@@ -104,11 +105,11 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	t.Cleanup(func() { _ = d.Close() })
 	stall := kafkatest.StallRequests(t, b, kmsg.ListOffsets, replies)
 	started := async(func() error { return d.Start(context.Background()) })
-	receive(t, stall.Stalled, "the reply reader's stalled offset lookup")
+	kafkatest.Receive(t, stall.Stalled, "the reply reader's stalled offset lookup")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err = receive(t, async(func() error {
+	err = kafkatest.Receive(t, async(func() error {
 		_, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-early"})
 		return err
 	}), "result of a Request during Start")
@@ -121,10 +122,10 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	default:
 	}
 
-	if err := receive(t, async(d.Close), "result of Close during Start"); err != nil {
+	if err := kafkatest.Receive(t, async(d.Close), "result of Close during Start"); err != nil {
 		t.Fatalf("Close during Start: %v", err)
 	}
-	if err := receive(t, started, "result of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := kafkatest.Receive(t, started, "result of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Start ended by Close: %v, want ErrClosed", err)
 	}
 }
@@ -139,7 +140,7 @@ func TestReplyReaderRecoversAfterBrokerRestartWithoutData(t *testing.T) {
 	d := e.dispatcher(t, 0)
 	requestMany(t, 30, d)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*kafkatest.Timeout)
 	defer cancel()
 	if err := b.Restart(ctx); err != nil {
 		t.Fatalf("Restart: %v", err)
@@ -152,7 +153,7 @@ func TestReplyReaderRecoversAfterBrokerRestartWithoutData(t *testing.T) {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("no request succeeded within %s of the restart; the last failed with %v", 2*testTimeout, err)
+			t.Fatalf("no request succeeded within %s of the restart; the last failed with %v", 2*kafkatest.Timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -168,11 +169,11 @@ func TestReplyRetriedAfterProducerStateError(t *testing.T) {
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
 	c, _ := chargeService(t, brokers, cqrs.ServiceConfig{Name: "payments", AutoProvisionTopics: true}, nil)
-	d := newDispatcher(t, newPublisher(t, brokers), brokers, cqrs.CommandDispatcherConfig{
+	d := newDispatcher(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
 		Service: "orders", AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command("payments", "charge-card"))},
 	})
-	if _, err := cqrs.Request[CardCharged](testContext(t), d, ChargeCardCommand{ID: "c-warm"}); err != nil {
+	if _, err := cqrs.Request[CardCharged](kafkatest.Context(t), d, ChargeCardCommand{ID: "c-warm"}); err != nil {
 		t.Fatalf("first request: %v", err)
 	}
 
@@ -188,7 +189,7 @@ func TestReplyRetriedAfterProducerStateError(t *testing.T) {
 	if fault.Hits() != 1 {
 		t.Fatalf("the fault answered %d produce requests, want 1", fault.Hits())
 	}
-	if n := c.count("c-oos"); n != 1 {
+	if n := c.Get("c-oos"); n != 1 {
 		t.Errorf("handler ran %d times, want once", n)
 	}
 	if n := kafkatest.Records(t, brokers, topics.DeadLetter(topics.ConsumerGroup("payments", "charge-card"))); n != 0 {
@@ -218,13 +219,6 @@ func retryingPublisher(t *testing.T, brokers []string) message.Publisher {
 	return pub
 }
 
-func provision(t *testing.T, brokers []string, names ...string) {
-	t.Helper()
-	if err := broker.ProvisionTopics(testContext(t), broker.Config{Brokers: brokers}, names...); err != nil {
-		t.Fatalf("ProvisionTopics: %v", err)
-	}
-}
-
 // TestRequestsFailFastWhileRepliesCannotBeRead: the reply topic is deleted
 // and created again, and the broker refuses the offset lookups that the
 // reply reader needs to resume it. Meanwhile a Request fails at once, with
@@ -243,7 +237,7 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 
 	replies := cqrs.ReplyTopic(e.orders)
 	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: replies, Count: -1})
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +246,7 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 	if resp, err := kadm.NewClient(cl).DeleteTopics(ctx, replies); err != nil || resp.Error() != nil {
 		t.Fatalf("delete %s: %v, %v", replies, err, resp.Error())
 	}
-	provision(t, brokers, replies)
+	kafkatest.Provision(t, broker.Config{Brokers: brokers}, replies)
 	for d.Err() == nil {
 		if ctx.Err() != nil {
 			t.Fatal("the dispatcher never reported that it cannot read replies")

@@ -24,8 +24,8 @@ type EventPublisherConfig struct {
 	// Routes send event types to explicit topics.
 	Routes []Route
 
-	// Timeout is the longest a Publish takes; a context deadline that
-	// comes sooner ends it sooner. Default: DefaultTimeout.
+	// Timeout is the longest a Publish takes (see the package doc).
+	// Default: [DefaultTimeout].
 	Timeout time.Duration
 
 	// Telemetry traces and measures the events published. Nil:
@@ -39,28 +39,41 @@ func (c *EventPublisherConfig) setDefaults() {
 	}
 }
 
-// Validate reports what is wrong with the configuration. Errors wrap
-// ErrInvalidConfig, or ErrInvalidRoute for a bad route.
+// Validate reports what is wrong with the configuration, zero fields
+// counting as their defaults. Errors wrap [ErrInvalidConfig] (and
+// [ErrInvalidRoute] for a bad route).
 func (c EventPublisherConfig) Validate() error {
-	if c.Timeout < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s)", ErrInvalidConfig, c.Timeout)
+	if err := validateTimeout(c.Timeout); err != nil {
+		return err
 	}
-	return validateService(c.Service, c.Routes)
+	return validateService("Service", c.Service, c.Routes)
 }
 
-func validateService(service string, routes []Route) error {
+// validateService checks the service name in field and the routes.
+func validateService(field, service string, routes []Route) error {
 	if service == "" {
-		return fmt.Errorf("%w: Service is empty", ErrInvalidConfig)
+		return fmt.Errorf("%w: %s is empty; set it to the service's name, such as \"orders\"", ErrInvalidConfig, field)
 	}
 	if err := topics.Validate(service); err != nil {
-		return fmt.Errorf("%w: Service %q cannot prefix a topic: %w", ErrInvalidConfig, service, err)
+		return fmt.Errorf("%w: %s %q cannot prefix a topic: %w", ErrInvalidConfig, field, service, err)
 	}
 	_, err := routeTable(routes)
 	return err
 }
 
-// EventPublisher publishes integration events, Koto's
-// IntegrationEventPublisher. It is safe for concurrent use.
+// errNilPublisher is the error of a constructor given no publisher.
+var errNilPublisher = fmt.Errorf("%w: the publisher is nil; pass a message.Publisher, such as broker.NewPublisher's or an outbox's ContextPublisher", ErrInvalidConfig)
+
+// validateTimeout checks the Timeout field of a configuration.
+func validateTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: Timeout is negative (%s); use 0 for the default (%s) or a positive duration", ErrInvalidConfig, d, DefaultTimeout)
+	}
+	return nil
+}
+
+// EventPublisher publishes integration events (see Publishing in the
+// package doc). It is safe for concurrent use.
 type EventPublisher struct {
 	bus     *wcqrs.EventBus
 	service string
@@ -72,7 +85,7 @@ type EventPublisher struct {
 // typically a broker.NewPublisher.
 func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventPublisher, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("%w: publisher is nil", ErrInvalidConfig)
+		return nil, errNilPublisher
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -104,19 +117,10 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 
 // Publish publishes event, a value or pointer of a named struct type, and
 // returns once the publisher has it (for the broker's publisher: once Kafka
-// has acknowledged it). It ends at the deadline of ctx or after the
-// configured Timeout, whichever comes first; the error then matches
-// ErrTimeout, and the event may still be published (see the package
-// documentation).
-//
-// An error of the publisher is wrapped, so middleware.Classify sees it: a
-// handler that returns it during a broker outage is retried, not
-// dead-lettered (see the package documentation).
-//
-// The message carries the event as JSON, its type name, the message ID of a
-// MessageIDer event or else a new UUIDv7, the Kafka partition key of a
-// PartitionKeyer event, and the correlation ID of ctx, or a new one when ctx
-// has none.
+// has acknowledged it), or with an error matching [ErrTimeout] at the
+// deadline of ctx or the configured Timeout. The package doc says what the
+// message carries (Publishing) and what a timeout leaves (Deadlines and
+// broker faults).
 func (p *EventPublisher) Publish(ctx context.Context, event any) error {
 	if event == nil {
 		return errors.New("cqrs: Publish of a nil event")

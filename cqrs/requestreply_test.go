@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -60,11 +61,11 @@ func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 // newReqReplyEnvOn is newReqReplyEnv on the given brokers.
 func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 	t.Helper()
-	payments := serviceName(t, "payments")
+	payments := kafkatest.ServiceName(t, "payments")
 	e := &reqReplyEnv{
 		brokers:  brokers,
-		pub:      newPublisher(t, brokers),
-		orders:   serviceName(t, "orders"),
+		pub:      kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}),
+		orders:   kafkatest.ServiceName(t, "orders"),
 		payments: payments,
 		released: make(chan struct{}),
 		stalled:  make(chan string, 16),
@@ -74,8 +75,8 @@ func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 		},
 	}
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
-	r := newRouter(t)
-	err := svc.Register(testContext(t), r,
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err := svc.Register(kafkatest.Context(t), r,
 		cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 			switch cmd.Fail {
 			case "declined":
@@ -96,7 +97,7 @@ func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 	// Registered after runRouter, so it runs before the router closes.
 	t.Cleanup(e.release)
 	return e
@@ -125,7 +126,7 @@ func (e *reqReplyEnv) dispatcher(t *testing.T, timeout time.Duration) *cqrs.Comm
 // dispatchers, and checks that each gets the reply to its own command.
 func requestMany(t *testing.T, n int, dispatchers ...*cqrs.CommandDispatcher) {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -159,7 +160,7 @@ func TestRequestReply(t *testing.T) {
 	})
 
 	t.Run("HandlerErrorKeepsMessageAndKind", func(t *testing.T) {
-		ctx := testContext(t)
+		ctx := kafkatest.Context(t)
 		_, err := cqrs.Request[CardCharged](ctx, d1, ChargeCardCommand{ID: "c-declined", Fail: "declined"})
 		if !errors.Is(err, ErrCardDeclined) {
 			t.Fatalf("err = %v, want one that matches ErrCardDeclined", err)
@@ -182,7 +183,7 @@ func TestRequestReply(t *testing.T) {
 	})
 
 	t.Run("CorrelationReachesTheHandler", func(t *testing.T) {
-		ctx := correlation.WithID(testContext(t), "corr-request")
+		ctx := correlation.WithID(kafkatest.Context(t), "corr-request")
 		got, err := cqrs.Request[CardCharged](ctx, d2, ChargeCardCommand{ID: "c-corr"})
 		if err != nil || got.Correlation != "corr-request" {
 			t.Fatalf("Request = %+v, %v; want the handler to see corr-request", got, err)
@@ -191,12 +192,12 @@ func TestRequestReply(t *testing.T) {
 
 	t.Run("PanicIsRepliedAndDeadLettered", func(t *testing.T) {
 		dlq := deadLetters(t, e.brokers, topics.DeadLetter(topics.ConsumerGroup(e.payments, "charge-card")))
-		_, err := cqrs.Request[CardCharged](testContext(t), d1, ChargeCardCommand{ID: "c-panic", Fail: "panic"})
+		_, err := cqrs.Request[CardCharged](kafkatest.Context(t), d1, ChargeCardCommand{ID: "c-panic", Fail: "panic"})
 		var he *cqrs.HandlerError
 		if !errors.As(err, &he) || he.Kind != cqrs.KindInternal || !strings.Contains(he.Message, "card reader on fire") {
 			t.Fatalf("err = %v, want a %s HandlerError with the panic value", err, cqrs.KindInternal)
 		}
-		dead := receive(t, dlq, "the dead-lettered command")
+		dead := kafkatest.Receive(t, dlq, "the dead-lettered command")
 		if !strings.Contains(string(dead.Payload), "c-panic") {
 			t.Errorf("dead letter %s, want the panicking command", dead.Payload)
 		}
@@ -208,7 +209,7 @@ func TestRequestReply(t *testing.T) {
 		// Fire-and-forget consumers answer requests too; struct{} waits
 		// for the outcome only. The released stall handler answers at once.
 		e.release()
-		if _, err := cqrs.Request[struct{}](testContext(t), d1, StallCommand{ID: "s-released"}); err != nil {
+		if _, err := cqrs.Request[struct{}](kafkatest.Context(t), d1, StallCommand{ID: "s-released"}); err != nil {
 			t.Fatalf("Request: %v", err)
 		}
 	})
@@ -224,7 +225,7 @@ func TestRequestTimeout(t *testing.T) {
 	if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrTimeout and context.DeadlineExceeded", err)
 	}
-	if got := receive(t, e.stalled, "the stalled handler"); got != "s-1" {
+	if got := kafkatest.Receive(t, e.stalled, "the stalled handler"); got != "s-1" {
 		t.Fatalf("stalled %q, want s-1", got)
 	}
 
@@ -232,7 +233,7 @@ func TestRequestTimeout(t *testing.T) {
 	// shorter. The stalled handler holds its partition, so this request may
 	// or may not reach a handler; either way it times out.
 	long := e.dispatcher(t, time.Hour)
-	dctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	dctx, cancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
 	defer cancel()
 	_, err = cqrs.Request[struct{}](dctx, long, StallCommand{ID: "s-2"})
 	if !errors.Is(err, cqrs.ErrTimeout) {
@@ -240,7 +241,7 @@ func TestRequestTimeout(t *testing.T) {
 	}
 
 	// A cancelled context is not a timeout.
-	cctx, cancelNow := context.WithCancel(testContext(t))
+	cctx, cancelNow := context.WithCancel(kafkatest.Context(t))
 	cancelNow()
 	_, err = cqrs.Request[struct{}](cctx, d, StallCommand{ID: "s-3"})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, cqrs.ErrTimeout) {
@@ -251,61 +252,36 @@ func TestRequestTimeout(t *testing.T) {
 	// dropped. Watch the reply topic to know that they were sent.
 	late := watchReplies(t, e.brokers, cqrs.ReplyTopic(e.orders), "late-reply")
 	e.release()
-	receive(t, late, "the late reply on the reply topic")
+	kafkatest.Receive(t, late, "the late reply on the reply topic")
 
 	// Later requests get their own replies. (Not through d: its 300 ms
 	// Timeout bounds every request, and a loaded machine may need more.)
 	requestMany(t, 20, long)
 }
 
-// watchReplies reads topic from its start, without a group, and signals
-// each message whose correlation ID is corrID.
+// watchReplies reads topic from its start and signals each message whose
+// correlation ID is corrID.
 func watchReplies(t *testing.T, brokers []string, topic, corrID string) <-chan struct{} {
 	t.Helper()
-	sub := newGroupSubscriber(t, brokers)
-	ctx, cancel := context.WithCancel(context.Background())
-	msgs, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatalf("Subscribe(%s): %v", topic, err)
-	}
 	found := make(chan struct{}, 8)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for msg := range msgs {
-			msg.Ack()
-			if correlation.FromMessage(msg) == corrID {
-				select {
-				case found <- struct{}{}:
-				default:
-				}
+	kafkatest.Watch(t, brokers, topic, func(msg *message.Message) {
+		if correlation.FromMessage(msg) == corrID {
+			select {
+			case found <- struct{}{}:
+			default:
 			}
 		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		_ = sub.Close()
-		<-done
 	})
 	return found
-}
-
-func newGroupSubscriber(t *testing.T, brokers []string) message.Subscriber {
-	t.Helper()
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "watch")}, nil)
-	if err != nil {
-		t.Fatalf("NewSubscriber: %v", err)
-	}
-	return sub
 }
 
 // TestDispatcherLifecycle checks the errors of Request and Start before
 // Start, after Start and after Close.
 func TestDispatcherLifecycle(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	pub := newPublisher(t, brokers)
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
 		Broker: broker.Config{Brokers: brokers},
 	})
@@ -318,10 +294,10 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if err := d.Err(); !errors.Is(err, cqrs.ErrNotStarted) {
 		t.Errorf("Err before Start: %v, want ErrNotStarted", err)
 	}
-	if err := d.Start(testContext(t)); err != nil {
+	if err := d.Start(kafkatest.Context(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := d.Start(testContext(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
+	if err := d.Start(kafkatest.Context(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
 		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
 	}
 	if err := d.Err(); err != nil {
@@ -353,53 +329,53 @@ func TestDispatcherLifecycle(t *testing.T) {
 // context ends first the command is nacked as an outage.
 func TestReplyPublishFailure(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	payments := serviceName(t, "payments")
-	pub := newPublisher(t, brokers)
-	flaky := &flakyPublisher{Publisher: pub}
+	payments := kafkatest.ServiceName(t, "payments")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	flaky := &kafkatest.FlakyPublisher{Publisher: pub}
 	var nacked <-chan error
 	c, r := chargeService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true},
 		func(r *message.Router) { nacked = nackedErrors(r) })
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
-		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 	})
 
 	// Two failed publishes, then the reply goes out.
-	flaky.failFor(2)
-	got, err := cqrs.Request[CardCharged](testContext(t), d, ChargeCardCommand{ID: "c-flaky"})
+	flaky.FailFor(2)
+	got, err := cqrs.Request[CardCharged](kafkatest.Context(t), d, ChargeCardCommand{ID: "c-flaky"})
 	if err != nil || got.ID != "c-flaky" {
 		t.Fatalf("Request = %+v, %v; want the reply to c-flaky", got, err)
 	}
-	if n, f := c.count("c-flaky"), flaky.failedCalls(); n != 1 || f != 2 {
+	if n, f := c.Get("c-flaky"), flaky.Failed(); n != 1 || f != 2 {
 		t.Errorf("handler ran %d times over %d failed reply publishes, want once over 2", n, f)
 	}
 
 	// The broker refuses the reply for good: the command is dead-lettered
 	// at once, and the handler is not run again.
 	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
-	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
-	bigCtx, bigCancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	flaky.FailWith(1, sarama.ErrMessageSizeTooLarge)
+	bigCtx, bigCancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
 	defer bigCancel()
 	if _, err := cqrs.Request[CardCharged](bigCtx, d, ChargeCardCommand{ID: "c-big"}); !errors.Is(err, cqrs.ErrTimeout) {
 		t.Fatalf("Request whose reply is refused: %v, want ErrTimeout", err)
 	}
-	if dead := receive(t, dlq, "the command whose reply was refused"); !strings.Contains(string(dead.Payload), "c-big") {
+	if dead := kafkatest.Receive(t, dlq, "the command whose reply was refused"); !strings.Contains(string(dead.Payload), "c-big") {
 		t.Errorf("dead letter %s, want c-big", dead.Payload)
 	}
-	if n := c.count("c-big"); n != 1 {
+	if n := c.Get("c-big"); n != 1 {
 		t.Errorf("handler ran %d times for c-big, want once", n)
 	}
 
 	// The reply cannot go out; the router closes while it is retried.
-	flaky.failFor(1 << 30)
-	ctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+	flaky.FailFor(1 << 30)
+	ctx, cancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
 	defer cancel()
 	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"}); !errors.Is(err, cqrs.ErrTimeout) {
 		t.Fatalf("Request with the reply publisher down: %v, want ErrTimeout", err)
 	}
-	for receive(t, c.handled, "the handler") != "c-down" {
+	for kafkatest.Receive(t, c.handled, "the handler") != "c-down" {
 	}
-	for wait := testContext(t); flaky.failedCalls() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
+	for wait := kafkatest.Context(t); flaky.Failed() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
 		if wait.Err() != nil {
 			t.Fatal("the reply publish was not retried")
 		}
@@ -407,11 +383,11 @@ func TestReplyPublishFailure(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = receive(t, nacked, "the error of the unanswered command")
-	if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
+	err = kafkatest.Receive(t, nacked, "the error of the unanswered command")
+	if !errors.Is(err, kafkatest.ErrPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
 	}
-	if n := c.count("c-down"); n != 1 {
+	if n := c.Get("c-down"); n != 1 {
 		t.Errorf("handler ran %d times for c-down, want once", n)
 	}
 }
@@ -422,19 +398,19 @@ func TestReplyPublishFailure(t *testing.T) {
 func chargeService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig, more func(*message.Router)) (*counter, *message.Router) {
 	t.Helper()
 	svc := newService(t, brokers, cfg)
-	r := newRouter(t)
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	if more != nil {
 		more(r)
 	}
 	c := newCounter()
-	err := svc.Register(testContext(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+	err := svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		c.add(cmd.ID)
 		return CardCharged{ID: cmd.ID}, nil
 	}))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 	return c, r
 }
 
@@ -448,33 +424,33 @@ type Unencodable struct {
 // a message the broker refuses for good, or an encoding failure, is not.
 func TestPublishFailuresAreClassified(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	flaky := &flakyPublisher{Publisher: newPublisher(t, brokers)}
+	flaky := &kafkatest.FlakyPublisher{Publisher: kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})}
 	events, err := cqrs.NewEventPublisher(flaky, cqrs.EventPublisherConfig{Service: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := newDispatcher(t, flaky, brokers, cqrs.CommandDispatcherConfig{
-		Service: serviceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
 	})
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	calls := map[string]func() error{
 		"Publish": func() error { return events.Publish(ctx, OrderPlacedEvent{OrderID: "o-1"}) },
 		"Send":    func() error { return d.Send(ctx, ChargeCardCommand{ID: "c-1"}) },
 		"Request": func() error { _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-2"}); return err },
 	}
 	for name, call := range calls {
-		flaky.failFor(1)
+		flaky.FailFor(1)
 		err := call()
-		if !errors.Is(err, errPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
+		if !errors.Is(err, kafkatest.ErrPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
 			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
 		}
 	}
-	flaky.failWith(1, sarama.ErrMessageSizeTooLarge)
+	flaky.FailWith(1, sarama.ErrMessageSizeTooLarge)
 	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
-	flaky.failFor(0)
+	flaky.FailFor(0)
 	err = events.Publish(ctx, Unencodable{})
 	if err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))

@@ -7,7 +7,7 @@ import (
 )
 
 // Route sends every message of one type to an explicit topic instead of the
-// conventional one, like Koto's PublishMessage<T>().ToKafkaTopic(topic).
+// conventional one.
 type Route struct {
 	// TypeName is the message type's name, as topics.TypeName gives it.
 	TypeName string
@@ -25,12 +25,19 @@ func RouteOf[T any](topic string) Route {
 // validate checks that the route names a type and a valid topic.
 func (r Route) validate() error {
 	if r.TypeName == "" {
-		return fmt.Errorf("%w: route to %q has no type name", ErrInvalidRoute, r.Topic)
+		return invalidRoute("route to %q has no type name", r.Topic)
 	}
 	if err := topics.Validate(r.Topic); err != nil {
-		return fmt.Errorf("%w for %s: %w", ErrInvalidRoute, r.TypeName, err)
+		return invalidRoute("route of %s: %w", r.TypeName, err)
 	}
 	return nil
+}
+
+// invalidRoute is the configuration error of a route, reply topic,
+// consumer topic or consumer group that gives no valid topic: it wraps
+// ErrInvalidConfig and ErrInvalidRoute.
+func invalidRoute(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: "+format, append([]any{ErrInvalidConfig, ErrInvalidRoute}, args...)...)
 }
 
 // routeTable validates routes and indexes them by type name. Two routes of
@@ -42,7 +49,7 @@ func routeTable(routes []Route) (map[string]string, error) {
 			return nil, err
 		}
 		if prev, ok := table[r.TypeName]; ok && prev != r.Topic {
-			return nil, fmt.Errorf("%w: %s is routed to both %q and %q", ErrInvalidRoute, r.TypeName, prev, r.Topic)
+			return nil, invalidRoute("%s is routed to both %q and %q", r.TypeName, prev, r.Topic)
 		}
 		table[r.TypeName] = r.Topic
 	}

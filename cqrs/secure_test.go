@@ -3,6 +3,7 @@ package cqrs_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -20,18 +21,18 @@ import (
 // broker.ErrAuthenticationFailed, from provisioning and from the reply
 // reader alike.
 func TestRequestReplyOnSecuredBroker(t *testing.T) {
-	ctx := testContext(t)
+	ctx := kafkatest.Context(t)
 	_, secure := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
-	payments, orders := serviceName(t, "payments"), serviceName(t, "orders")
+	payments, orders := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "orders")
 	svc := newService(t, secure.Brokers, cqrs.ServiceConfig{Name: payments, Broker: secure, AutoProvisionTopics: true})
-	r := newRouter(t)
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	err := svc.Register(ctx, r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		return CardCharged{ID: cmd.ID}, nil
 	}))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	runRouter(t, r)
+	kafkatest.RunRouter(t, r)
 	pub, err := broker.NewPublisher(secure, nil)
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)

@@ -62,13 +62,12 @@ type ServiceConfig struct {
 	Outbox *outbox.Outbox
 
 	// AutoProvisionTopics makes Register create the topics its consumers
-	// read and their dead-letter topics, like Koto's
-	// AutoProvisionTopics().
+	// read and their dead-letter topics (broker.ProvisionTopics).
 	AutoProvisionTopics bool
 
 	// DeadLetter configures the retries and dead letters of every
-	// consumer (middleware.DeadLetter). Register reports its errors. Its
-	// Backoff also spaces the retries of a reply that fails to publish.
+	// consumer (middleware.DeadLetter). Its Backoff also spaces the retries
+	// of a reply that fails to publish.
 	DeadLetter middleware.DeadLetterConfig
 
 	// Logger receives the consumers' logs. Default: slog.Default().
@@ -88,17 +87,22 @@ func (c *ServiceConfig) setDefaults() {
 }
 
 // Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap ErrInvalidConfig.
+// counting as their defaults, Broker and DeadLetter included. Errors wrap
+// [ErrInvalidConfig].
 func (c ServiceConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService(c.Name, nil); err != nil {
+	if err := validateService("Name", c.Name, nil); err != nil {
 		return err
 	}
 	if c.IdempotencyWindow < 0 {
-		return fmt.Errorf("%w: IdempotencyWindow is negative (%s)", ErrInvalidConfig, c.IdempotencyWindow)
+		return fmt.Errorf("%w: IdempotencyWindow is negative (%s); use 0 for the default (%s) or a positive duration",
+			ErrInvalidConfig, c.IdempotencyWindow, idempotency.DefaultWindow)
 	}
 	if err := c.validateTransactional(); err != nil {
 		return err
+	}
+	if err := c.DeadLetter.Validate(); err != nil {
+		return fmt.Errorf("%w: DeadLetter: %w", ErrInvalidConfig, err)
 	}
 	return validateBroker(c.Broker)
 }
@@ -125,10 +129,9 @@ func validateBroker(b broker.Config) error {
 	return nil
 }
 
-// Service registers the consumers of one service on a Watermill router, the
-// Go form of Koto's consumer registration. Build it with NewService, then
-// call Register once or more before the router runs. It is safe for
-// concurrent use.
+// Service registers the consumers of one service on a Watermill router.
+// Build it with NewService, then call Register once or more before the
+// router runs. It is safe for concurrent use.
 type Service struct {
 	cfg    ServiceConfig
 	logger *slog.Logger
@@ -161,26 +164,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // Name returns the service's name.
 func (s *Service) Name() string { return s.cfg.Name }
 
-// Register adds consumers to router, one handler each:
-//
-//   - its topic is Topic's, or topics.Event(From's service, type name) for
-//     an event, or topics.Command(this service, type name) for a command;
-//   - its consumer group, which is also its handler name, is
-//     topics.ConsumerGroup(this service, type name) unless ConsumerGroup
-//     says otherwise;
-//   - its middleware is middleware.Defaults: correlation, telemetry,
-//     logging, retries and dead letters to topics.DeadLetter(group), and,
-//     for an idempotent consumer, deduplication with the service's store.
-//
+// Register adds consumers to router, one handler each, with the topic,
+// group and middleware that Consumers in the package doc describes.
 // Everything is checked before anything is added: an invalid topic or group
-// (the error names it and wraps ErrInvalidRoute), a handler name the router
-// already has, or two consumers with one group fail the whole call. With
-// AutoProvisionTopics the topics and dead-letter topics are created, which
-// is the only thing ctx bounds. Register after the router started needs
-// router.RunHandlers.
+// (the error names it and wraps [ErrInvalidRoute]), a handler name the
+// router already has, or two consumers with one group fail the whole call
+// with [ErrInvalidConfig]. With AutoProvisionTopics the topics and
+// dead-letter topics are created, which is the only thing ctx bounds.
+// Register after the router started needs router.RunHandlers.
 func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
 	if router == nil {
-		return fmt.Errorf("%w: router is nil", ErrInvalidConfig)
+		return fmt.Errorf("%w: the router is nil; pass the message.Router to add the consumers to", ErrInvalidConfig)
 	}
 	s.regMu.Lock() // plan checks the router's handler names; keep them until added
 	defer s.regMu.Unlock()
@@ -293,7 +287,7 @@ func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumer
 	plans := make([]consumerPlan, 0, len(consumers))
 	for _, c := range consumers {
 		if c == nil {
-			return nil, fmt.Errorf("%w: nil consumer", ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: a consumer is nil; build it with NewEventConsumer, NewCommandConsumer or NewCommandConsumerWithResult", ErrInvalidConfig)
 		}
 		p, err := s.planOne(c.spec())
 		if err != nil {
@@ -321,8 +315,8 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	p.group = cmp.Or(spec.opts.group, topics.ConsumerGroup(s.cfg.Name, spec.typeName))
 	p.deadLetterTopic = cmp.Or(s.cfg.DeadLetter.Topic, topics.DeadLetter(p.group))
 	if err := topics.Validate(p.deadLetterTopic); err != nil {
-		return p, fmt.Errorf("%w: %s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
-			ErrInvalidRoute, spec.kind, spec.typeName, p.group, err)
+		return p, invalidRoute("%s consumer of %s: consumer group %q gives no valid dead-letter topic: %w",
+			spec.kind, spec.typeName, p.group, err)
 	}
 	p.idempotent = spec.kind == eventKind
 	if spec.opts.idempotent != nil {
@@ -353,7 +347,7 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 			ErrInvalidConfig, spec.typeName)
 	}
 	if err := topics.Validate(topic); err != nil {
-		return "", fmt.Errorf("%w: %s consumer of %s: topic: %w", ErrInvalidRoute, spec.kind, spec.typeName, err)
+		return "", invalidRoute("%s consumer of %s: topic: %w", spec.kind, spec.typeName, err)
 	}
 	return topic, nil
 }

@@ -2,6 +2,7 @@ package cqrs_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
@@ -57,13 +58,13 @@ func observe(ctx context.Context, orderID string) seen {
 // message and in every handler's context.
 func TestTwoServices(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	orders, payments := serviceName(t, "orders"), serviceName(t, "payments")
+	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
 
-	ordersEvents, err := cqrs.NewEventPublisher(newPublisher(t, brokers), cqrs.EventPublisherConfig{Service: orders})
+	ordersEvents, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
-	paymentsEvents, err := cqrs.NewEventPublisher(newPublisher(t, brokers), cqrs.EventPublisherConfig{Service: payments})
+	paymentsEvents, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: payments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestTwoServices(t *testing.T) {
 	atOrders := make(chan seen, 1)
 
 	paymentsSvc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
-	paymentsRouter := newRouter(t)
-	err = paymentsSvc.Register(testContext(t), paymentsRouter,
+	paymentsRouter := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = paymentsSvc.Register(kafkatest.Context(t), paymentsRouter,
 		cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 			atPayments <- observe(ctx, ev.OrderID)
 			return paymentsEvents.Publish(ctx, PaymentProcessed{OrderID: ev.OrderID})
@@ -84,8 +85,8 @@ func TestTwoServices(t *testing.T) {
 	}
 
 	ordersSvc := newService(t, brokers, cqrs.ServiceConfig{Name: orders, AutoProvisionTopics: true})
-	ordersRouter := newRouter(t)
-	err = ordersSvc.Register(testContext(t), ordersRouter,
+	ordersRouter := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = ordersSvc.Register(kafkatest.Context(t), ordersRouter,
 		cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentProcessed) error {
 			atOrders <- observe(ctx, ev.OrderID)
 			return nil
@@ -94,17 +95,17 @@ func TestTwoServices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register orders: %v", err)
 	}
-	runRouter(t, paymentsRouter)
-	runRouter(t, ordersRouter)
+	kafkatest.RunRouter(t, paymentsRouter)
+	kafkatest.RunRouter(t, ordersRouter)
 
 	const corrID = "corr-two-services"
-	ctx := correlation.WithID(testContext(t), corrID)
+	ctx := correlation.WithID(kafkatest.Context(t), corrID)
 	if err := ordersEvents.Publish(ctx, OrderPlacedEvent{OrderID: "o-1", Amount: 42}); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 
-	p := receive(t, atPayments, "OrderPlaced at payments")
-	o := receive(t, atOrders, "PaymentProcessed at orders")
+	p := kafkatest.Receive(t, atPayments, "OrderPlaced at payments")
+	o := kafkatest.Receive(t, atOrders, "PaymentProcessed at orders")
 
 	checks := []struct{ name, got, want string }{
 		{"payments topic", p.topic, topics.Event(orders, "order-placed")},

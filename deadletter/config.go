@@ -41,11 +41,12 @@ type Config struct {
 	Topic string
 
 	// ReplayGroup is the consumer group in which replays record what they
-	// sent. Default: ConsumerGroup + DefaultReplayGroupSuffix.
+	// sent; not ConsumerGroup. Default: ConsumerGroup +
+	// [DefaultReplayGroupSuffix].
 	ReplayGroup string
 
 	// BatchSize is how many dead letters a replay sends in one produce
-	// before it records them. Default: DefaultBatchSize.
+	// before it records them. Default: [DefaultBatchSize].
 	BatchSize int
 }
 
@@ -71,6 +72,10 @@ func (c Config) Validate() error {
 	}
 	if err := topics.Validate(c.Topic); err != nil {
 		return invalid("Config.Topic: %w; or leave it empty for topics.DeadLetter(ConsumerGroup)", err)
+	}
+	if c.ReplayGroup == c.ConsumerGroup {
+		return invalid("Config.ReplayGroup is the consumer group %q itself, whose members would make every replay fail; "+
+			"leave it empty for ConsumerGroup + %q, or name a group of its own", c.ReplayGroup, DefaultReplayGroupSuffix)
 	}
 	if c.BatchSize < 0 {
 		return invalid("Config.BatchSize is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, DefaultBatchSize)

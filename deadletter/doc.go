@@ -97,8 +97,8 @@
 // fails again, it is dead-lettered again and not marked, so the second runs
 // too and is likely dead-lettered as well: two dead letters with one UUID,
 // and replaying both later runs the handler once. The handler's effects
-// therefore happen once, with the middleware's own caveat (a crash between
-// handler and mark runs it again, as for any delivery). Without
+// therefore happen once, with the middleware's own caveat for any delivery
+// (see "Check, handle, mark" in the middleware package doc). Without
 // Idempotency in the chain, or for a record without a UUID (its key falls
 // back to the record's position, which differs between the copies), each
 // copy runs the handler.

@@ -1,7 +1,6 @@
 package deadletter_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"slices"
@@ -41,15 +40,8 @@ func newEnvOn(t *testing.T, brokers []string) *env {
 	t.Helper()
 	e := &env{brokers: brokers, topic: kafkatest.Topic(t, "orders"), group: kafkatest.Group(t, "payments")}
 	e.dlq = topics.DeadLetter(e.group)
-	if err := broker.ProvisionTopics(kafkatest.Context(t), e.brokerConfig(), e.topic, e.dlq); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
-	pub, err := broker.NewPublisher(e.brokerConfig(), nil)
-	if err != nil {
-		t.Fatalf("NewPublisher: %v", err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
-	e.pub = pub
+	kafkatest.Provision(t, e.brokerConfig(), e.topic, e.dlq)
+	e.pub = kafkatest.NewPublisher(t, e.brokerConfig())
 	return e
 }
 
@@ -145,34 +137,16 @@ func (e *env) run(t *testing.T, c *consumer, group string, extra ...message.Hand
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatalf("NewSubscriber: %v", err)
-	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := router.AddConsumerHandler(group, e.topic, sub, c.handle)
-	h.AddMiddleware(append(extra, chain.Middlewares()...)...)
-	done := make(chan error, 1)
-	go func() { done <- router.Run(context.Background()) }()
-	select {
-	case <-router.Running():
-	case err := <-done:
-		t.Fatalf("router stopped at start: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := router.Close(); err != nil {
-			t.Errorf("router close: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("router run: %v", err)
-		}
+	t.Cleanup(func() { // after the router's stop, registered below
 		if err := chain.Close(kafkatest.Context(t)); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
+	router := kafkatest.NewRouter(t, nil)
+	h := router.AddConsumerHandler(group, e.topic, sub, c.handle)
+	h.AddMiddleware(append(extra, chain.Middlewares()...)...)
+	kafkatest.RunRouter(t, router)
 }
 
 // waitForDeadLetters polls the queue until it lists n dead letters and

@@ -216,10 +216,11 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 	for name, cfg := range map[string]deadletter.Config{
-		"no group":       {Broker: ok.Broker},
-		"bad topic":      {Broker: ok.Broker, ConsumerGroup: "g", Topic: "bad topic"},
-		"negative batch": {Broker: ok.Broker, ConsumerGroup: "g", BatchSize: -1},
-		"no brokers":     {ConsumerGroup: "g"},
+		"no group":                     {Broker: ok.Broker},
+		"bad topic":                    {Broker: ok.Broker, ConsumerGroup: "g", Topic: "bad topic"},
+		"negative batch":               {Broker: ok.Broker, ConsumerGroup: "g", BatchSize: -1},
+		"replay in the consumer group": {Broker: ok.Broker, ConsumerGroup: "g", ReplayGroup: "g"},
+		"no brokers":                   {ConsumerGroup: "g"},
 	} {
 		err := cfg.Validate()
 		if !errors.Is(err, deadletter.ErrInvalidConfig) {

@@ -51,6 +51,8 @@ func (b Backoff) validate(path string) error {
 	switch {
 	case b.InitialInterval < 0:
 		return invalid("%s.InitialInterval is negative (%v); use 0 for the default (%v) or a positive duration", path, b.InitialInterval, DefaultInitialInterval)
+	case b.MaxInterval < 0:
+		return invalid("%s.MaxInterval is negative (%v); use 0 for the default (%v) or a duration of at least InitialInterval", path, b.MaxInterval, DefaultMaxInterval)
 	case b.MaxInterval < b.InitialInterval:
 		return invalid("%s.MaxInterval (%v) is less than InitialInterval (%v); raise MaxInterval or lower InitialInterval", path, b.MaxInterval, b.InitialInterval)
 	case b.Multiplier < 1:

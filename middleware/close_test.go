@@ -92,7 +92,7 @@ func TestCloseWaitsForPendingMark(t *testing.T) {
 		events.add("closed")
 		closed <- err
 	}()
-	waitFor(t, "Close to refuse a new delivery", func() bool {
+	kafkatest.WaitFor(t, "Close to refuse a new delivery", func() bool {
 		_, err := h(message.NewMessage(probe, nil))
 		if err != nil && !errors.Is(err, middleware.ErrClosed) {
 			t.Fatalf("probe: %v", err)
@@ -172,7 +172,7 @@ func TestNothingLeftAfterRouterAndChainClose(t *testing.T) {
 	for range n {
 		select {
 		case <-store.entered:
-		case <-time.After(waitTimeout):
+		case <-time.After(kafkatest.Timeout):
 			t.Fatal("the marks after the acks never started")
 		}
 	}

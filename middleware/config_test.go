@@ -86,6 +86,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			return middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: -1}}.Validate()
 		}},
 		{"Backoff.Multiplier", func() error { return middleware.Backoff{Multiplier: -1}.Validate() }},
+		{"Backoff.MaxInterval is negative", func() error { return middleware.Backoff{MaxInterval: -1}.Validate() }},
 		{"IdempotencyConfig.MarkBackoff.MaxInterval", func() error {
 			return middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{
 				MarkBackoff: middleware.Backoff{InitialInterval: time.Second, MaxInterval: time.Millisecond}}}.Validate()

@@ -28,7 +28,7 @@ type order struct {
 // handleOrder decodes an order and fails as its kind says. A payload that
 // does not decode can never succeed, so it marks the decode error
 // Permanent, as every decoder of a message's payload should.
-func handleOrder(processed *counter, seq *[]string) message.NoPublishHandlerFunc {
+func handleOrder(processed *kafkatest.Counter, seq *[]string) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
@@ -42,7 +42,7 @@ func handleOrder(processed *counter, seq *[]string) message.NoPublishHandlerFunc
 		case "flaky":
 			return errors.New("still failing")
 		}
-		if processed.add(o.ID) == 1 {
+		if processed.Add(o.ID) == 1 {
 			*seq = append(*seq, o.ID) // one partition: one message at a time
 		}
 		return nil
@@ -99,10 +99,10 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
-	processed := newCounter()
+	processed := new(kafkatest.Counter)
 	var seq []string
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
-	waitFor(t, "ok5 to be processed", func() bool { return processed.get("ok5") == 1 })
+	kafkatest.WaitFor(t, "ok5 to be processed", func() bool { return processed.Get("ok5") == 1 })
 	stop()
 
 	if got := fmt.Sprint(seq); got != "[ok1 ok2 ok3 ok4 ok5]" {

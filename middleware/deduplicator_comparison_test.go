@@ -15,12 +15,12 @@ import (
 
 // failsFirstTime returns a handler that fails the first delivery of every
 // message and succeeds on the next, recording the successes.
-func failsFirstTime(calls, succeeded *counter) message.NoPublishHandlerFunc {
+func failsFirstTime(calls, succeeded *kafkatest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
-		if calls.add(msg.UUID) == 1 {
+		if calls.Add(msg.UUID) == 1 {
 			return errors.New("temporary failure")
 		}
-		succeeded.add(msg.UUID)
+		succeeded.Add(msg.UUID)
 		return nil
 	}
 }
@@ -66,7 +66,7 @@ func TestWhyThisProjectExists_DeduplicatorLosesFailedMessages(t *testing.T) {
 			topic := env.topic(t, "orders")
 			env.publish(t, topic, newMessages(n)...)
 
-			calls, succeeded := newCounter(), newCounter()
+			calls, succeeded := new(kafkatest.Counter), new(kafkatest.Counter)
 			var deliveries atomic.Int64
 			env.runRouter(t, handlerSpec{
 				name: kafkatest.Group(t, "payments"), topic: topic,
@@ -76,12 +76,12 @@ func TestWhyThisProjectExists_DeduplicatorLosesFailedMessages(t *testing.T) {
 				handle:      failsFirstTime(calls, succeeded),
 			})
 			// Every message is delivered once and fails, then redelivered.
-			waitFor(t, "each message to be delivered twice", func() bool { return deliveries.Load() >= 2*n })
+			kafkatest.WaitFor(t, "each message to be delivered twice", func() bool { return deliveries.Load() >= 2*n })
 
-			if got := succeeded.distinct(); got != c.wantSucceeded {
+			if got := succeeded.Distinct(); got != c.wantSucceeded {
 				t.Errorf("%d of %d messages processed, want %d", got, n, c.wantSucceeded)
 			}
-			if got := calls.distinct(); got != n {
+			if got := calls.Distinct(); got != n {
 				t.Errorf("handler saw %d distinct messages, want %d", got, n)
 			}
 		})

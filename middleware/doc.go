@@ -1,4 +1,4 @@
-// Package middleware gives a Watermill router Koto's consumer semantics:
+// Package middleware gives a Watermill router reliable consumer semantics:
 // correlation IDs that follow the work ([Correlation]), duplicates skipped
 // with a store that may survive restarts ([Idempotency]) or, for handlers
 // whose effects live in PostgreSQL, in the transaction that holds those

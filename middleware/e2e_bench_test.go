@@ -29,7 +29,7 @@ func newE2E(tb testing.TB) *benchmarks.E2E {
 	return e
 }
 
-// BenchmarkConsumerEndToEnd measures DESIGN.md's idempotent consumer end to
+// BenchmarkConsumerEndToEnd measures the idempotent consumer end to
 // end (embedded Kafka, 4 partitions → router → middleware.Defaults →
 // handler), one sub-benchmark per variant; each op is one message, and
 // msg/s is reported. Only consumption is timed, from the first message

@@ -2,17 +2,14 @@ package middleware_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -23,7 +20,7 @@ import (
 // of its own that it drops at the end.
 func ExampleTransactionalIdempotency() {
 	ctx := context.Background()
-	pool, schema := exampleDatabase(ctx)
+	pool, schema := pgtest.ExampleDatabase(ctx)
 	defer pool.Close()
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	_, err := pool.Exec(ctx, "CREATE TABLE "+schema+".charges (order_id text PRIMARY KEY, amount int NOT NULL)")
@@ -84,24 +81,4 @@ func ExampleTransactionalIdempotency() {
 	// charged: order-2
 	// duplicate skipped: order-1
 	// charges: 2
-}
-
-// exampleDatabase connects to DATABASE_URL and creates a schema with a
-// fresh name.
-func exampleDatabase(ctx context.Context) (*pgxpool.Pool, string) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		panic(err)
-	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	schema := "koto_example_" + hex.EncodeToString(suffix[:]) // a plain identifier: no quoting needed
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(fmt.Errorf("this example needs PostgreSQL at %s (set DATABASE_URL): %w", url, err))
-	}
-	return pool, schema
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -18,7 +19,7 @@ var storeKinds = []struct {
 	new  func(t *testing.T) idempotency.Store
 }{
 	{"memory", func(t *testing.T) idempotency.Store { return memoryStore(t) }},
-	{"postgres", func(t *testing.T) idempotency.Store { return postgresStore(t, pgtestPool(t)) }},
+	{"postgres", func(t *testing.T) idempotency.Store { return postgresStore(t, pgtest.Pool(t)) }},
 }
 
 // defaults builds the recommended chain with short backoffs; onDuplicate
@@ -45,9 +46,9 @@ func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, dupl
 }
 
 // countingHandler records each message UUID it handles: its side effect.
-func countingHandler(c *counter) message.NoPublishHandlerFunc {
+func countingHandler(c *kafkatest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
-		c.add(msg.UUID)
+		c.Add(msg.UUID)
 		return nil
 	}
 }
@@ -62,16 +63,9 @@ func TestDuplicatesAreSkipped(t *testing.T) {
 			store := kind.new(t)
 			topic := env.topic(t, "orders")
 			originals := newMessages(1000)
-			var stream []*message.Message
-			for i, m := range originals {
-				stream = append(stream, m)
-				if i%10 < 3 { // 300 times, each a message already published
-					stream = append(stream, republish(originals[i/2]))
-				}
-			}
-			env.publish(t, topic, stream...)
+			env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
 
-			handled := newCounter()
+			handled := new(kafkatest.Counter)
 			var duplicates atomic.Int64
 			group := kafkatest.Group(t, "payments")
 			env.runRouter(t, handlerSpec{
@@ -79,15 +73,15 @@ func TestDuplicatesAreSkipped(t *testing.T) {
 				middlewares: defaults(t, env.pub, store, &duplicates),
 				handle:      countingHandler(handled),
 			})
-			waitFor(t, "1300 deliveries", func() bool {
-				return handled.distinct() == len(originals) && duplicates.Load() >= 300
+			kafkatest.WaitFor(t, "1300 deliveries", func() bool {
+				return handled.Distinct() == len(originals) && duplicates.Load() >= 300
 			})
 
-			if got := handled.total(); got != len(originals) {
+			if got := handled.Total(); got != len(originals) {
 				t.Errorf("side effect happened %d times for %d distinct messages", got, len(originals))
 			}
 			for _, m := range originals {
-				if n := handled.get(m.UUID); n != 1 {
+				if n := handled.Get(m.UUID); n != 1 {
 					t.Errorf("message %s handled %d times", m.UUID, n)
 				}
 			}
@@ -106,18 +100,18 @@ func TestScopeSeparatesHandlers(t *testing.T) {
 	msgs := newMessages(50)
 	env.publish(t, topic, msgs...)
 
-	billing, shipping := newCounter(), newCounter()
+	billing, shipping := new(kafkatest.Counter), new(kafkatest.Counter)
 	var duplicates atomic.Int64
 	env.runRouter(t,
 		handlerSpec{name: kafkatest.Group(t, "billing"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(billing)},
 		handlerSpec{name: kafkatest.Group(t, "shipping"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(shipping)},
 	)
-	waitFor(t, "both handlers to see every message", func() bool {
-		return billing.total()+shipping.total()+int(duplicates.Load()) >= 2*len(msgs)
+	kafkatest.WaitFor(t, "both handlers to see every message", func() bool {
+		return billing.Total()+shipping.Total()+int(duplicates.Load()) >= 2*len(msgs)
 	})
 	for _, m := range msgs {
-		if billing.get(m.UUID) != 1 || shipping.get(m.UUID) != 1 {
-			t.Errorf("message %s: billing handled it %d times, shipping %d", m.UUID, billing.get(m.UUID), shipping.get(m.UUID))
+		if billing.Get(m.UUID) != 1 || shipping.Get(m.UUID) != 1 {
+			t.Errorf("message %s: billing handled it %d times, shipping %d", m.UUID, billing.Get(m.UUID), shipping.Get(m.UUID))
 		}
 	}
 	if d := duplicates.Load(); d != 0 {

@@ -24,7 +24,7 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 	topic := env.topic(t, "legacy")
 	group := kafkatest.Group(t, "payments")
 	store := memoryStore(t)
-	handled := newCounter() // by partition/offset
+	handled := new(kafkatest.Counter) // by partition/offset
 	var duplicates atomic.Int64
 	run := func() func() {
 		mws := defaultsChain(t, middleware.Config{
@@ -37,19 +37,19 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 			handle: func(m *message.Message) error {
 				p, _ := kafka.MessagePartitionFromCtx(m.Context())
 				o, _ := kafka.MessagePartitionOffsetFromCtx(m.Context())
-				handled.add(fmt.Sprintf("%d/%d", p, o))
+				handled.Add(fmt.Sprintf("%d/%d", p, o))
 				return nil
 			}})
 	}
 
 	produceRaw(t, env, topic, "first")
 	stop := run()
-	waitFor(t, "the first record", func() bool { return handled.total() == 1 })
+	kafkatest.WaitFor(t, "the first record", func() bool { return handled.Total() == 1 })
 	stop()
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
-	resp, err := env.admin(t).DeleteTopics(ctx, topic)
+	resp, err := kafkatest.Admin(t, env.brokers).DeleteTopics(ctx, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -60,13 +60,13 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 	resetGroup(t, env, group) // its committed offset was the old topic's
 	produceRaw(t, env, topic, "second")
 	run()
-	waitFor(t, "the second record, handled or skipped", func() bool {
-		return handled.total() == 2 || duplicates.Load() > 0
+	kafkatest.WaitFor(t, "the second record, handled or skipped", func() bool {
+		return handled.Total() == 2 || duplicates.Load() > 0
 	})
 	if n := duplicates.Load(); n != 0 {
 		t.Fatalf("the record on the recreated topic was skipped as a duplicate (%d)", n)
 	}
-	if handled.distinct() != 1 {
-		t.Fatalf("the two records were at %d positions, want the same partition and offset", handled.distinct())
+	if handled.Distinct() != 1 {
+		t.Fatalf("the two records were at %d positions, want the same partition and offset", handled.Distinct())
 	}
 }

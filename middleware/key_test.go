@@ -26,7 +26,7 @@ func TestKeyFallsBackToKafkaPosition(t *testing.T) {
 	produceRaw(t, env, topic, "same", "same")
 
 	store := memoryStore(t)
-	handled := newCounter()
+	handled := new(kafkatest.Counter)
 	var keys []string // written by one partition's handler at a time
 	run := func(duplicates *atomic.Int64) func() {
 		mws := defaultsChain(t, middleware.Config{
@@ -38,20 +38,20 @@ func TestKeyFallsBackToKafkaPosition(t *testing.T) {
 		})
 		return env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws,
 			handle: func(m *message.Message) error {
-				handled.add(m.UUID + string(m.Payload))
+				handled.Add(m.UUID + string(m.Payload))
 				return nil
 			}})
 	}
 	var none, duplicates atomic.Int64
 	stop := run(&none)
-	waitFor(t, "both records", func() bool { return handled.total() == 2 })
+	kafkatest.WaitFor(t, "both records", func() bool { return handled.Total() == 2 })
 	stop()
 	resetGroup(t, env, group)
 	run(&duplicates)
-	waitFor(t, "both redeliveries", func() bool { return duplicates.Load() == 2 })
+	kafkatest.WaitFor(t, "both redeliveries", func() bool { return duplicates.Load() == 2 })
 
-	if handled.total() != 2 || none.Load() != 0 {
-		t.Errorf("handled %d times, %d duplicates at first; want 2 and 0", handled.total(), none.Load())
+	if handled.Total() != 2 || none.Load() != 0 {
+		t.Errorf("handled %d times, %d duplicates at first; want 2 and 0", handled.Total(), none.Load())
 	}
 	var offsets []string
 	for _, k := range keys {

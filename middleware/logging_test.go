@@ -18,13 +18,13 @@ import (
 // kindHandler fails as the payload's kind says: "fail-once" and
 // "outage-once" fail the first attempt (the second as an outage),
 // "permanent" always fails permanently.
-func kindHandler(attempts *counter) message.NoPublishHandlerFunc {
+func kindHandler(attempts *kafkatest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
 			return err
 		}
-		first := attempts.add(msg.UUID) == 1
+		first := attempts.Add(msg.UUID) == 1
 		switch {
 		case o.Kind == "fail-once" && first:
 			return errors.New("first attempt fails")
@@ -62,9 +62,9 @@ func TestLoggingLine(t *testing.T) {
 		Logger:     logs.logger(),
 		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
-	attempts := newCounter()
+	attempts := new(kafkatest.Counter)
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
-	waitFor(t, "six handled lines", func() bool { return len(where(logs.lines(t), "msg", "message handled")) == 6 })
+	kafkatest.WaitFor(t, "six handled lines", func() bool { return len(where(logs.lines(t), "msg", "message handled")) == 6 })
 	stop()
 
 	lines := logs.lines(t)
@@ -159,15 +159,15 @@ func TestDeadLetterPublishFailureNacks(t *testing.T) {
 	}
 	logs := &logCapture{}
 	mws := defaultsChain(t, middleware.Config{Publisher: closed, Logger: logs.logger()})
-	attempts := newCounter()
+	attempts := new(kafkatest.Counter)
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
-	waitFor(t, "two nacked deliveries", func() bool { return len(where(logs.lines(t), "outcome", "nacked")) >= 2 })
+	kafkatest.WaitFor(t, "two nacked deliveries", func() bool { return len(where(logs.lines(t), "outcome", "nacked")) >= 2 })
 	stop()
 	l := where(logs.lines(t), "outcome", "nacked")[0]
 	if l["level"] != "WARN" || l["message_uuid"] != poison.UUID || l["error"] == nil {
 		t.Errorf("nacked line: %v", l)
 	}
-	if n := env.records(t, topics.DeadLetter(group)); n != 0 {
+	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Fatalf("%d dead letters with a closed publisher", n)
 	}
 

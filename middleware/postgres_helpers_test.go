@@ -9,11 +9,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-func pgtestPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	return pgtest.Pool(t)
-}
-
 // postgresStore returns a PostgreSQL store in a new schema of the test's
 // own.
 func postgresStore(t *testing.T, pool *pgxpool.Pool) *postgres.Store {

@@ -20,20 +20,20 @@ import (
 // Store on the same table gets all 500 again and processes none of them.
 func TestRestartRemembersProcessedMessages(t *testing.T) {
 	env := newKafkaEnv(t)
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	topic := env.topic(t, "orders")
 	group := kafkatest.Group(t, "payments")
 	msgs := newMessages(500)
 	env.publish(t, topic, msgs...)
 
-	handled := newCounter()
+	handled := new(kafkatest.Counter)
 	stop := env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
 		middlewares: defaults(t, env.pub, postgresStoreIn(t, pool, schema), nil),
 		handle:      countingHandler(handled),
 	})
-	waitFor(t, "500 messages processed", func() bool { return handled.distinct() == len(msgs) })
+	kafkatest.WaitFor(t, "500 messages processed", func() bool { return handled.Distinct() == len(msgs) })
 	stop()
 
 	resetGroup(t, env, group)
@@ -43,8 +43,8 @@ func TestRestartRemembersProcessedMessages(t *testing.T) {
 		middlewares: defaults(t, env.pub, postgresStoreIn(t, pool, schema), &duplicates),
 		handle:      countingHandler(handled),
 	})
-	waitFor(t, "500 redeliveries", func() bool { return duplicates.Load() >= int64(len(msgs)) })
-	if got := handled.total(); got != len(msgs) {
+	kafkatest.WaitFor(t, "500 redeliveries", func() bool { return duplicates.Load() >= int64(len(msgs)) })
+	if got := handled.Total(); got != len(msgs) {
 		t.Errorf("side effect happened %d times for %d messages across a restart", got, len(msgs))
 	}
 }
@@ -53,8 +53,8 @@ func TestRestartRemembersProcessedMessages(t *testing.T) {
 // it starts again at the oldest offset (the subscriber's default).
 func resetGroup(t *testing.T, env *kafkaEnv, group string) {
 	t.Helper()
-	adm := env.admin(t)
-	waitFor(t, "the consumer group to be deleted", func() bool {
+	adm := kafkatest.Admin(t, env.brokers)
+	kafkatest.WaitFor(t, "the consumer group to be deleted", func() bool {
 		resp, err := adm.DeleteGroups(context.Background(), group)
 		if err != nil {
 			return false
@@ -69,14 +69,14 @@ func resetGroup(t *testing.T, env *kafkaEnv, group string) {
 // dead-lettered, none is lost, and each is processed exactly once.
 func TestStoreOutageLosesNothing(t *testing.T) {
 	env := newKafkaEnv(t)
-	pool, proxy := proxiedPool(t)
+	pool, proxy := pgtest.ProxiedPool(t)
 	store := postgresStore(t, pool)
 	topic := env.topic(t, "orders")
 	group := kafkatest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 	msgs := newMessages(300)
 
-	handled := newCounter()
+	handled := new(kafkatest.Counter)
 	var duplicates atomic.Int64
 	logs := &logCapture{}
 	mws := defaultsChain(t, middleware.Config{
@@ -94,30 +94,30 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	})
 	env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: countingHandler(handled)})
 	env.publish(t, topic, msgs[:100]...)
-	waitFor(t, "the first 100 messages", func() bool { return handled.distinct() == 100 })
+	kafkatest.WaitFor(t, "the first 100 messages", func() bool { return handled.Distinct() == 100 })
 
 	proxy.Cut()
 	defer proxy.Restore()                   // should the test fail first, for the cleanup
 	env.publish(t, topic, msgs[100:200]...) // published during the outage
 	// The partitions are now stuck on store calls, retried as outages; with
 	// backoffs capped at 100 ms, 60 retries over 3 partitions take seconds.
-	waitFor(t, "60 retries of the outage", func() bool {
+	kafkatest.WaitFor(t, "60 retries of the outage", func() bool {
 		return len(where(logs.lines(t), "error_class", "outage")) >= 60
 	})
-	if n := handled.distinct(); n != 100 {
+	if n := handled.Distinct(); n != 100 {
 		t.Errorf("%d messages processed while the store was down, want 100", n)
 	}
 	proxy.Restore()
 	env.publish(t, topic, msgs[200:]...)
 
-	waitFor(t, "all 300 messages", func() bool { return handled.distinct() == len(msgs) })
-	if got := handled.total(); got != len(msgs) {
+	kafkatest.WaitFor(t, "all 300 messages", func() bool { return handled.Distinct() == len(msgs) })
+	if got := handled.Total(); got != len(msgs) {
 		t.Errorf("side effect happened %d times for %d messages", got, len(msgs))
 	}
 	if d := duplicates.Load(); d != 0 {
 		t.Errorf("%d messages skipped as duplicates", d)
 	}
-	if n := env.records(t, topics.DeadLetter(group)); n != 0 {
+	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Errorf("%d messages dead-lettered during a store outage", n)
 	}
 	outage := where(logs.lines(t), "error_class", "outage")

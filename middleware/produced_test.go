@@ -10,25 +10,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
-
-// failingPublisher is a real publisher whose first Publish calls fail, as
-// many as fails says.
-type failingPublisher struct {
-	message.Publisher
-	fails atomic.Int64
-}
-
-var errPublishDown = errors.New("publisher down")
-
-func (p *failingPublisher) Publish(topic string, msgs ...*message.Message) error {
-	if p.fails.Add(-1) >= 0 {
-		return errPublishDown
-	}
-	return p.Publisher.Publish(topic, msgs...)
-}
 
 // TestReturnedMessagesSurviveAFailedPublish: a handler behind Defaults
 // returns a message, and the router's first publish of it fails, so the
@@ -41,13 +26,13 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 	order := newMessages(1)[0]
 	env.publish(t, in, order)
 
-	handled := newCounter()
+	handled := new(kafkatest.Counter)
 	produce := func(msg *message.Message) ([]*message.Message, error) {
-		handled.add(msg.UUID)
+		handled.Add(msg.UUID)
 		return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte(msg.UUID))}, nil
 	}
-	pub := &failingPublisher{Publisher: env.newPublisher(t)}
-	pub.fails.Store(1)
+	pub := &kafkatest.FlakyPublisher{Publisher: kafkatest.NewPublisher(t, broker.Config{Brokers: env.brokers})}
+	pub.FailFor(1)
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
 		name: kafkatest.Group(t, "billing"), topic: in,
@@ -60,8 +45,8 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 		t.Fatalf("receipt for %q, want %s", receipts[0].Payload, order.UUID)
 	}
 	env.publish(t, in, republish(order))
-	waitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
-	if n := handled.get(order.UUID); n != 2 {
+	kafkatest.WaitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
+	if n := handled.Get(order.UUID); n != 2 {
 		t.Errorf("handler ran %d times, want 2: once before the failed publish, once after", n)
 	}
 }
@@ -131,7 +116,7 @@ func TestPendingMarkIsAnOutage(t *testing.T) {
 	first.Ack()
 	// The mark follows the ack on another goroutine: on a loaded machine a
 	// delivery may still find it pending, which is the outage above.
-	waitFor(t, "a delivery after the ack to be skipped", func() bool {
+	kafkatest.WaitFor(t, "a delivery after the ack to be skipped", func() bool {
 		_, err := h(message.NewMessage(id, nil))
 		if err != nil && !errors.Is(err, middleware.ErrMarkPending) {
 			t.Fatalf("after the ack: %v", err)
@@ -159,7 +144,7 @@ func TestFailedMarkAfterAckIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg.Ack()
-	waitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
+	kafkatest.WaitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
 	late := logs.lines(t)[1]
 	if late["level"] != "WARN" || late["message_uuid"] != msg.UUID || late["error"] == nil {
 		t.Errorf("line of the failed mark: %v", late)
@@ -186,7 +171,7 @@ func TestMarkAfterAckRetriesStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Ack()
-	waitFor(t, "the duplicate to be skipped after the retried mark", func() bool {
+	kafkatest.WaitFor(t, "the duplicate to be skipped after the retried mark", func() bool {
 		_, err := h(message.NewMessage(id, nil))
 		if err != nil && !errors.Is(err, middleware.ErrMarkPending) {
 			t.Fatalf("duplicate: %v", err)

@@ -25,7 +25,7 @@ func TestDeadLetterReplayRunsAgain(t *testing.T) {
 	env.publish(t, topic, msg)
 
 	var fixed atomic.Bool // the bug is fixed before the replay
-	handled := newCounter()
+	handled := new(kafkatest.Counter)
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
@@ -34,14 +34,14 @@ func TestDeadLetterReplayRunsAgain(t *testing.T) {
 			if !fixed.Load() {
 				return errPoisonBug
 			}
-			handled.add(m.UUID)
+			handled.Add(m.UUID)
 			return nil
 		},
 	})
 	dl := env.collect(t, dlq, 1)[0]
 	fixed.Store(true)
 	env.publish(t, topic, republish(dl))
-	waitFor(t, "the replay to be handled", func() bool { return handled.get(msg.UUID) == 1 || duplicates.Load() > 0 })
+	kafkatest.WaitFor(t, "the replay to be handled", func() bool { return handled.Get(msg.UUID) == 1 || duplicates.Load() > 0 })
 	if d := duplicates.Load(); d != 0 {
 		t.Fatalf("the replay was skipped as a duplicate")
 	}

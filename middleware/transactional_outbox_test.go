@@ -75,7 +75,7 @@ func outboxRows(t *testing.T, pool *pgxpool.Pool, box *outbox.Outbox) []outboxRo
 func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 	e := newKafkaEnv(t)
 	in, out := e.topic(t, "in"), e.topic(t, "out")
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store := postgresStoreIn(t, pool, schema)
 	fx := newEffects(t, pool, schema)
@@ -93,7 +93,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 	msgs := newMessages(2)
 	a, b := msgs[0], msgs[1]
 	a.Metadata.Set(correlation.MetadataKey, "corr-a")
-	attempts := newCounter()
+	attempts := new(kafkatest.Counter)
 	handle := func(msg *message.Message) ([]*message.Message, error) {
 		if err := fx.insert(msg); err != nil {
 			return nil, err
@@ -105,7 +105,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 			message.NewMessage(uuid.NewString(), []byte("receipt-1 of "+msg.UUID)),
 			message.NewMessage(uuid.NewString(), []byte("receipt-2 of "+msg.UUID)),
 		}
-		if attempts.add(msg.UUID) == 1 && msg.UUID == b.UUID {
+		if attempts.Add(msg.UUID) == 1 && msg.UUID == b.UUID {
 			return receipts, errors.New("failed after writing")
 		}
 		return receipts, nil
@@ -113,7 +113,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 	e.runRouter(t, handlerSpec{name: kafkatest.Group(t, "receipts"), topic: in, middlewares: chain, produce: handle, publishTopic: out})
 	e.publish(t, in, a, b, republish(a))
 
-	waitFor(t, "both messages committed and the duplicate skipped", func() bool {
+	kafkatest.WaitFor(t, "both messages committed and the duplicate skipped", func() bool {
 		return afterCommit.Load() == 2 && duplicates.Load() == 1
 	})
 	rows := outboxRows(t, pool, box)
@@ -130,10 +130,10 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 			t.Errorf("receipt %q has correlation ID %q", r.Payload, corr)
 		}
 	}
-	if rows, distinct := fx.counts(); rows != 2 || distinct != 2 || attempts.get(b.UUID) != 2 {
-		t.Errorf("%d effect rows of %d messages after %d attempts of the failing one; want 2, 2, 2", rows, distinct, attempts.get(b.UUID))
+	if rows, distinct := fx.counts(); rows != 2 || distinct != 2 || attempts.Get(b.UUID) != 2 {
+		t.Errorf("%d effect rows of %d messages after %d attempts of the failing one; want 2, 2, 2", rows, distinct, attempts.Get(b.UUID))
 	}
-	if n := e.records(t, out); n != 0 {
+	if n := kafkatest.Records(t, e.brokers, out); n != 0 {
 		t.Errorf("the router published %d records to %s itself", n, out)
 	}
 }
@@ -215,11 +215,11 @@ func TestTransactionalLockKeys(t *testing.T) {
 	}
 
 	first := deliver("first")
-	if got := receive(t, entered); got != "first" {
+	if got := kafkatest.Receive(t, entered, "a handler entered"); got != "first" {
 		t.Fatalf("entered %q", got)
 	}
 	second := deliver("second")
-	waitFor(t, "the second delivery to wait for the key lock before any write", func() bool {
+	kafkatest.WaitFor(t, "the second delivery to wait for the key lock before any write", func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event = 'advisory' AND backend_xid IS NULL`, app).Scan(&n)
@@ -232,7 +232,7 @@ func TestTransactionalLockKeys(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if got := receive(t, entered); got != "second" {
+	if got := kafkatest.Receive(t, entered, "a handler entered"); got != "second" {
 		t.Fatalf("entered %q", got)
 	}
 	if err := <-second; err != nil {
@@ -241,19 +241,6 @@ func TestTransactionalLockKeys(t *testing.T) {
 	rows := outboxRows(t, pool, box)
 	if len(rows) != 2 || string(rows[0].Payload) != "first" || string(rows[1].Payload) != "second" {
 		t.Fatalf("outbox order %v, want first then second", rows)
-	}
-}
-
-// receive returns the next value of ch within kafkatest.Timeout.
-func receive[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	ctx := kafkatest.Context(t)
-	select {
-	case v := <-ch:
-		return v
-	case <-ctx.Done():
-		t.Fatal("nothing received")
-		panic("unreachable")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -27,7 +28,7 @@ type raceEnv struct {
 
 func newRaceEnv(t *testing.T) *raceEnv {
 	t.Helper()
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	e := &raceEnv{pool: pool, schema: schema, store: postgresStoreIn(t, pool, schema), fx: newEffects(t, pool, schema)}
 	if err := e.store.EnsureSchema(context.Background()); err != nil {
@@ -94,7 +95,7 @@ func TestTransactionalConcurrentDuplicateWaits(t *testing.T) {
 			go func() { _, err := handler(msg); errs <- err }()
 			<-inside
 			go func() { _, err := handler(republish(msg)); errs <- err }()
-			waitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
+			kafkatest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
 			close(release)
 			first, second := <-errs, <-errs
 			if (first != nil) != firstFails || second != nil {

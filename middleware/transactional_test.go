@@ -22,19 +22,12 @@ import (
 // claim's transaction: exactly 500 rows, one per message.
 func TestTransactionalEffectsHappenOnce(t *testing.T) {
 	env := newKafkaEnv(t)
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
 	originals := newMessages(500)
-	var stream []*message.Message
-	for i, m := range originals {
-		stream = append(stream, m)
-		if i%5 < 2 { // 200 times, each a message already published
-			stream = append(stream, republish(originals[i/2]))
-		}
-	}
-	env.publish(t, topic, stream...)
+	env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
 
 	var duplicates atomic.Int64
 	logs := &logCapture{}
@@ -44,14 +37,14 @@ func TestTransactionalEffectsHappenOnce(t *testing.T) {
 		middlewares: transactionalDefaults(t, env.pub, store, logs.logger(), &duplicates),
 		handle:      fx.insert,
 	})
-	waitFor(t, "700 deliveries", func() bool {
+	kafkatest.WaitFor(t, "700 deliveries", func() bool {
 		_, distinct := fx.counts()
 		return distinct == len(originals) && duplicates.Load() >= 200
 	})
 	if rows, distinct := fx.counts(); rows != len(originals) || distinct != len(originals) {
 		t.Errorf("%d effect rows for %d distinct messages, want %d of each", rows, distinct, len(originals))
 	}
-	waitFor(t, "a log line per duplicate", func() bool {
+	kafkatest.WaitFor(t, "a log line per duplicate", func() bool {
 		return len(where(logs.lines(t), "outcome", "duplicate")) == int(duplicates.Load())
 	})
 	t.Logf("%d duplicates skipped", duplicates.Load())
@@ -70,7 +63,7 @@ type attempt struct {
 // is dead-lettered with neither a row nor a claim left behind.
 func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 	env := newKafkaEnv(t)
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
@@ -88,13 +81,13 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 		}
 		m.Payload, _ = json.Marshal(a)
 	}
-	calls := newCounter()
+	calls := new(kafkatest.Counter)
 	handle := func(msg *message.Message) error {
 		var a attempt
 		if err := json.Unmarshal(msg.Payload, &a); err != nil {
 			return err
 		}
-		n := calls.add(msg.UUID)
+		n := calls.Add(msg.UUID)
 		if err := fx.insert(msg); err != nil {
 			return err
 		}
@@ -110,9 +103,9 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 		handle:      handle,
 	})
 	env.publish(t, topic, msgs...)
-	waitFor(t, "99 messages handled and one dead-lettered", func() bool {
+	kafkatest.WaitFor(t, "99 messages handled and one dead-lettered", func() bool {
 		_, distinct := fx.counts()
-		return distinct == len(msgs)-1 && env.records(t, topics.DeadLetter(group)) == 1
+		return distinct == len(msgs)-1 && kafkatest.Records(t, env.brokers, topics.DeadLetter(group)) == 1
 	})
 
 	if rows, _ := fx.counts(); rows != len(msgs)-1 {
@@ -122,8 +115,8 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 		t.Errorf("%d retries skipped as duplicates of a failed attempt", d)
 	}
 	for i, m := range msgs {
-		if i%5 == 0 && i != 50 && calls.get(m.UUID) != 2 {
-			t.Errorf("message %d, failing once, was handled %d times, want 2", i, calls.get(m.UUID))
+		if i%5 == 0 && i != 50 && calls.Get(m.UUID) != 2 {
+			t.Errorf("message %d, failing once, was handled %d times, want 2", i, calls.Get(m.UUID))
 		}
 	}
 	poison := msgs[50]
@@ -141,10 +134,10 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 // retry ran the handler again.
 func TestTransactionalOutageLosesNothing(t *testing.T) {
 	env := newKafkaEnv(t)
-	direct := pgtestPool(t)
+	direct := pgtest.Pool(t)
 	schema := pgtest.Schema(t, direct)
 	fx := newEffects(t, direct, schema) // read past the proxy
-	pool, proxy := proxiedPool(t)
+	pool, proxy := pgtest.ProxiedPool(t)
 	store := postgresStoreIn(t, pool, schema)
 	topic := env.topic(t, "orders")
 	group := kafkatest.Group(t, "payments")
@@ -152,9 +145,9 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	msgs := newMessages(300)
 
 	var cut sync.Once
-	calls := newCounter()
+	calls := new(kafkatest.Counter)
 	handle := func(msg *message.Message) error {
-		calls.add(msg.UUID)
+		calls.Add(msg.UUID)
 		if err := fx.insert(msg); err != nil {
 			return err
 		}
@@ -174,7 +167,7 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	env.publish(t, topic, msgs...)
 	// MaxAttempts is 3: were the outage not recognised, the messages would
 	// soon be dead-lettered.
-	waitFor(t, "30 retries of the outage", func() bool {
+	kafkatest.WaitFor(t, "30 retries of the outage", func() bool {
 		return len(where(logs.lines(t), "error_class", "outage")) >= 30
 	})
 	if rows, _ := fx.counts(); rows == len(msgs) {
@@ -182,14 +175,14 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	}
 	proxy.Restore()
 
-	waitFor(t, "all 300 messages", func() bool { _, n := fx.counts(); return n == len(msgs) })
+	kafkatest.WaitFor(t, "all 300 messages", func() bool { _, n := fx.counts(); return n == len(msgs) })
 	if rows, _ := fx.counts(); rows != len(msgs) {
 		t.Errorf("%d effect rows for %d messages", rows, len(msgs))
 	}
-	if n := calls.get(msgs[150].UUID); n < 2 {
+	if n := calls.Get(msgs[150].UUID); n < 2 {
 		t.Errorf("the message whose commit was cut was handled %d times; its retry should run it again", n)
 	}
-	if n := env.records(t, topics.DeadLetter(group)); n != 0 {
+	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Errorf("%d messages dead-lettered during a database outage", n)
 	}
 	outage := where(logs.lines(t), "error_class", "outage")

@@ -14,16 +14,16 @@ import (
 // with Watermill's forwarder).
 func BenchmarkForwarder(b *testing.B) {
 	pool := pgtest.Pool(b)
-	ob, err := benchmarks.NewOutbox(ctx(b), kafkatest.Brokers(b), pool, pgtest.Name("koto_bench"))
+	ob, err := benchmarks.NewOutbox(kafkatest.Context(b), kafkatest.Brokers(b), pool, pgtest.Name("koto_bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ob.Close()
-	if _, err := ob.Fill(ctx(b), b.N); err != nil {
+	if _, err := ob.Fill(kafkatest.Context(b), b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	f, err := ob.ForwardKoto(ctx(b), b.N)
+	f, err := ob.ForwardKoto(kafkatest.Context(b), b.N)
 	if err != nil {
 		b.Fatal(err)
 	}

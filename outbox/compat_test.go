@@ -79,7 +79,7 @@ func TestWatermillForwarderReadsTheTable(t *testing.T) {
 		if got.UUID != msg.UUID || string(got.Payload) != "hello" || got.Metadata.Get("name") != "greeting" {
 			t.Fatalf("Watermill's forwarder delivered %s %q %v", got.UUID, got.Payload, got.Metadata)
 		}
-	case <-ctx(t).Done():
+	case <-kafkatest.Context(t).Done():
 		t.Fatal("Watermill's forwarder delivered nothing")
 	}
 }

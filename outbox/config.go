@@ -26,10 +26,11 @@ const maxTable = pgschema.MaxIdentifier - len(offsetsSuffix)
 // Config configures an Outbox. Its zero value is the default: tables
 // koto.outbox and koto.outbox_offsets, created by Setup.
 type Config struct {
-	// Schema holds the tables; default "koto". Names are used exactly as
-	// given, case included: they are quoted, never interpolated raw.
+	// Schema holds the tables; default [DefaultSchema]. Names are used
+	// exactly as given, case included: they are quoted, never
+	// interpolated raw.
 	Schema string
-	// Table is the outbox table's name; default "outbox". The forwarder
+	// Table is the outbox table's name; default [DefaultTable]. The forwarder
 	// keeps its position in <Table>_offsets, so Table has at most 55
 	// bytes.
 	Table string
@@ -39,7 +40,7 @@ type Config struct {
 	DisableAutoCreateSchema bool
 	// MaxMessageBytes is the largest message a publisher accepts, counting
 	// payload, metadata, UUID and partition key; default
-	// DefaultMaxMessageBytes. Keep it at most the producer's
+	// [DefaultMaxMessageBytes]. Keep it at most the producer's
 	// Producer.MaxMessageBytes and the topics' max.message.bytes: a row
 	// Kafka refuses would stop the forwarder until Kafka's limit is raised.
 	MaxMessageBytes int

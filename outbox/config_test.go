@@ -52,6 +52,10 @@ func TestForwarderConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
+	negative := outbox.ForwarderConfig{Broker: ok, RetryBackoff: middleware.Backoff{MaxInterval: -time.Second}}
+	if err := negative.Validate(); !errors.Is(err, outbox.ErrInvalidConfig) || !errors.Is(err, middleware.ErrInvalidConfig) {
+		t.Errorf("negative RetryBackoff.MaxInterval: %v, want outbox's and middleware's ErrInvalidConfig", err)
+	}
 	if err := (outbox.ForwarderConfig{}).Validate(); !errors.Is(err, broker.ErrNoBrokers) {
 		t.Errorf("no brokers: %v, want it to wrap broker.ErrNoBrokers", err)
 	}

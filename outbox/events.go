@@ -8,8 +8,7 @@ import (
 )
 
 // Aggregate is implemented by a domain object that collects the events of
-// its state changes until it is saved, Koto's IHasDomainEvents. Embed
-// [Events] to implement it.
+// its state changes until it is saved. Embed [Events] to implement it.
 type Aggregate interface {
 	// DomainEvents returns the events recorded since the last clear, in
 	// the order they happened.

@@ -54,7 +54,7 @@ func TestDomainEvents(t *testing.T) {
 	o.place()
 
 	errRollback := errors.New("rollback")
-	err = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestDomainEvents(t *testing.T) {
 	}
 	r.none(2 * testPoll)
 
-	err = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -112,16 +112,12 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 	if err := outbox.PublishDomainEvents(context.Background(), pub, o); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("without a transaction: %v, want ErrNoTransaction", err)
 	}
-	direct, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	kafkaPub, err := cqrs.NewEventPublisher(direct, cqrs.EventPublisherConfig{Service: kafkatest.Topic(t, "direct")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, kafkaPub, o)
 	})
 	if !errors.Is(err, outbox.ErrNotThroughOutbox) {
@@ -131,7 +127,7 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 		t.Fatal("the events were cleared")
 	}
 	var value order
-	if err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	if err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, pub, notPointer{&value})
 	}); err == nil {
 		t.Fatal("an aggregate that is not a pointer was accepted")

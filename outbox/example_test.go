@@ -2,20 +2,17 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -26,7 +23,7 @@ import (
 // its own that it drops at the end, and an embedded Kafka broker.
 func Example() {
 	ctx := context.Background()
-	pool, schema := exampleDatabase(ctx)
+	pool, schema := pgtest.ExampleDatabase(ctx)
 	defer pool.Close()
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	kafka, err := embedded.Start(ctx)
@@ -80,7 +77,7 @@ func Example() {
 // transaction that saves it, and they are cleared only once it commits.
 func ExamplePublishDomainEvents() {
 	ctx := context.Background()
-	pool, schema := exampleDatabase(ctx)
+	pool, schema := pgtest.ExampleDatabase(ctx)
 	defer pool.Close()
 	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 	box, err := outbox.New(pool, outbox.Config{Schema: schema})
@@ -136,24 +133,4 @@ func receive(ctx context.Context, cfg broker.Config, topic string) *message.Mess
 	}
 	msg.Ack()
 	return msg
-}
-
-// exampleDatabase connects to DATABASE_URL and creates a schema with a
-// fresh name.
-func exampleDatabase(ctx context.Context) (*pgxpool.Pool, string) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		panic(err)
-	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	schema := "koto_example_" + hex.EncodeToString(suffix[:]) // a plain identifier: no quoting needed
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		panic(fmt.Errorf("this example needs PostgreSQL at %s (set DATABASE_URL): %w", url, err))
-	}
-	return pool, schema
 }

@@ -28,32 +28,32 @@ type ForwarderConfig struct {
 	Broker broker.Config
 
 	// BatchSize is the most rows read and produced at once; default
-	// DefaultBatchSize. A crash re-sends at most one batch.
+	// [DefaultBatchSize]. A crash re-sends at most one batch.
 	BatchSize int
 
 	// PollInterval is how long the forwarder waits for a notification
-	// before it looks at the table anyway; default DefaultPollInterval. A
+	// before it looks at the table anyway; default [DefaultPollInterval]. A
 	// lost notification delays messages by at most this much.
 	PollInterval time.Duration
 
 	// TakeoverInterval is how often a standby forwarder tries to become
-	// the active one; default DefaultTakeoverInterval. When the active
+	// the active one; default [DefaultTakeoverInterval]. When the active
 	// forwarder dies, another takes over within about this much.
 	TakeoverInterval time.Duration
 
 	// QueryTimeout bounds every statement of the forwarder's connection;
-	// default DefaultQueryTimeout. A connection that does not answer in
+	// default [DefaultQueryTimeout]. A connection that does not answer in
 	// time is dropped and made again.
 	QueryTimeout time.Duration
 
 	// RetryBackoff spaces the attempts after a failure of PostgreSQL or
-	// Kafka; zero fields mean middleware.Backoff's defaults (100 ms
-	// doubling up to 10 s). Success resets it.
+	// Kafka; zero fields mean middleware.Backoff's defaults. Success resets
+	// it.
 	RetryBackoff middleware.Backoff
 
 	// ApplicationName is the application_name of the forwarder's
 	// PostgreSQL connection, as pg_stat_activity shows it; default
-	// DefaultApplicationName.
+	// [DefaultApplicationName].
 	ApplicationName string
 
 	// Logger receives the forwarder's life: becoming active (info),
@@ -84,8 +84,9 @@ func (c *ForwarderConfig) setDefaults() {
 }
 
 // Validate reports every field that cannot work, each error wrapping
-// ErrInvalidConfig (and, for Broker, the broker package's error). Zero
-// fields count as their defaults. NewForwarder calls it.
+// [ErrInvalidConfig] (and, for Broker and RetryBackoff, the error of their
+// own Validate). Zero fields count as their defaults. NewForwarder calls
+// it.
 func (c ForwarderConfig) Validate() error {
 	c.setDefaults()
 	var errs []error
@@ -108,21 +109,8 @@ func (c ForwarderConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: %s is %v; set a positive duration, or 0 for %v", ErrInvalidConfig, d.name, d.value, d.to))
 		}
 	}
-	if err := validateBackoff(c.RetryBackoff); err != nil {
-		errs = append(errs, err)
+	if err := c.RetryBackoff.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: RetryBackoff: %w", ErrInvalidConfig, err))
 	}
 	return errors.Join(errs...)
-}
-
-// validateBackoff refuses what middleware.Backoff cannot use.
-func validateBackoff(b middleware.Backoff) error {
-	switch {
-	case b.InitialInterval < 0:
-		return fmt.Errorf("%w: RetryBackoff.InitialInterval is %v; set a positive duration, or 0 for the default", ErrInvalidConfig, b.InitialInterval)
-	case b.MaxInterval < 0 || (b.MaxInterval > 0 && b.MaxInterval < b.InitialInterval):
-		return fmt.Errorf("%w: RetryBackoff.MaxInterval is %v; set it to at least InitialInterval, or 0 for the default", ErrInvalidConfig, b.MaxInterval)
-	case b.Multiplier != 0 && b.Multiplier < 1:
-		return fmt.Errorf("%w: RetryBackoff.Multiplier is %v; set at least 1, or 0 for the default", ErrInvalidConfig, b.Multiplier)
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
 // TestOlderTransactionHeldOpen: a transaction that wrote into the outbox
@@ -42,7 +43,7 @@ func TestOlderTransactionHeldOpen(t *testing.T) {
 	if got := payloadsOf(r.next(11)); got != want {
 		t.Fatalf("Kafka order %s, want %s", got, want)
 	}
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }
 
 // TestForwarderKilledMidBatch stops a produce request on the broker, kills
@@ -86,7 +87,7 @@ func TestForwarderKilledMidBatch(t *testing.T) {
 	first := e.startForwarder(cfg)
 	select {
 	case <-arrived:
-	case <-ctx(t).Done():
+	case <-kafkatest.Context(t).Done():
 		t.Fatal("no third produce request")
 	}
 	terminate(t, e, cfg.ApplicationName)
@@ -98,7 +99,7 @@ func TestForwarderKilledMidBatch(t *testing.T) {
 	cfg.ApplicationName = "koto-test-restarted"
 	e.startForwarder(cfg)
 	recs := r.distinct(total)
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, total)
 	t.Logf("%d duplicates", dups)
@@ -139,7 +140,7 @@ func checkDelivery(t *testing.T, recs []record, total int) (dups int) {
 func terminate(t *testing.T, e *env, app string) {
 	t.Helper()
 	var n int
-	err := e.pool.QueryRow(ctx(t), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
+	err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
 	if err != nil || n == 0 {
 		t.Fatalf("terminate %s: %d backends, %v", app, n, err)
 	}
@@ -152,52 +153,27 @@ func TestTwoForwarders(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "two")
 	r := newReader(t, e.brokers, topic)
-	fwd := map[string]*running{}
-	for _, name := range []string{"koto-test-a", "koto-test-b"} {
-		cfg := e.forwarderConfig()
-		cfg.ApplicationName = name
-		cfg.BatchSize = 50
-		fwd[name] = e.startForwarder(cfg)
-	}
-	activeOne := func() (string, *running) {
-		var name string
-		waitFor(t, "exactly one active forwarder", func() bool {
-			n := 0
-			for k, f := range fwd {
-				if f.Active() {
-					name, n = k, n+1
-				}
-			}
-			return n == 1
-		})
-		return name, fwd[name]
-	}
-	next := 0
-	publishRange := func(n int) {
-		for range n / 50 {
-			msgs := make([]*message.Message, 50)
-			for i := range msgs {
-				msgs[i] = newMsg(strconv.Itoa(next), "key-"+strconv.Itoa(next%7))
-				next++
-			}
-			e.publish(topic, msgs...)
-		}
-	}
+	fwd := e.forwarders(50, "koto-test-a", "koto-test-b")
+	seq := &sequence{e: e, topic: topic, batch: 50}
 
-	name, active := activeOne()
-	publishRange(500)
+	name := activeOf(t, fwd)
+	active := fwd[name]
+	seq.publish(500)
 	recs := r.next(500)
 	if dups := checkDelivery(t, recs, 500); dups != 0 {
 		t.Fatalf("%d duplicates with two forwarders", dups)
 	}
+	// Forwarded counts a batch once it is recorded, after Kafka acknowledged
+	// it: the reader may have the last batch first.
+	kafkatest.WaitFor(t, "the active forwarder to record 500", func() bool { return active.Forwarded() >= 500 })
 	if other := fwd[otherName(name)]; other.Forwarded() != 0 || active.Forwarded() != 500 {
 		t.Fatalf("active forwarded %d, standby %d; want 500 and 0", active.Forwarded(), other.Forwarded())
 	}
 
 	active.stop(t)
 	delete(fwd, name)
-	_, survivor := activeOne()
-	publishRange(500)
+	survivor := fwd[activeOf(t, fwd)]
+	seq.publish(500)
 	recs = append(recs, r.next(500)...)
 	if dups := checkDelivery(t, recs, 1000); dups != 0 {
 		t.Fatalf("%d duplicates after a clean handover", dups)
@@ -205,13 +181,13 @@ func TestTwoForwarders(t *testing.T) {
 
 	survivorApp := otherName(name)
 	terminate(t, e, survivorApp)
-	publishRange(500)
+	seq.publish(500)
 	recs = append(recs, r.next(500)...)
 	if dups := checkDelivery(t, recs, 1500); dups > 50 {
 		t.Fatalf("%d duplicates after a killed connection, more than a batch", dups)
 	}
 	if !survivor.Active() {
-		waitFor(t, "the survivor to be active again", survivor.Active)
+		kafkatest.WaitFor(t, "the survivor to be active again", survivor.Active)
 	}
 }
 
@@ -259,8 +235,8 @@ func TestKafkaOutage(t *testing.T) {
 		}
 		e.publish(topic, msgs...)
 	}
-	exec(t, e.pool, "CREATE TABLE "+e.schema+".probe (id bigserial PRIMARY KEY)")
-	waitFor(t, "a failed produce", func() bool { return e.logs.logged("Kafka") })
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".probe (id bigserial PRIMARY KEY)")
+	kafkatest.WaitFor(t, "a failed produce", func() bool { return e.logs.logged("Kafka") })
 	notStalled(t, e)
 	if n := e.rows(); n != 300 || f.Forwarded() != 1 {
 		t.Fatalf("during the outage: %d rows, %d forwarded; want 300 and 1", n, f.Forwarded())
@@ -284,7 +260,7 @@ func TestKafkaOutage(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("after the outage, first occurrences:\n%v\nwant\n%v", got, want)
 	}
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }
 
 // notStalled checks, several times over a few poll intervals, that a
@@ -295,19 +271,19 @@ func notStalled(t *testing.T, e *env) {
 	t.Helper()
 	for range 5 {
 		var xid uint64
-		err := e.pool.QueryRow(ctx(t), "INSERT INTO "+e.schema+".probe DEFAULT VALUES RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
+		err := e.pool.QueryRow(kafkatest.Context(t), "INSERT INTO "+e.schema+".probe DEFAULT VALUES RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "pg_snapshot_xmin to pass a committed transaction", func() bool {
+		kafkatest.WaitFor(t, "pg_snapshot_xmin to pass a committed transaction", func() bool {
 			var xmin uint64
-			_ = e.pool.QueryRow(ctx(t), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").Scan(&xmin)
+			_ = e.pool.QueryRow(kafkatest.Context(t), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").Scan(&xmin)
 			return xmin > xid
 		})
 		time.Sleep(testPoll)
 	}
 	var held int
-	err := e.pool.QueryRow(ctx(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'koto-test-%' AND backend_xid IS NOT NULL").Scan(&held)
+	err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'koto-test-%' AND backend_xid IS NOT NULL").Scan(&held)
 	if err != nil || held != 0 {
 		t.Fatalf("forwarder backends with a transaction ID: %d, %v", held, err)
 	}
@@ -332,7 +308,7 @@ func TestConnectionKilled(t *testing.T) {
 	if got := payloadsOf(r.next(1)); got != "after-kill" {
 		t.Fatalf("got %s", got)
 	}
-	waitFor(t, "the forwarder to be active again", f.Active)
+	kafkatest.WaitFor(t, "the forwarder to be active again", f.Active)
 
 	start := time.Now()
 	publishWithoutNotify(t, e, topic, newMsg("silent", ""))
@@ -400,9 +376,9 @@ func TestTableStaysSmall(t *testing.T) {
 		}
 		seen[rec.UUID] = true
 	}
-	waitFor(t, "every row deleted", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "every row deleted", func() bool { return e.rows() == 0 })
 	var offsets int
-	if err := e.pool.QueryRow(ctx(t), fmt.Sprintf("SELECT count(*) FROM %s.outbox_offsets", e.schema)).Scan(&offsets); err != nil || offsets != 1 {
+	if err := e.pool.QueryRow(kafkatest.Context(t), fmt.Sprintf("SELECT count(*) FROM %s.outbox_offsets", e.schema)).Scan(&offsets); err != nil || offsets != 1 {
 		t.Fatalf("offsets table: %d rows, %v", offsets, err)
 	}
 	t.Logf("%d messages forwarded; the table held at most %d rows while they were written", f.Forwarded(), most)
@@ -414,13 +390,13 @@ func TestRowThatIsNotAMessage(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "garbage")
 	r := newReader(t, e.brokers, topic)
-	exec(t, e.pool, "INSERT INTO "+e.o.Table()+` (uuid, payload, metadata, transaction_id) VALUES ('garbage', '{"x": 1}', '{}', pg_current_xact_id())`)
+	pgtest.Exec(t, e.pool, "INSERT INTO "+e.o.Table()+` (uuid, payload, metadata, transaction_id) VALUES ('garbage', '{"x": 1}', '{}', pg_current_xact_id())`)
 	e.publish(topic, newMsg("after", ""))
 	e.startForwarder(e.forwarderConfig())
 	if got := payloadsOf(r.next(1)); got != "after" {
 		t.Fatalf("got %q", got)
 	}
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	if !e.logs.logged("outbox row skipped") || !e.logs.logged("garbage") {
 		t.Fatal("the skipped row was not logged with its uuid")
 	}

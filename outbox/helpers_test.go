@@ -52,7 +52,7 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Setup(ctx(t)); err != nil {
+	if err := o.Setup(kafkatest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if len(brokers) == 0 {
@@ -61,8 +61,6 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	logger, logs := testLogger(t)
 	return &env{t: t, logger: logger, logs: logs, pool: pool, schema: schema, o: o, brokers: brokers}
 }
-
-func ctx(t testing.TB) context.Context { return kafkatest.Context(t) }
 
 // forwarderConfig is the tests' forwarder configuration.
 func (e *env) forwarderConfig() outbox.ForwarderConfig {
@@ -112,10 +110,61 @@ func (e *env) startForwarder(cfg outbox.ForwarderConfig) *running {
 	return r
 }
 
+// forwarders starts one forwarder per application name, each reading
+// batch rows at a time, until the test ends.
+func (e *env) forwarders(batch int, apps ...string) map[string]*running {
+	e.t.Helper()
+	fwd := map[string]*running{}
+	for _, app := range apps {
+		cfg := e.forwarderConfig()
+		cfg.ApplicationName, cfg.BatchSize = app, batch
+		fwd[app] = e.startForwarder(cfg)
+	}
+	return fwd
+}
+
+// activeOf waits until exactly one of fwd is active and returns its name.
+func activeOf(t *testing.T, fwd map[string]*running) string {
+	t.Helper()
+	var name string
+	kafkatest.WaitFor(t, "exactly one active forwarder", func() bool {
+		n := 0
+		for k, f := range fwd {
+			if f.Active() {
+				name, n = k, n+1
+			}
+		}
+		return n == 1
+	})
+	return name
+}
+
+// sequence publishes messages numbered from 0 on seven partition keys,
+// batch of them a transaction.
+type sequence struct {
+	e     *env
+	topic string
+	batch int
+	next  int
+}
+
+// publish publishes the next n messages.
+func (s *sequence) publish(n int) {
+	s.e.t.Helper()
+	for range n / s.batch {
+		msgs := make([]*message.Message, s.batch)
+		for i := range msgs {
+			msgs[i] = newMsg(strconv.Itoa(s.next), "key-"+strconv.Itoa(s.next%7))
+			s.next++
+		}
+		s.e.publish(s.topic, msgs...)
+	}
+}
+
 // publish commits one transaction that publishes msgs to topic.
 func (e *env) publish(topic string, msgs ...*message.Message) {
 	e.t.Helper()
-	err := outbox.Transact(ctx(e.t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := outbox.Transact(kafkatest.Context(e.t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		return e.o.Publisher(tx).Publish(topic, msgs...)
 	})
 	if err != nil {
@@ -126,11 +175,7 @@ func (e *env) publish(topic string, msgs ...*message.Message) {
 // rows counts the rows in the outbox table.
 func (e *env) rows() int {
 	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(ctx(e.t), "SELECT count(*) FROM "+e.o.Table()).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+	return int(pgtest.QueryInt(e.t, e.pool, "SELECT count(*) FROM "+e.o.Table()))
 }
 
 // newMsg is a message with a UUIDv7, the payload and, if key is not empty,
@@ -274,9 +319,6 @@ func (w *testWriter) logged(s string) bool {
 }
 
 var _ io.Writer = (*testWriter)(nil)
-
-// waitFor is kafkatest.WaitFor.
-func waitFor(t *testing.T, what string, cond func() bool) { kafkatest.WaitFor(t, what, cond) }
 
 // payloads numbers n payloads "<prefix>-<i>".
 func payloads(prefix string, n int) []string {

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -41,10 +41,8 @@ func TestLedgerEndToEnd(t *testing.T) {
 	in, out := kafkatest.Topic(t, "payments-in"), kafkatest.Topic(t, "ledger-events")
 	group := kafkatest.Group(t, "ledger")
 	bcfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}
-	if err := broker.ProvisionTopics(ctx(t), bcfg, in, out, topics.DeadLetter(group)); err != nil {
-		t.Fatal(err)
-	}
-	exec(t, e.pool, "CREATE TABLE "+e.schema+".ledger (id bigserial PRIMARY KEY, message_uuid text NOT NULL, amount bigint NOT NULL)")
+	kafkatest.Provision(t, bcfg, in, out, topics.DeadLetter(group))
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".ledger (id bigserial PRIMARY KEY, message_uuid text NOT NULL, amount bigint NOT NULL)")
 	store, err := postgres.NewStore(e.pool, postgres.Config{Schema: e.schema, CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +51,7 @@ func TestLedgerEndToEnd(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 
 	l := &ledgerConsumer{e: e, out: out, attempts: map[string]int{}}
-	pub := newBrokerPublisher(t, e.brokers)
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	stop := l.run(t, group, in, pub, store)
 	defer stop()
 
@@ -75,14 +73,14 @@ func TestLedgerEndToEnd(t *testing.T) {
 	}
 
 	recs := r.distinct(total)
-	waitFor(t, "every delivery handled and the outbox empty", func() bool {
+	kafkatest.WaitFor(t, "every delivery handled and the outbox empty", func() bool {
 		return l.duplicates.Load() >= int64(total) && e.rows() == 0
 	})
 	recs = append(recs, r.drain(2*testPoll)...)
 	stop()
 
 	var rows, distinct, sum int64
-	if err := e.pool.QueryRow(ctx(t), "SELECT count(*), count(DISTINCT message_uuid), coalesce(sum(amount), 0) FROM "+e.schema+".ledger").
+	if err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*), count(DISTINCT message_uuid), coalesce(sum(amount), 0) FROM "+e.schema+".ledger").
 		Scan(&rows, &distinct, &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -183,34 +181,17 @@ func (l *ledgerConsumer) run(t *testing.T, group, in string, pub message.Publish
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: l.e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: l.e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
+	router := kafkatest.NewRouter(t, nil)
 	// The router's publisher is never used: the outbox takes what the
 	// handler returns. It is a real one all the same.
-	router.AddHandler(group, in, sub, l.out, newBrokerPublisher(t, l.e.brokers), l.handle).AddMiddleware(chain.Middlewares()...)
+	router.AddHandler(group, in, sub, l.out, kafkatest.NewPublisher(t, broker.Config{Brokers: l.e.brokers}), l.handle).AddMiddleware(chain.Middlewares()...)
 	t.Cleanup(func() { // after the router's stop, registered below
 		if err := chain.Close(context.Background()); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
 	return kafkatest.RunRouter(t, router)
-}
-
-// newBrokerPublisher returns a Kafka publisher closed when the test ends.
-func newBrokerPublisher(t *testing.T, brokers []string) message.Publisher {
-	t.Helper()
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
-	return pub
 }
 
 // recordsIn counts the records of topic that arrive within twice the poll

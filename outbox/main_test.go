@@ -4,13 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// sarama's go-metrics registry starts one process-wide ticker
-		// goroutine for meters on first use and never stops it.
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	kafkatest.VerifyTestMain(m,
 		// After a failed produce, a sarama producer's circuit breaker
 		// sleeps 10 s in a goroutine of its own, which outlives the
 		// closed producer by up to that long and then ends.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -23,24 +23,24 @@ import (
 // place in the outbox's order is fixed and LockKeys says so.
 func TestLockKeysAfterWriteIsRefused(t *testing.T) {
 	e := newEnv(t)
-	tx, err := e.pool.Begin(ctx(t))
+	tx, err := e.pool.Begin(kafkatest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background())
-	if err := e.o.LockKeys(ctx(t), tx, "a", "", "b", "a"); err != nil {
+	if err := e.o.LockKeys(kafkatest.Context(t), tx, "a", "", "b", "a"); err != nil {
 		t.Fatalf("LockKeys before any write: %v", err)
 	}
-	if err := e.o.LockKeys(ctx(t), tx); err != nil {
+	if err := e.o.LockKeys(kafkatest.Context(t), tx); err != nil {
 		t.Fatalf("LockKeys of no key: %v", err)
 	}
 	if err := e.o.Publisher(tx).Publish(kafkatest.Topic(t, "t"), newMsg("x", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.o.LockKeys(ctx(t), tx, "c"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
+	if err := e.o.LockKeys(kafkatest.Context(t), tx, "c"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
 		t.Fatalf("LockKeys after a write = %v, want ErrKeyLockAfterWrite", err)
 	}
-	if err := e.o.LockKeys(ctx(t), nil, "c"); !errors.Is(err, outbox.ErrNoTransaction) {
+	if err := e.o.LockKeys(kafkatest.Context(t), nil, "c"); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("LockKeys(nil tx) = %v, want ErrNoTransaction", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestLockKeysNoDeadlock(t *testing.T) {
 				if (g+i)%2 == 1 {
 					ks = []string{"k5", "k4", "k3", "k2", "k1"}
 				}
-				err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+				err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 					return e.o.LockKeys(ctx, tx, ks...)
 				})
 				if err != nil {
@@ -83,15 +83,15 @@ func TestLockKeysNoDeadlock(t *testing.T) {
 // order.
 func TestXidOrderInversion(t *testing.T) {
 	e := newEnv(t)
-	exec(t, e.pool, "CREATE TABLE "+e.schema+".side (id bigserial PRIMARY KEY)")
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".side (id bigserial PRIMARY KEY)")
 	e.startForwarder(e.forwarderConfig())
 
 	t.Run("without key lock", func(t *testing.T) {
 		topic := kafkatest.Topic(t, "inversion")
 		r := newReader(t, e.brokers, topic)
 		t2 := begin(t, e)
-		exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES") // T2 gets its xid
-		e.publish(topic, newMsg("A", "k"))                          // T1, committed first
+		pgtest.Exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES") // T2 gets its xid
+		e.publish(topic, newMsg("A", "k"))                                 // T1, committed first
 		publishIn(t, e, t2, topic, newMsg("B", "k"))
 		commit(t, t2)
 		if got := payloadsOf(r.next(2)); got != "B,A" {
@@ -103,22 +103,22 @@ func TestXidOrderInversion(t *testing.T) {
 		topic := kafkatest.Topic(t, "ordered")
 		r := newReader(t, e.brokers, topic)
 		t2 := begin(t, e)
-		if err := e.o.LockKeys(ctx(t), t2, "k"); err != nil {
+		if err := e.o.LockKeys(kafkatest.Context(t), t2, "k"); err != nil {
 			t.Fatal(err)
 		}
-		exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES")
+		pgtest.Exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES")
 		t1Done := make(chan error, 1)
 		go func() {
-			t1Done <- outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+			t1Done <- outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 				if err := e.o.LockKeys(ctx, tx, "k"); err != nil {
 					return err
 				}
 				return e.o.Publisher(tx).Publish(topic, newMsg("A", "k"))
 			})
 		}()
-		waitFor(t, "T1 to wait for the key lock", func() bool {
+		kafkatest.WaitFor(t, "T1 to wait for the key lock", func() bool {
 			var waiting int
-			_ = e.pool.QueryRow(ctx(t), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
+			_ = e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
 			return waiting > 0
 		})
 		publishIn(t, e, t2, topic, newMsg("B", "k"))
@@ -146,13 +146,13 @@ func TestKeyOrderUnderLoad(t *testing.T) {
 		perWorker = 250
 	}
 	e := newEnv(t)
-	exec(t, e.pool, "CREATE TABLE "+e.schema+".side (id bigserial PRIMARY KEY)")
-	exec(t, e.pool, "CREATE TABLE "+e.schema+".seq (key text PRIMARY KEY, n int NOT NULL)")
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".side (id bigserial PRIMARY KEY)")
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".seq (key text PRIMARY KEY, n int NOT NULL)")
 	e.startForwarder(e.forwarderConfig())
 	for _, lock := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lock=%v", lock), func(t *testing.T) {
-			exec(t, e.pool, "TRUNCATE "+e.schema+".seq")
-			exec(t, e.pool, "INSERT INTO "+e.schema+".seq SELECT 'key-' || i, 0 FROM generate_series(0, 19) AS i")
+			pgtest.Exec(t, e.pool, "TRUNCATE "+e.schema+".seq")
+			pgtest.Exec(t, e.pool, "INSERT INTO "+e.schema+".seq SELECT 'key-' || i, 0 FROM generate_series(0, 19) AS i")
 			topic := kafkatest.Topic(t, "load")
 			r := newReader(t, e.brokers, topic)
 			committed := runLoad(t, e, topic, lock, 4, perWorker)
@@ -184,7 +184,7 @@ func runLoad(t *testing.T, e *env, topic string, lock bool, workers, perWorker i
 				rollback := rng.IntN(10) == 0
 				pause := time.Duration(rng.IntN(1000)) * time.Microsecond
 				var id, value string
-				err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+				err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 					if lock {
 						if err := e.o.LockKeys(ctx, tx, key); err != nil {
 							return err
@@ -257,21 +257,9 @@ func checkKeyOrder(t *testing.T, recs []record, committed map[string]string) (in
 	return inversions
 }
 
-// execer is what exec needs: a pool or a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-func exec(t *testing.T, db execer, sql string, args ...any) {
-	t.Helper()
-	if _, err := db.Exec(ctx(t), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func begin(t *testing.T, e *env) pgx.Tx {
 	t.Helper()
-	tx, err := e.pool.Begin(ctx(t))
+	tx, err := e.pool.Begin(kafkatest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +276,7 @@ func publishIn(t *testing.T, e *env, tx pgx.Tx, topic string, msg ...*message.Me
 
 func commit(t *testing.T, tx pgx.Tx) {
 	t.Helper()
-	if err := tx.Commit(ctx(t)); err != nil {
+	if err := tx.Commit(kafkatest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }

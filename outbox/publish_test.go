@@ -24,7 +24,7 @@ func TestCommittedAndRolledBack(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 
 	errRollback := errors.New("rolled back on purpose")
-	err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		if err := e.o.Publisher(tx).Publish(topic, newMsg("rolled-back", "k")); err != nil {
 			return err
 		}
@@ -57,5 +57,5 @@ func TestCommittedAndRolledBack(t *testing.T) {
 		t.Errorf("the correlation ID was not set on the published message")
 	}
 	r.none(2 * testPoll)
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }

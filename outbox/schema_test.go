@@ -44,7 +44,7 @@ func TestSchemaSQLDefaults(t *testing.T) {
 func TestHostileNames(t *testing.T) {
 	pool := pgtest.Pool(t)
 	victim := pgtest.Schema(t, pool)
-	exec(t, pool, "CREATE TABLE "+victim+".y (id int)")
+	pgtest.Exec(t, pool, "CREATE TABLE "+victim+".y (id int)")
 	schema := "Koto Mixed " + pgtest.Name("x")
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
 	brokers := kafkatest.Brokers(t)
@@ -68,12 +68,12 @@ func TestHostileNames(t *testing.T) {
 		}
 		f.stop(t)
 		var exists bool
-		if err := pool.QueryRow(ctx(t), "SELECT to_regclass($1) IS NOT NULL", o.Table()).Scan(&exists); err != nil || !exists {
+		if err := pool.QueryRow(kafkatest.Context(t), "SELECT to_regclass($1) IS NOT NULL", o.Table()).Scan(&exists); err != nil || !exists {
 			t.Fatalf("no table %s: %v", o.Table(), err)
 		}
 	}
 	var exists bool
-	if err := pool.QueryRow(ctx(t), "SELECT to_regclass($1) IS NOT NULL", victim+".y").Scan(&exists); err != nil || !exists {
+	if err := pool.QueryRow(kafkatest.Context(t), "SELECT to_regclass($1) IS NOT NULL", victim+".y").Scan(&exists); err != nil || !exists {
 		t.Fatal("table y was dropped: a name was read as SQL")
 	}
 }
@@ -82,7 +82,7 @@ func TestHostileNames(t *testing.T) {
 // creating them).
 func (e *env) publishWhenReady(topic string, msg ...*message.Message) {
 	e.t.Helper()
-	waitFor(e.t, "the tables", func() bool { return e.o.Setup(ctx(e.t)) == nil })
+	kafkatest.WaitFor(e.t, "the tables", func() bool { return e.o.Setup(kafkatest.Context(e.t)) == nil })
 	e.publish(topic, msg...)
 }
 
@@ -100,7 +100,7 @@ func TestSetupConcurrently(t *testing.T) {
 		wg.Go(func() {
 			o, err := outbox.New(pool, outbox.Config{Schema: schema})
 			if err == nil {
-				err = o.Setup(ctx(t))
+				err = o.Setup(kafkatest.Context(t))
 			}
 			errs <- err
 		})
@@ -125,25 +125,25 @@ func TestDisableAutoCreateSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = o.Setup(ctx(t))
+	err = o.Setup(kafkatest.Context(t))
 	if !errors.Is(err, outbox.ErrSchemaMissing) || !strings.Contains(err.Error(), "outbox.SchemaSQL") {
 		t.Fatalf("Setup = %v, want ErrSchemaMissing naming SchemaSQL", err)
 	}
 	e := &env{t: t, pool: pool, schema: schema, o: o, brokers: kafkatest.Brokers(t)}
 	e.logger, e.logs = testLogger(t)
 	e.startForwarder(e.forwarderConfig())
-	waitFor(t, "the forwarder to report the missing tables", func() bool { return e.logs.logged("outbox.SchemaSQL") })
+	kafkatest.WaitFor(t, "the forwarder to report the missing tables", func() bool { return e.logs.logged("outbox.SchemaSQL") })
 	tx := begin(t, e)
 	if err := o.Publisher(tx).Publish("orders", newMsg("x", "")); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Fatalf("Publish = %v, want ErrSchemaMissing", err)
 	}
 	_ = tx.Rollback(context.Background())
 	var n int
-	if err := pool.QueryRow(ctx(t), "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema).Scan(&n); err != nil || n != 0 {
+	if err := pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d relations created, %v", n, err)
 	}
-	exec(t, pool, outbox.SchemaSQL(cfg))
-	if err := o.Setup(ctx(t)); err != nil {
+	pgtest.Exec(t, pool, outbox.SchemaSQL(cfg))
+	if err := o.Setup(kafkatest.Context(t)); err != nil {
 		t.Fatalf("Setup after the migration: %v", err)
 	}
 	topic := kafkatest.Topic(t, "migrated")

@@ -1,10 +1,7 @@
 package outbox_test
 
 import (
-	"strconv"
 	"testing"
-
-	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -18,34 +15,10 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "takeover")
 	r := newReader(t, e.brokers, topic)
-	fwd := map[string]*running{}
-	for _, app := range []string{"koto-test-takeover-a", "koto-test-takeover-b"} {
-		cfg := e.forwarderConfig()
-		cfg.ApplicationName, cfg.BatchSize = app, batch
-		fwd[app] = e.startForwarder(cfg)
-	}
-	next := 0
-	publish := func(n int) {
-		for range n / batch {
-			msgs := make([]*message.Message, batch)
-			for i := range msgs {
-				msgs[i] = newMsg(strconv.Itoa(next), "key-"+strconv.Itoa(next%7))
-				next++
-			}
-			e.publish(topic, msgs...)
-		}
-	}
+	fwd := e.forwarders(batch, "koto-test-takeover-a", "koto-test-takeover-b")
+	publish := (&sequence{e: e, topic: topic, batch: batch}).publish
 
-	var activeApp string
-	waitFor(t, "one active forwarder", func() bool {
-		n := 0
-		for app, f := range fwd {
-			if f.Active() {
-				activeApp, n = app, n+1
-			}
-		}
-		return n == 1
-	})
+	activeApp := activeOf(t, fwd)
 	publish(500)
 	recs := r.next(500)
 	if dups := checkDelivery(t, recs, 500); dups != 0 {
@@ -62,10 +35,10 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	terminate(t, e, activeApp)
 	killed.cancel()
 	killed.stop(t)
-	waitFor(t, "the standby to take over", standby.Active)
+	kafkatest.WaitFor(t, "the standby to take over", standby.Active)
 	publish(500)
 	recs = append(recs, r.distinct(1000)...)
-	waitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, 1500)
 	if dups > batch || standby.Forwarded() == 0 {

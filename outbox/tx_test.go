@@ -23,7 +23,7 @@ func TestContextPublisher(t *testing.T) {
 	topic := kafkatest.Topic(t, "ctx")
 	pub := e.o.ContextPublisher()
 
-	err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		in := newMsg("transact", "")
 		in.SetContext(ctx)
 		return pub.Publish(topic, in)
@@ -54,7 +54,7 @@ func TestContextPublisher(t *testing.T) {
 func TestWithTxAfterCommit(t *testing.T) {
 	e := newEnv(t)
 	var ran []int
-	err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		for i := range 3 {
 			if err := outbox.AfterCommit(ctx, func() { ran = append(ran, i) }); err != nil {
 				return err
@@ -69,7 +69,7 @@ func TestWithTxAfterCommit(t *testing.T) {
 		t.Fatalf("after commit: %v, ran %v", err, ran)
 	}
 	ran = nil
-	_ = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	_ = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 		_ = outbox.AfterCommit(ctx, func() { ran = append(ran, 1) })
 		return errors.New("rollback")
 	})
@@ -95,7 +95,7 @@ func TestTransactPanics(t *testing.T) {
 				t.Fatal("the panic did not go on")
 			}
 		}()
-		_ = outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		_ = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 			if err := e.o.Publisher(tx).Publish(topic, newMsg("x", "")); err != nil {
 				return err
 			}
@@ -129,7 +129,7 @@ func TestInvalidMessages(t *testing.T) {
 		"empty topic":   {e.o, "", []*message.Message{newMsg("x", "")}},
 		"too long name": {e.o, string(make([]byte, 250)), []*message.Message{newMsg("x", "")}},
 	} {
-		err := outbox.Transact(ctx(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
 		})
 		if !errors.Is(err, outbox.ErrInvalidMessage) || middleware.Classify(err) != middleware.ClassPoison {
@@ -167,14 +167,14 @@ func TestAutoTxPublisher(t *testing.T) {
 	if n := e.rows(); n != 2 {
 		t.Fatalf("%d rows committed outside the open transaction, want the 2 without one", n)
 	}
-	if err := tx.Rollback(ctx(t)); err != nil {
+	if err := tx.Rollback(kafkatest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.rows(); n != 2 {
 		t.Fatalf("%d rows after the rollback, want 2", n)
 	}
 	var txs int
-	if err := e.pool.QueryRow(ctx(t), "SELECT count(DISTINCT transaction_id) FROM "+e.o.Table()).Scan(&txs); err != nil || txs != 1 {
+	if err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(DISTINCT transaction_id) FROM "+e.o.Table()).Scan(&txs); err != nil || txs != 1 {
 		t.Fatalf("the messages without a transaction were written in %d transactions (%v), want 1", txs, err)
 	}
 	if err := pub.Publish("bad/topic", newMsg("x", "")); !errors.Is(err, outbox.ErrInvalidMessage) {

@@ -17,17 +17,12 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
-// Middleware is the consumer side, a router middleware: it starts the
-// consumer span of each delivery, as a child of the trace context in the
-// message's metadata, puts it in the message context, and when the chain
-// inside returns, records the delivery's metrics and ends the span. The
-// messages the handler returns get the span's trace context, unless they
-// carry one.
-//
-// The outcome of the delivery, its retries and its dead letter come from
-// middleware.Logging, which must be inside it (middleware.Defaults puts
-// them in the right order); without it the delivery is recorded without
-// an outcome.
+// Middleware is the consumer side, a router middleware: the consumer span
+// of each delivery (see Traces in the package doc), in the message context,
+// and the delivery's metrics. The messages the handler returns get the
+// span's trace context, unless they carry one. The outcome comes from
+// middleware.Logging inside it (see Wiring in the package doc); without it
+// the delivery is recorded without an outcome.
 func (t *Telemetry) Middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		ctx := msg.Context()

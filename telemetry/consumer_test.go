@@ -39,18 +39,12 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 	t.Helper()
 	e := &consumerEnv{sdk: newSDK(t), brokers: kafkatest.Brokers(t),
 		topic: kafkatest.Topic(t, "orders"), group: kafkatest.Group(t, "payments")}
-	raw, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
-	if err != nil {
-		t.Fatalf("NewPublisher: %v", err)
-	}
-	t.Cleanup(func() { _ = raw.Close() })
+	raw := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	e.pub = e.sdk.tel.Publisher(raw)
-	ctx := kafkatest.Context(t)
-	if err := broker.ProvisionTopics(ctx, broker.Config{Brokers: e.brokers}, e.topic, topics.DeadLetter(e.group)); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
+	kafkatest.Provision(t, broker.Config{Brokers: e.brokers}, e.topic, topics.DeadLetter(e.group))
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
+	var err error
 	e.chain, err = middleware.Defaults(middleware.Config{
 		Publisher: raw, // Defaults decorates it for the dead letters
 		Store:     store,
@@ -69,16 +63,10 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 // run consumes the topic with handle until the test ends.
 func (e *consumerEnv) run(t *testing.T, handle message.NoPublishHandlerFunc) {
 	t.Helper()
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: e.group}, nil)
-	if err != nil {
-		t.Fatalf("NewSubscriber: %v", err)
-	}
+	router := kafkatest.NewRouter(t, nil)
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: e.group})
 	router.AddConsumerHandler(e.group, e.topic, sub, handle).AddMiddleware(e.chain.Middlewares()...)
-	runRouter(t, router)
+	kafkatest.RunRouter(t, router)
 }
 
 // newMessage returns a message with payload, on one partition key so that
@@ -250,27 +238,15 @@ func TestReturnedMessagesContinueTheTrace(t *testing.T) {
 		t.Run(map[bool]string{true: "decorated publisher", false: "plain publisher"}[decorated], func(t *testing.T) {
 			e := newConsumerEnv(t)
 			out := kafkatest.Topic(t, "out")
-			if err := broker.ProvisionTopics(kafkatest.Context(t), broker.Config{Brokers: e.brokers}, out); err != nil {
-				t.Fatal(err)
-			}
-			raw, err := broker.NewPublisher(broker.Config{Brokers: e.brokers}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var routerPub message.Publisher = raw // the router closes it
+			kafkatest.Provision(t, broker.Config{Brokers: e.brokers}, out)
+			raw := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+			var routerPub message.Publisher = raw // the router closes it too
 			if decorated {
 				routerPub = e.sdk.tel.Publisher(raw)
 			}
-			router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			router := kafkatest.NewRouter(t, nil)
 			sub := func(group string) message.Subscriber {
-				s, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return s
+				return kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group})
 			}
 			router.AddHandler(e.group, e.topic, sub(e.group), out, routerPub, func(msg *message.Message) ([]*message.Message, error) {
 				return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte("next"))}, nil
@@ -278,7 +254,7 @@ func TestReturnedMessagesContinueTheTrace(t *testing.T) {
 			next := kafkatest.Group(t, "next")
 			router.AddConsumerHandler(next, out, sub(next), func(*message.Message) error { return nil }).
 				AddMiddleware(e.sdk.tel.Middleware)
-			runRouter(t, router)
+			kafkatest.RunRouter(t, router)
 			if err := e.pub.Publish(e.topic, newMessage(watermill.NewUUID(), "first", "c-first")); err != nil {
 				t.Fatal(err)
 			}

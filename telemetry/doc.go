@@ -36,8 +36,11 @@
 //   - "send <topic>", kind producer, one per message published through
 //     [Telemetry.Publisher]: events, commands, requests, replies, dead
 //     letters. Its parent is the span in the message's context, which the
-//     cqrs publishers set to the caller's; its trace context replaces the
-//     one in the message's metadata. Attributes: messaging.operation.type
+//     cqrs publishers set to the caller's, or else the trace context
+//     already in the message's metadata (a message read back from an
+//     outbox table or a dead-letter topic), or else none: a root. Its
+//     trace context replaces the one in the message's metadata.
+//     Attributes: messaging.operation.type
 //     and .name "send", messaging.destination.name, messaging.message.id,
 //     messaging.kafka.message.key.
 //   - "process <topic>", kind consumer, one per delivery through

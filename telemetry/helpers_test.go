@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -115,25 +114,6 @@ func (s *sdk) waitForSpans(t *testing.T, done func([]sdktrace.ReadOnlySpan) bool
 		return done(spans)
 	})
 	return spans
-}
-
-// runRouter runs router until the test ends, and returns once its handlers
-// run.
-func runRouter(t *testing.T, router *message.Router) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- router.Run(context.Background()) }()
-	select {
-	case <-router.Running():
-	case err := <-done:
-		t.Fatalf("router stopped at start: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = router.Close()
-		if err := <-done; err != nil {
-			t.Errorf("router: %v", err)
-		}
-	})
 }
 
 // named returns the spans called name.

@@ -3,12 +3,8 @@ package telemetry_test
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
@@ -39,21 +35,14 @@ type shop struct {
 func newShop(t *testing.T, s *sdk) *shop {
 	t.Helper()
 	brokers := kafkatest.Brokers(t)
-	sh := &shop{orders: serviceName(t, "orders"), inventory: serviceName(t, "inventory"),
-		payments: serviceName(t, "payments"), paid: make(chan string, 1)}
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatalf("NewPublisher: %v", err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	sh := &shop{orders: kafkatest.ServiceName(t, "orders"), inventory: kafkatest.ServiceName(t, "inventory"),
+		payments: kafkatest.ServiceName(t, "payments"), paid: make(chan string, 1)}
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	payments, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: sh.payments, Telemetry: s.tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	router := kafkatest.NewRouter(t, nil)
 	register := func(name string, c cqrs.Consumer) {
 		svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: name, Broker: broker.Config{Brokers: brokers}, Publisher: pub,
 			AutoProvisionTopics: true, Logger: slog.New(slog.DiscardHandler), Telemetry: s.tel})
@@ -75,7 +64,7 @@ func newShop(t *testing.T, s *sdk) *shop {
 		sh.paid <- correlation.FromContext(ctx)
 		return nil
 	}, cqrs.From(sh.payments)))
-	runRouter(t, router)
+	kafkatest.RunRouter(t, router)
 
 	if sh.events, err = cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: sh.orders, Telemetry: s.tel}); err != nil {
 		t.Fatal(err)
@@ -96,15 +85,6 @@ func newShop(t *testing.T, s *sdk) *shop {
 	}
 	t.Cleanup(func() { _ = sh.commands.Close() })
 	return sh
-}
-
-// serviceName returns base on a broker of the test's own, and base with a
-// random suffix on a shared cluster (KAFKA_BROKERS).
-func serviceName(t *testing.T, base string) string {
-	if len(kafkatest.FromEnv()) == 0 {
-		return base
-	}
-	return strings.ReplaceAll(kafkatest.Topic(t, base), ".", "-")
 }
 
 // TestOrderJourneyIsOneTrace: a checkout asks for stock by request/reply

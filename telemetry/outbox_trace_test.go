@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -43,7 +40,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	if err := box.Setup(ctx); err != nil {
 		t.Fatalf("outbox setup: %v", err)
 	}
-	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: testLogger()})
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: kafkatest.Logger(slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +53,9 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 		_ = fwd.Close()
 	})
 
-	orders, payments := serviceName(t, "orders"), serviceName(t, "payments")
+	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
 	consumed := make(chan struct{}, 1)
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	router := kafkatest.NewRouter(t, nil)
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: payments, Broker: brokers, AutoProvisionTopics: true,
 		Logger: slog.New(slog.DiscardHandler), Telemetry: s.tel})
 	if err != nil {
@@ -74,7 +68,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	}, cqrs.From(orders))); err != nil {
 		t.Fatal(err)
 	}
-	runRouter(t, router)
+	kafkatest.RunRouter(t, router)
 
 	events, err := cqrs.NewEventPublisher(box.ContextPublisher(), cqrs.EventPublisherConfig{Service: orders, Telemetry: s.tel})
 	if err != nil {
@@ -128,12 +122,4 @@ func outboxState(pool *pgxpool.Pool, box *outbox.Outbox) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%d rows wait in %s; the oldest open transaction of the cluster began %s ago (application %q)", waiting, box.Table(), oldest, app)
-}
-
-// testLogger logs warnings to stderr with -v, and nothing otherwise.
-func testLogger() *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

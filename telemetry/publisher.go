@@ -16,17 +16,11 @@ import (
 )
 
 // Publisher returns pub decorated with the producer side: each message
-// published gets a producer span and that span's trace context in its
-// metadata, and each call is counted and timed. A publisher that Publisher
-// already decorated is returned as it is, so decorating twice records
-// once.
-//
-// A message's producer span is a child of the span in the message's
-// context (the cqrs publishers put the caller's context there), or else of
-// the trace context already in its metadata (a message read back from an
-// outbox table or a dead-letter topic), or else a root. The message
-// context itself is left as it is, so a publisher that finds a transaction
-// there still does.
+// published gets a producer span (see Traces in the package doc) and that
+// span's trace context in its metadata, and each call is counted and
+// timed. A publisher that Publisher already decorated is returned as it
+// is, so decorating twice records once. The message context is left as it
+// is, so a publisher that finds a transaction there still does.
 func (t *Telemetry) Publisher(pub message.Publisher) message.Publisher {
 	if p, ok := pub.(*publisher); ok {
 		return p

@@ -20,10 +20,7 @@ import (
 // and that span's trace context in its metadata.
 func TestPublisherSpans(t *testing.T) {
 	s := newSDK(t)
-	raw, err := broker.NewPublisher(broker.Config{Brokers: kafkatest.Brokers(t)}, nil)
-	if err != nil {
-		t.Fatalf("NewPublisher: %v", err)
-	}
+	raw := kafkatest.NewPublisher(t, broker.Config{Brokers: kafkatest.Brokers(t)})
 	pub := s.tel.Publisher(raw)
 	if again := s.tel.Publisher(pub); again != pub {
 		t.Error("decorating a decorated publisher decorated it again")

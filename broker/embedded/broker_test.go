@@ -7,13 +7,13 @@ import (
 	"net"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func TestStartListensOnLoopbackOnly(t *testing.T) {
-	b := startBroker(t)
+	b := kafkatest.Embedded(t)
 	addrs := b.Addrs()
 	if len(addrs) != 1 {
 		t.Fatalf("Addrs() = %v, want one address", addrs)
@@ -29,13 +29,13 @@ func TestStartListensOnLoopbackOnly(t *testing.T) {
 
 func TestStartRejectsBadOptions(t *testing.T) {
 	tests := map[string]embedded.Option{
-		"zero partitions":  embedded.WithPartitions(0),
-		"negative port":    embedded.WithPort(-1),
-		"port too large":   embedded.WithPort(70000),
-		"invalid topic":    embedded.WithTopics("ok", "bad topic!"),
-		"SASL mechanism":   embedded.WithSASLUser("GSSAPI", "u", "p"),
-		"SASL password":    embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
-		"TLS without cert": embedded.WithTLS(&tls.Config{}),
+		"negative partitions": embedded.WithPartitions(-1),
+		"negative port":       embedded.WithPort(-1),
+		"port too large":      embedded.WithPort(70000),
+		"invalid topic":       embedded.WithTopics("ok", "bad topic!"),
+		"SASL mechanism":      embedded.WithSASLUser("GSSAPI", "u", "p"),
+		"SASL password":       embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
+		"TLS without cert":    embedded.WithTLS(&tls.Config{}),
 	}
 	for name, opt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -44,8 +44,8 @@ func TestStartRejectsBadOptions(t *testing.T) {
 				_ = b.Close()
 				t.Fatal("Start succeeded, want an error")
 			}
-			if !errors.Is(err, embedded.ErrInvalidOption) {
-				t.Fatalf("Start error %v does not wrap ErrInvalidOption", err)
+			if !errors.Is(err, embedded.ErrInvalidConfig) {
+				t.Fatalf("Start error %v does not wrap ErrInvalidConfig", err)
 			}
 		})
 	}
@@ -76,24 +76,36 @@ func TestCloseIsIdempotent(t *testing.T) {
 }
 
 func TestTopicsGetConfiguredPartitions(t *testing.T) {
-	b := startBroker(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
+	b := kafkatest.Embedded(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
 	produceValues(t, b.Addrs(), "auto-created", "x")
+	checkPartitions(t, b, 4, "orders.order-placed", "payments.paid", "auto-created")
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+// TestZeroPartitionsMeansTheDefault: WithPartitions(0) is the default,
+// broker.DefaultPartitions, as a zero field of a Config is.
+func TestZeroPartitionsMeansTheDefault(t *testing.T) {
+	b := kafkatest.Embedded(t, embedded.WithPartitions(0), embedded.WithTopics("orders.order-placed"))
+	checkPartitions(t, b, broker.DefaultPartitions, "orders.order-placed")
+}
+
+// checkPartitions checks that every topic of names has want partitions.
+func checkPartitions(t *testing.T, b *embedded.Broker, want int, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
-	adm := kadm.NewClient(newKgoClient(t, b.Addrs()))
-	details, err := adm.ListTopics(ctx, "orders.order-placed", "payments.paid", "auto-created")
+	adm := kafkatest.Admin(t, b.Addrs())
+	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
-	for _, name := range []string{"orders.order-placed", "payments.paid", "auto-created"} {
+	for _, name := range names {
 		d, ok := details[name]
 		if !ok || d.Err != nil {
 			t.Errorf("topic %s: missing or error %v", name, d.Err)
 			continue
 		}
-		if got := len(d.Partitions); got != 4 {
-			t.Errorf("topic %s has %d partitions, want 4", name, got)
+		if got := len(d.Partitions); got != want {
+			t.Errorf("topic %s has %d partitions, want %d", name, got, want)
 		}
 	}
 }

@@ -4,31 +4,14 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
-
-// testTimeout bounds every wait in these tests; a healthy run needs a
-// fraction of it.
-const testTimeout = 30 * time.Second
-
-func startBroker(t *testing.T, opts ...embedded.Option) *embedded.Broker {
-	t.Helper()
-	b, err := embedded.Start(context.Background(), opts...)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
-	return b
-}
 
 func newKgoClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
@@ -46,7 +29,7 @@ func produceValues(t *testing.T, addrs []string, topic string, values ...string)
 	t.Helper()
 	cl := newKgoClient(t, addrs, kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
 	recs := make([]*kgo.Record, len(values))
 	for i, v := range values {
@@ -100,73 +83,15 @@ func receiveAcked(t *testing.T, addrs []string, group, topic string, n int, comm
 			t.Errorf("close subscriber: %v", err)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatalf("Subscribe(%s): %v", topic, err)
 	}
-	got := ackN(ctx, t, msgs, n)
-	waitCommitted(ctx, t, addrs, group, topic, committedAfter)
+	got := kafkatest.Payloads(kafkatest.AckN(t, msgs, n))
+	kafkatest.WaitCommitted(t, addrs, group, topic, committedAfter)
 	return got
-}
-
-// waitCommitted polls the group's committed offsets until they add up to
-// want or ctx ends.
-func waitCommitted(ctx context.Context, t *testing.T, addrs []string, group, topic string, want int64) {
-	t.Helper()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		got := committedTotal(t, addrs, group, topic)
-		if got == want {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("group %s committed offsets add up to %d on %s, want %d: %v", group, got, topic, want, ctx.Err())
-		}
-	}
-}
-
-func ackN(ctx context.Context, t *testing.T, msgs <-chan *message.Message, n int) []string {
-	t.Helper()
-	got := make([]string, 0, n)
-	for len(got) < n {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				t.Fatalf("subscription closed after %d of %d messages", len(got), n)
-			}
-			got = append(got, string(m.Payload))
-			m.Ack()
-		case <-ctx.Done():
-			t.Fatalf("received %d of %d messages: %v", len(got), n, ctx.Err())
-		}
-	}
-	return got
-}
-
-// committedTotal is the sum of the group's committed offsets on topic.
-func committedTotal(t *testing.T, addrs []string, group, topic string) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	offsets, err := kadm.NewClient(newKgoClient(t, addrs)).FetchOffsetsForTopics(ctx, group, topic)
-	if err != nil {
-		t.Fatalf("fetch offsets of group %s: %v", group, err)
-	}
-	if err := offsets.Error(); err != nil {
-		t.Fatalf("fetch offsets of group %s: %v", group, err)
-	}
-	var total int64
-	offsets.Each(func(o kadm.OffsetResponse) {
-		if o.At > 0 {
-			total += o.At
-		}
-	})
-	return total
 }
 
 func sameSet(a, b []string) bool {

@@ -3,13 +3,7 @@ package embedded_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// sarama's go-metrics registry starts one process-wide ticker
-		// goroutine for meters on first use and never stops it.
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	)
-}
+func TestMain(m *testing.M) { kafkatest.VerifyTestMain(m) }

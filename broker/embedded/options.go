@@ -30,17 +30,23 @@ type config struct {
 type saslUser struct{ mechanism, name, password string }
 
 func newConfig(opts []Option) config {
-	c := config{partitions: broker.DefaultPartitions}
+	var c config
 	for _, opt := range opts {
 		opt(&c)
 	}
+	c.setDefaults()
 	return c
 }
 
+func (c *config) setDefaults() {
+	if c.partitions == 0 {
+		c.partitions = broker.DefaultPartitions
+	}
+}
+
 // WithPartitions sets how many partitions auto-created topics and the topics
-// of [WithTopics] get. It must be at least 1. The default is
-// broker.DefaultPartitions, as for topics that broker.ProvisionTopics
-// creates.
+// of [WithTopics] get. The default, and 0, is broker.DefaultPartitions, as
+// for topics that broker.ProvisionTopics creates.
 func WithPartitions(n int) Option {
 	return func(c *config) { c.partitions = n }
 }

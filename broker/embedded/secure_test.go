@@ -21,11 +21,7 @@ import (
 // SASL_AUTHENTICATION_FAILED, not with a dropped connection.
 func TestSecuredBrokerWithFranzGo(t *testing.T) {
 	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
-	b := startBroker(t, embedded.WithTLS(serverTLS),
-		embedded.WithSASLUser(embedded.SASLPlain, "plain-user", "plain-pass"),
-		embedded.WithSASLUser(embedded.SASLScramSHA256, "scram256-user", "scram256-pass"),
-		embedded.WithSASLUser(embedded.SASLScramSHA512, "scram512-user", "scram512-pass"),
-	)
+	b := kafkatest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLPlain, "plain-user", "plain-pass"), embedded.WithSASLUser(embedded.SASLScramSHA256, "scram256-user", "scram256-pass"), embedded.WithSASLUser(embedded.SASLScramSHA512, "scram512-user", "scram512-pass"))
 	mechanisms := map[string]func(user, pass string) sasl.Mechanism{
 		embedded.SASLPlain: func(u, p string) sasl.Mechanism { return plain.Auth{User: u, Pass: p}.AsMechanism() },
 		embedded.SASLScramSHA256: func(u, p string) sasl.Mechanism {
@@ -41,7 +37,7 @@ func TestSecuredBrokerWithFranzGo(t *testing.T) {
 	for name, mech := range mechanisms {
 		user := users[name]
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 			defer cancel()
 			good := newKgoClient(t, b.Addrs(), kgo.DialTLSConfig(clientTLS), kgo.SASL(mech(user+"-user", user+"-pass")),
 				kgo.AllowAutoTopicCreation())

@@ -146,8 +146,8 @@ func printE2E(out io.Writer, results []benchmarks.E2EResult) error {
 }
 
 // printOwnTx compares the transactional mode with the handler that writes
-// in a transaction of its own: the case in which, as DESIGN.md puts it, the
-// claim rides in a commit the handler pays for anyway.
+// in a transaction of its own: the case in which the claim rides in a
+// commit the handler pays for anyway.
 func printOwnTx(out io.Writer, results []benchmarks.E2EResult) {
 	rates := map[string]float64{}
 	for _, r := range results {

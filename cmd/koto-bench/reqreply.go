@@ -16,7 +16,7 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// reqreplyTarget is the ratio DESIGN.md asks of request/reply: a round trip
+// reqreplyTarget is the most that request/reply may take: a round trip
 // within 2× a raw produce→consume round trip.
 const reqreplyTarget = 2.0
 

@@ -18,7 +18,8 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-// storeTarget is the ratio DESIGN.md asks of the PostgreSQL store.
+// storeTarget is the least ratio to raw pgx that the PostgreSQL store
+// must reach.
 const storeTarget = 0.8
 
 func storeCommand() command {

@@ -1,42 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer lets the test read what run writes from another goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr kafkatest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-port", "0", "-data-dir", t.TempDir(), "-partitions", "2", "-topics", "a,b"}, &stdout, &stderr)
@@ -60,12 +42,12 @@ func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"-partitions", "0"},
+		{"-partitions", "-1"},
 		{"-port", "-5"},
 		{"-topics", "bad topic!"},
 		{"-no-such-flag"},
 	} {
-		var out syncBuffer
+		var out kafkatest.Buffer
 		if err := run(context.Background(), args, &out, &out); err == nil {
 			t.Errorf("run(%q) succeeded, want an error", args)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -51,11 +50,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(
-			// sarama's go-metrics registry starts one process-wide ticker
-			// goroutine for meters on first use and never stops it.
-			goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-		); err != nil {
+		if err := goleak.Find(kafkatest.IgnoreSaramaMetrics()); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -134,17 +129,10 @@ func (p *payments) handle(msg *message.Message) error {
 
 func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 	t.Helper()
-	pub, err := broker.NewPublisher(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	pub := kafkatest.NewPublisher(t, cfg)
 	subCfg := cfg
 	subCfg.ConsumerGroup = group
-	sub, err := broker.NewSubscriber(subCfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sub := kafkatest.NewSubscriber(t, subCfg)
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher:  pub,
 		Logger:     slog.New(slog.DiscardHandler),
@@ -153,23 +141,14 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router.AddConsumerHandler(group, topic, sub, p.handle).AddMiddleware(chain.Middlewares()...)
-	done := make(chan error, 1)
-	go func() { done <- router.Run(context.Background()) }()
-	<-router.Running()
-	t.Cleanup(func() {
-		_ = router.Close()
-		if err := <-done; err != nil {
-			t.Errorf("router: %v", err)
-		}
+	t.Cleanup(func() { // after the router's stop, registered below
 		if err := chain.Close(kafkatest.Context(t)); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
+	router := kafkatest.NewRouter(t, nil)
+	router.AddConsumerHandler(group, topic, sub, p.handle).AddMiddleware(chain.Middlewares()...)
+	kafkatest.RunRouter(t, router)
 }
 
 // koto runs the command in process with KAFKA_BROKERS set to brokers and
@@ -197,9 +176,7 @@ func TestDLQAgainstKotoKafka(t *testing.T) {
 	cfg := broker.Config{Brokers: []string{addr}}
 	group := kafkatest.Group(t, "payments.order-placed-consumer")
 	topic := kafkatest.Topic(t, "orders.order-placed")
-	if err := broker.ProvisionTopics(kafkatest.Context(t), cfg, topic, topics.DeadLetter(group)); err != nil {
-		t.Fatal(err)
-	}
+	kafkatest.Provision(t, cfg, topic, topics.DeadLetter(group))
 	p := &payments{}
 	p.run(t, cfg, group, topic)
 	uuids := publishOrders(t, cfg, topic, `{"order":"o-1","amount":-5}`, "not json \x00")
@@ -314,11 +291,7 @@ func TestUsageErrors(t *testing.T) {
 
 func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...string) []string {
 	t.Helper()
-	pub, err := broker.NewPublisher(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := kafkatest.NewPublisher(t, cfg)
 	var uuids []string
 	for _, p := range payloads {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))

@@ -6,14 +6,12 @@ import (
 	"log/slog"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	// sarama's metrics library starts one process-wide ticker it never stops.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+	kafkatest.VerifyTestMain(m)
 }
 
 // TestShop runs the example end to end: it fails if an order is not paid,

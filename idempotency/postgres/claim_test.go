@@ -159,7 +159,7 @@ func waitForClaimWait(t *testing.T, pool *pgxpool.Pool, schema string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	const waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND position($1 in query) > 0"
-	for queryInt(t, pool, waiting, schema) == 0 {
+	for pgtest.QueryInt(t, pool, waiting, schema) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second claim never waited for a lock")
 		}

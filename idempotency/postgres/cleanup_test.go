@@ -29,7 +29,7 @@ func TestCleanupDeletesExactlyExpiredInBatches(t *testing.T) {
 	if err := s.EnsureSchema(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, pool, "INSERT INTO "+s.Table()+` (message_id, processed_at)
+	pgtest.Exec(t, pool, "INSERT INTO "+s.Table()+` (message_id, processed_at)
 		SELECT gen_random_uuid(), now() - CASE WHEN g <= $1 THEN interval '2 hours' ELSE interval '30 minutes' END
 			- g * interval '1 millisecond'
 		FROM generate_series(1, $2::int) g`, expiredRows, expiredRows+freshRows)
@@ -40,7 +40,7 @@ func TestCleanupDeletesExactlyExpiredInBatches(t *testing.T) {
 		if n == 1 {
 			// Another connection already sees the first batch gone: it
 			// was committed on its own.
-			visibleAfterFirst = queryInt(t, pool, "SELECT count(*) FROM "+s.Table())
+			visibleAfterFirst = pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table())
 			close(firstBatch)
 			<-resume
 		}
@@ -63,7 +63,7 @@ func TestCleanupDeletesExactlyExpiredInBatches(t *testing.T) {
 	if deleted != expiredRows {
 		t.Fatalf("Cleanup deleted %d rows, want exactly the %d expired", deleted, expiredRows)
 	}
-	left := queryInt(t, pool, "SELECT count(*) FROM "+s.Table())
+	left := pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table())
 	if want := freshRows + marked.Load(); left != want {
 		t.Fatalf("%d rows left, want the %d fresh ones and %d marked during the cleanup", left, freshRows, marked.Load())
 	}
@@ -127,7 +127,7 @@ func TestCleanupOneAtATime(t *testing.T) {
 	if err := first.EnsureSchema(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, pool, "INSERT INTO "+first.Table()+" SELECT gen_random_uuid(), now() - interval '2 hours' FROM generate_series(1, 20)")
+	pgtest.Exec(t, pool, "INSERT INTO "+first.Table()+" SELECT gen_random_uuid(), now() - interval '2 hours' FROM generate_series(1, 20)")
 
 	held, resume := make(chan struct{}), make(chan struct{})
 	log.onBatch = func(n int) {
@@ -167,13 +167,13 @@ func TestBackgroundCleanup(t *testing.T) {
 	if err := setup.EnsureSchema(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, pool, "INSERT INTO "+setup.Table()+" SELECT gen_random_uuid(), now() - interval '2 hours' FROM generate_series(1, 30)")
+	pgtest.Exec(t, pool, "INSERT INTO "+setup.Table()+" SELECT gen_random_uuid(), now() - interval '2 hours' FROM generate_series(1, 30)")
 	mustMark(t, setup, "fresh")
 
 	ignore := goleak.IgnoreCurrent()
 	s := newStore(t, pool, postgres.Config{Schema: schema, Window: time.Hour, CleanupInterval: 10 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
-	for queryInt(t, pool, "SELECT count(*) FROM "+s.Table()) != 1 {
+	for pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table()) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the background cleanup did not delete the expired marks")
 		}

@@ -18,12 +18,10 @@ const (
 	DefaultCleanupBatchSize = 5000
 )
 
-// maxIdentifier is PostgreSQL's identifier limit, NAMEDATALEN-1 bytes.
-// Longer names are silently truncated by the server, so they are refused.
-const maxIdentifier = 63
-
-// maxTable leaves room for the index name ix_<table>_processed_at.
-const maxTable = maxIdentifier - len("ix__processed_at")
+// maxTable leaves room for the index name ix_<table>_processed_at within
+// PostgreSQL's identifier limit (longer names are silently truncated by the
+// server, so they are refused).
+const maxTable = pgschema.MaxIdentifier - len("ix__processed_at")
 
 // Config configures a Store. Its zero value is the default configuration:
 // table koto.processed_messages, created on first use, cleaned every hour,
@@ -85,18 +83,18 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	c.setDefaults()
 	var errs []error
-	if err := checkIdentifier("Schema", c.Schema, maxIdentifier); err != nil {
+	if err := checkIdentifier("Schema", c.Schema, pgschema.MaxIdentifier); err != nil {
 		errs = append(errs, err)
 	}
 	if err := checkIdentifier("Table", c.Table, maxTable); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Window < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%w: Window is %v; set it to at least 1ms, or leave it zero for %v",
+		errs = append(errs, fmt.Errorf("%w: Window is %v; set it to at least 1ms, or 0 for the default (%v)",
 			ErrInvalidConfig, c.Window, idempotency.DefaultWindow))
 	}
 	if c.CleanupBatchSize <= 0 {
-		errs = append(errs, fmt.Errorf("%w: CleanupBatchSize is %d; set a positive number of rows (default %d)",
+		errs = append(errs, fmt.Errorf("%w: CleanupBatchSize is %d; set a positive number of rows, or 0 for the default (%d)",
 			ErrInvalidConfig, c.CleanupBatchSize, DefaultCleanupBatchSize))
 	}
 	return errors.Join(errs...)

@@ -1,33 +1,18 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-// lazyPool is a pool that has not connected: NewStore must not need the
-// database.
-func lazyPool(t *testing.T) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func TestNewStoreDefaults(t *testing.T) {
-	s, err := postgres.NewStore(lazyPool(t), postgres.Config{CleanupInterval: -1})
+	s, err := postgres.NewStore(pgtest.LazyPool(t), postgres.Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +23,7 @@ func TestNewStoreDefaults(t *testing.T) {
 }
 
 func TestNewStoreRejectsInvalidConfig(t *testing.T) {
-	pool := lazyPool(t)
+	pool := pgtest.LazyPool(t)
 	for _, c := range []struct {
 		name  string
 		cfg   postgres.Config

@@ -14,6 +14,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
 // newStore makes a Store that Close stops when the test ends. Unless cfg
@@ -59,38 +60,21 @@ func isProcessed(t *testing.T, s idempotency.Store, key string) bool {
 	return ok
 }
 
-func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
-	t.Helper()
-	if _, err := pool.Exec(ctxT(t), sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(ctxT(t), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 // ageMark moves the mark of key back in time by age.
 func ageMark(t *testing.T, pool *pgxpool.Pool, s *postgres.Store, key string, age time.Duration) {
 	t.Helper()
-	exec(t, pool, "UPDATE "+s.Table()+" SET processed_at = now() - make_interval(secs => $2) WHERE message_id = $1",
-		idempotency.KeyUUID(key), age.Seconds())
+	pgtest.Exec(t, pool, "UPDATE "+s.Table()+" SET processed_at = now() - make_interval(secs => $2) WHERE message_id = $1", idempotency.KeyUUID(key), age.Seconds())
 }
 
 func relationExists(t *testing.T, pool *pgxpool.Pool, schema, name string) bool {
 	t.Helper()
-	return queryInt(t, pool, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	return pgtest.QueryInt(t, pool, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, name) == 1
 }
 
 func schemaExists(t *testing.T, pool *pgxpool.Pool, schema string) bool {
 	t.Helper()
-	return queryInt(t, pool, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema) == 1
+	return pgtest.QueryInt(t, pool, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema) == 1
 }
 
 func keys(prefix string, n int) []string {

@@ -120,7 +120,7 @@ func indexesOf(t *testing.T, pool interface {
 func TestCustomNames(t *testing.T) {
 	pool := pgtest.Pool(t)
 	victimSchema := pgtest.Schema(t, pool)
-	exec(t, pool, "CREATE TABLE "+victimSchema+".y (id int)")
+	pgtest.Exec(t, pool, "CREATE TABLE "+victimSchema+".y (id int)")
 	schema := "Koto Mixed " + pgtest.Name("x")
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
 	for _, table := range []string{
@@ -182,7 +182,7 @@ func TestConcurrentFirstUse(t *testing.T) {
 		}
 	}
 	for _, table := range []string{"a", "b"} {
-		if got := queryInt(t, pool, "SELECT count(*) FROM "+quoted(schema)+"."+table); got != n/2 {
+		if got := pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+quoted(schema)+"."+table); got != n/2 {
 			t.Fatalf("table %s holds %d marks, want %d", table, got, n/2)
 		}
 	}
@@ -215,14 +215,14 @@ func TestDisableAutoCreateSchema(t *testing.T) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
 	}
-	if n := queryInt(t, pool, "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema); n != 0 {
+	if n := pgtest.QueryInt(t, pool, "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema); n != 0 {
 		t.Fatalf("%d relations created in %s with DisableAutoCreateSchema", n, schema)
 	}
 	if schemaExists(t, pool, missing) {
 		t.Fatalf("schema %s created with DisableAutoCreateSchema", missing)
 	}
 
-	exec(t, pool, postgres.SchemaSQL(cfg)) // the migration
+	pgtest.Exec(t, pool, postgres.SchemaSQL(cfg)) // the migration
 	mustMark(t, s, "k")
 	if !isProcessed(t, s, "k") {
 		t.Fatal("store does not work once the table exists")

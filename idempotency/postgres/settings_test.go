@@ -19,7 +19,7 @@ func TestMarkLeavesSessionSettings(t *testing.T) {
 	cfg.MaxConns = 1 // every call below runs on the same session
 	pool := pgtest.PoolWith(t, cfg)
 	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
-	exec(t, pool, "SET synchronous_commit = remote_write")
+	pgtest.Exec(t, pool, "SET synchronous_commit = remote_write")
 	show := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) string {

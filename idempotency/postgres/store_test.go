@@ -40,7 +40,7 @@ func TestMarkTwiceAndKeyIdentity(t *testing.T) {
 	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
 	id := newUUIDKey()
 	mustMark(t, s, id, id) // marking twice is fine
-	if n := queryInt(t, pool, "SELECT count(*) FROM "+s.Table()+" WHERE message_id = $1", id); n != 1 {
+	if n := pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table()+" WHERE message_id = $1", id); n != 1 {
 		t.Fatalf("%d rows for a message UUID marked twice, want 1 stored under the UUID itself", n)
 	}
 	if !isProcessed(t, s, id) {
@@ -68,8 +68,7 @@ func TestWindow(t *testing.T) {
 		t.Fatal("marking an expired key again did not renew its mark")
 	}
 	mustMark(t, s, "young")
-	young := queryInt(t, pool, "SELECT extract(epoch FROM now() - processed_at)::bigint FROM "+s.Table()+" WHERE message_id = $1",
-		keyUUID("young"))
+	young := pgtest.QueryInt(t, pool, "SELECT extract(epoch FROM now() - processed_at)::bigint FROM "+s.Table()+" WHERE message_id = $1", keyUUID("young"))
 	if young < int64((time.Hour - 2*time.Minute).Seconds()) {
 		t.Fatalf("marking a fresh key again moved its mark (now %d s old)", young)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // E2EPartitions is the partition count of the end-to-end benchmark's
-// topics, as in DESIGN.md's reference figures.
+// topics, as in the reference figures.
 const E2EPartitions = 4
 
 // E2E is the end-to-end consumer benchmark: a Kafka topic of

@@ -49,8 +49,8 @@ type E2EVariant struct {
 	// Baseline names the variant this one is compared with; "" for a
 	// baseline.
 	Baseline string
-	// Target is the least ratio to the baseline that DESIGN.md asks for;
-	// 0 when it sets none.
+	// Target is the least ratio to the baseline that the variant must
+	// reach; 0 when there is none.
 	Target float64
 	// Telemetry is what the chain records with.
 	Telemetry E2ETelemetry
@@ -85,8 +85,8 @@ const (
 	E2ENoopTransactional    = "no-op + transactional"
 )
 
-// E2EVariants returns the variants DESIGN.md's performance targets speak
-// of, baselines first: a handler that writes one row, without idempotency,
+// E2EVariants returns the variants that the performance targets speak of,
+// baselines first: a handler that writes one row, without idempotency,
 // with check-handle-mark (target 0.5 of the baseline) and in the
 // transactional mode (target 0.8); the same row written in the handler's
 // own transaction, for reference; and a no-op handler without and with

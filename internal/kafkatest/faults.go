@@ -1,14 +1,13 @@
 package kafkatest
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/goleak"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
@@ -89,30 +88,15 @@ func namesTopic(req kmsg.Request, topics []string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return slices.Contains(topics, n) })
 }
 
-// VerifyNoLeaks fails t when a goroutine started during t still runs once
-// every cleanup of t has run. Call it first in the test, so that its check
-// runs last.
-func VerifyNoLeaks(t *testing.T) {
-	t.Helper()
-	current := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, current,
-			// sarama's go-metrics registry starts one process-wide ticker
-			// goroutine for meters on first use and never stops it.
-			goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
-	})
-}
-
 // Records returns how many records topic holds over all its partitions; 0
 // when it does not exist.
 func Records(t testing.TB, brokers []string, topic string) int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatalf("kafkatest: client: %v", err)
-	}
+	cl := client(t, brokers)
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(Context(t), topic)
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
 	}

@@ -1,10 +1,13 @@
-// Package kafkatest gives tests a Kafka broker and fresh names on it.
+// Package kafkatest gives tests a Kafka broker, fresh names on it, the
+// project's clients on it, and the helpers the Kafka tests of every package
+// share: routers, waits, counters, goroutine-leak checks and faults.
 //
 // Tests talk to a real Kafka-protocol broker: the cluster named by the
 // KAFKA_BROKERS environment variable (comma-separated host:port list) when it
 // is set, otherwise an embedded broker started for the test alone. Topic and
 // group names are random, so tests never see each other's records on a
-// shared cluster.
+// shared cluster. Whatever a helper opens is closed when the test finishes;
+// whatever it waits for, it waits for at most [Timeout].
 package kafkatest
 
 import (

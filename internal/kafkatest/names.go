@@ -27,6 +27,17 @@ func Group(t testing.TB, prefix string) string {
 	return uniqueName(t, prefix, "group")
 }
 
+// ServiceName returns base on a broker of the test's own, and base with a
+// random suffix on a shared cluster (KAFKA_BROKERS), so that the topics
+// named after a service never collide across runs there.
+func ServiceName(t testing.TB, base string) string {
+	t.Helper()
+	if len(FromEnv()) == 0 {
+		return base
+	}
+	return strings.ReplaceAll(Topic(t, base), ".", "-")
+}
+
 func uniqueName(t testing.TB, prefix, fallback string) string {
 	t.Helper()
 	var suffix [8]byte
