@@ -23,8 +23,9 @@ type Publisher struct {
 
 	closing   chan struct{} // closed by Close: no message is handed over after it
 	closeOnce sync.Once
-	mu        sync.RWMutex  // read-held while a message is handed to the producer
-	done      chan struct{} // closed once every result was routed
+	mu        sync.RWMutex   // read-held while a message is handed to the producer
+	pending   sync.WaitGroup // the messages handed over whose result is not routed yet
+	done      chan struct{}  // closed once every result was routed
 }
 
 // inFlight is what the producer carries in a record's Metadata: where its
@@ -113,12 +114,15 @@ func (p *Publisher) handOver(ctx context.Context, rec *sarama.ProducerMessage) e
 		return ErrPublisherClosed
 	default:
 	}
+	p.pending.Add(1)
 	select {
 	case p.producer.Input() <- rec:
 		return nil
 	case <-ctx.Done():
+		p.pending.Done()
 		return ctx.Err()
 	case <-p.closing:
+		p.pending.Done()
 		return ErrPublisherClosed
 	}
 }
@@ -150,6 +154,7 @@ func (p *Publisher) route() {
 func (p *Publisher) deliver(rec *sarama.ProducerMessage, err error) {
 	f := rec.Metadata.(*inFlight)
 	f.result <- err
+	p.pending.Done()
 	if !f.abandoned.Load() {
 		return
 	}
@@ -171,6 +176,9 @@ func (p *Publisher) Close() error {
 		close(p.closing) // ends the hand-overs waiting for the producer
 		p.mu.Lock()      // and waits for them: nothing is handed over after AsyncClose
 		p.mu.Unlock()
+		// A shutting-down sarama producer fails a batch that it would
+		// otherwise retry, so it shuts down once every message has its result.
+		p.pending.Wait()
 		p.producer.AsyncClose()
 	})
 	<-p.done

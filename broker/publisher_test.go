@@ -3,12 +3,17 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -73,6 +78,91 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 	}
 	if err := pub.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps: the broker
+// rejects some produce requests with OUT_OF_ORDER_SEQUENCE_NUMBER, as after
+// it lost the idempotent producer's state, while messages are published to
+// every partition at once. Each rejection makes the producer bump its epoch
+// and start its sequence numbers again; every message whose Publish
+// returned nil must be in the topic.
+func TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
+	b := kafkatest.Embedded(t)
+	brokers := b.Addrs()
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 6), "epochs")
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+
+	var produces, rejected atomic.Int64
+	const rejections = 40
+	b.Cluster().Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.OutOfOrderSequenceNumber, Count: -1,
+		When: func(kmsg.Request) bool {
+			if produces.Add(1)%3 != 0 || rejected.Load() >= rejections {
+				return false
+			}
+			rejected.Add(1)
+			return true
+		},
+	})
+
+	const publishers, each = 12, 25
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				msg := message.NewMessage(watermill.NewUUID(), []byte(fmt.Sprintf("%d-%d", p, i)))
+				msg.Metadata.Set(broker.PartitionKeyMetadataKey, fmt.Sprintf("key-%d-%d", p, i))
+				for {
+					err := pub.Publish(topic, msg)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, sarama.ErrOutOfOrderSequenceNumber) {
+						t.Errorf("Publish: %v, want nil or the injected rejection", err)
+						return
+					}
+				}
+				mu.Lock()
+				acked[msg.UUID] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if rejected.Load() == 0 {
+		t.Fatal("the broker rejected no produce request")
+	}
+
+	// Every Publish has returned, so the log holds all it will.
+	records := kafkatest.Records(t, brokers, topic)
+	var read int64
+	written := map[string]bool{}
+	kafkatest.Watch(t, brokers, topic, func(m *message.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		read++
+		written[m.UUID] = true
+	})
+	kafkatest.WaitFor(t, fmt.Sprintf("the %d records of %s", records, topic), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return read >= records
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var lost int
+	for id := range acked {
+		if !written[id] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged messages are not in the topic (%d records, %d produce requests rejected)",
+			lost, len(acked), records, rejected.Load())
 	}
 }
 

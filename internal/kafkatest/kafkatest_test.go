@@ -57,3 +57,27 @@ func TestNamesAreValidAndUnique(t *testing.T) {
 		t.Errorf("Topic(t, \"orders\") = %q, want the prefix kept", got)
 	}
 }
+
+// TestWaitNoLeaksWaitsForGoroutinesThatEnd: a goroutine that ends a second
+// after the check starts, longer than goleak's own retries wait, is waited
+// for; one that does not end before the timeout is reported.
+func TestWaitNoLeaksWaitsForGoroutinesThatEnd(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	ending := make(chan struct{})
+	go func() { <-ending }()
+	timer := time.AfterFunc(time.Second, func() { close(ending) })
+	defer timer.Stop()
+	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+		t.Errorf("WaitNoLeaks with a goroutine that ends: %v", err)
+	}
+
+	stuck := make(chan struct{})
+	defer close(stuck)
+	go blockUntil(stuck)
+	err := kafkatest.WaitNoLeaks(100*time.Millisecond, ignore)
+	if err == nil || !strings.Contains(err.Error(), "blockUntil") {
+		t.Errorf("WaitNoLeaks with a goroutine that does not end: %v, want a report that names it", err)
+	}
+}
+
+func blockUntil(done <-chan struct{}) { <-done }
