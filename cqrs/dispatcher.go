@@ -181,7 +181,7 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 			return nil, err
 		}
 	}
-	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, watermillLogger(d.logger))
+	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, tailReaderLogger(d.logger))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

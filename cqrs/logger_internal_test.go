@@ -35,3 +35,12 @@ func TestWatermillLogger(t *testing.T) {
 		t.Errorf("info line at debug level = %q", got)
 	}
 }
+
+func TestTailReaderLoggerKeepsInfo(t *testing.T) {
+	var buf bytes.Buffer
+	l := tailReaderLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	l.With(watermill.LogFields{"topic": "orders.replies"}).Info("Tail reader resumed reading a partition", watermill.LogFields{"partition": 1})
+	if got := buf.String(); !strings.Contains(got, "level=INFO") || !strings.Contains(got, "topic=orders.replies") || !strings.Contains(got, "partition=1") {
+		t.Errorf("recovery line at info level = %q", got)
+	}
+}

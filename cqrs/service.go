@@ -422,19 +422,29 @@ func (s *Service) idempotencyStore() (idempotency.Store, error) {
 // adapter, it checks the level before it builds the record, because
 // watermill-kafka logs several trace and debug lines for every message.
 func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return slogAdapter{logger}
+	return slogAdapter{logger: logger, info: slog.LevelDebug}
 }
 
-type slogAdapter struct{ logger *slog.Logger }
+// tailReaderLogger adapts logger for the reply reader, whose info lines
+// (a partition resumed after a fault) are the service's business: they keep
+// the info level.
+func tailReaderLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return slogAdapter{logger: logger, info: slog.LevelInfo}
+}
+
+type slogAdapter struct {
+	logger *slog.Logger
+	info   slog.Level // the level of Info lines
+}
 
 // Error logs at error level.
 func (a slogAdapter) Error(msg string, err error, fields watermill.LogFields) {
 	a.log(slog.LevelError, msg, fields, "error", err)
 }
 
-// Info logs at debug level.
+// Info logs at the adapter's info level.
 func (a slogAdapter) Info(msg string, fields watermill.LogFields) {
-	a.log(slog.LevelDebug, msg, fields)
+	a.log(a.info, msg, fields)
 }
 
 // Debug logs at debug level.
@@ -449,7 +459,7 @@ func (a slogAdapter) Trace(msg string, fields watermill.LogFields) {
 
 // With returns an adapter that adds fields to every line.
 func (a slogAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
-	return slogAdapter{a.logger.With(fieldArgs(fields)...)}
+	return slogAdapter{logger: a.logger.With(fieldArgs(fields)...), info: a.info}
 }
 
 func (a slogAdapter) log(level slog.Level, msg string, fields watermill.LogFields, extra ...any) {

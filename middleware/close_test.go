@@ -143,7 +143,9 @@ func TestCloseGivesUpWhenContextEnds(t *testing.T) {
 	if err := dedup.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	goleak.VerifyNone(t, ignore)
+	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestNothingLeftAfterRouterAndChainClose: a router whose handler returns
@@ -187,5 +189,7 @@ func TestNothingLeftAfterRouterAndChainClose(t *testing.T) {
 	if err := store.Store.(*idempotency.MemoryStore).Close(); err != nil {
 		t.Fatal(err)
 	}
-	goleak.VerifyNone(t, ignore, goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"))
+	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+		t.Error(err)
+	}
 }
