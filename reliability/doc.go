@@ -1,0 +1,16 @@
+// Package reliability is watermill-koto's reliability suite. It holds no
+// library code: its tests kill consumers, cut PostgreSQL, fault and restart
+// the broker, force rebalances, push volume and feed hostile input through
+// the real stack (embedded Kafka-protocol broker, PostgreSQL, Watermill
+// router, this project's middleware and outbox), and check a ledger of
+// effects for lost, duplicated and stuck messages.
+//
+// Run it with
+//
+//	go test -race -v ./reliability
+//
+// and it ends with a table: one row per scenario, with what it checks, the
+// faults it injected, the messages it sent, and the duplicates and losses
+// it found. Under -short the scenarios run with fewer messages; none is
+// skipped.
+package reliability
