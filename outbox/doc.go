@@ -117,7 +117,10 @@
 // lag is the age of the oldest of them: how long the message that has
 // waited longest has been waiting. Status is one read-only statement that
 // takes no transaction ID and no lock a forwarder waits for, but it
-// counts the backlog, so its cost grows with it. [FindTables] lists the
+// counts the backlog, so its cost grows with it. created_at is a
+// timestamp without time zone, written in the writer's TimeZone setting
+// and read in Status's: keep them the same (the server's default) for a
+// true lag. [FindTables] lists the
 // outbox tables of a schema by their columns, and `koto outbox status`
 // (cmd/koto) prints the status of each.
 //

@@ -53,10 +53,11 @@ type ActiveForwarder struct {
 func statusSQL(t tables) string {
 	return `WITH pos AS (
     SELECT coalesce((SELECT last_processed_transaction_id FROM ` + t.offsets + ` WHERE consumer_group = $1), '0'::xid8) AS xid,
-        coalesce((SELECT offset_acked FROM ` + t.offsets + ` WHERE consumer_group = $1), 0) AS off
+        coalesce((SELECT offset_acked FROM ` + t.offsets + ` WHERE consumer_group = $1), 0) AS off,
+        pg_snapshot_xmin(pg_current_snapshot()) AS xmin
 ), waiting AS (
     SELECT count(*) AS n,
-        count(*) FILTER (WHERE transaction_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held,
+        count(*) FILTER (WHERE transaction_id >= pos.xmin) AS held,
         min(created_at) AS oldest
     FROM ` + t.outbox + `, pos WHERE (transaction_id, "offset") > (pos.xid, pos.off)
 ), fwd AS (
