@@ -21,8 +21,9 @@ type Status struct {
 	// Waiting is the number of committed rows not yet forwarded.
 	Waiting int64
 	// Held is how many of them the forwarder cannot read yet: they were
-	// committed behind a transaction that is still running and wrote
-	// first (see Forwarding in the package documentation).
+	// committed after an older transaction, one anywhere in the cluster
+	// that is still running, got its ID (see Forwarding in the package
+	// documentation).
 	Held int64
 	// Oldest is when the oldest waiting row was written (its created_at,
 	// the start of its transaction); zero when none waits.
