@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -193,4 +195,24 @@ func traced(w io.Writer) message.HandlerMiddleware {
 			return out, err
 		}
 	}
+}
+
+// runConsumer runs a consumer of cfg on pool in the test's process and
+// returns a function that stops it; the test's cleanup calls it too.
+func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, logger *slog.Logger) (stop func()) {
+	t.Helper()
+	c, err := startConsumer(pool, cfg, io.Discard, logger)
+	if err != nil {
+		t.Fatalf("start consumer: %v", err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := c.stop(); err != nil {
+				t.Errorf("stop consumer: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestKillTransactional(t *testing.T) {
 	r := newLedgerRun(t, 4)
 	events := kafkatest.Topic(t, "events")
 	seen := r.watchEvents(events)
-	r.forward(r.pool)
+	r.forward(r.pool, kafkatest.Logger(slog.LevelWarn))
 	c := crashRun(t, true, events, r)
 	if c.rows != c.distinct {
 		t.Errorf("ledger has %d rows for %d messages: %d duplicate effects in the transactional mode", c.rows, c.distinct, c.rows-c.distinct)

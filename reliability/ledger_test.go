@@ -44,16 +44,8 @@ func newLedgerRun(t *testing.T, partitions int) *ledgerRun {
 	r := &ledgerRun{t: t, brokers: b.Addrs(), pool: pgtest.Pool(t)}
 	r.schema = pgtest.Schema(t, r.pool)
 	shortSessions(t, r.brokers)
-	pgtest.Exec(t, r.pool, "CREATE TABLE "+r.schema+"."+ledgerTable+" (id bigserial PRIMARY KEY, message_uuid text NOT NULL)")
-	// The store's table, made now rather than by consumers starting together.
-	store, err := postgres.NewStore(r.pool, postgres.Config{Schema: r.schema, CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if _, err := store.IsProcessed(kafkatest.Context(t), "setup"); err != nil {
-		t.Fatal(err)
-	}
+	r.prepare(r.schema)
+	var err error
 	if r.box, err = outbox.New(r.pool, outbox.Config{Schema: r.schema}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +54,21 @@ func newLedgerRun(t *testing.T, partitions int) *ledgerRun {
 	}
 	r.topic = kafkatest.NewTopic(t, broker.Config{Brokers: r.brokers, Provision: broker.ProvisionConfig{Partitions: int32(partitions)}}, "in")
 	return r
+}
+
+// prepare creates the ledger and the idempotency store's table in schema,
+// now rather than when consumers start together.
+func (r *ledgerRun) prepare(schema string) {
+	r.t.Helper()
+	pgtest.Exec(r.t, r.pool, "CREATE TABLE "+schema+"."+ledgerTable+" (id bigserial PRIMARY KEY, message_uuid text NOT NULL)")
+	store, err := postgres.NewStore(r.pool, postgres.Config{Schema: schema, CleanupInterval: -1})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.IsProcessed(kafkatest.Context(r.t), "setup"); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // shortSessions lets consumer groups use sessionTimeout, below the broker's
@@ -96,16 +103,23 @@ func (r *ledgerRun) deadLetters(cfg consumerConfig) int64 {
 	return kafkatest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
 }
 
-// stream returns n new messages followed, after every fifth, by a
+// distinctMessages returns n new messages, each its own partition key.
+func distinctMessages(n int) []*message.Message {
+	msgs := make([]*message.Message, n)
+	for i := range msgs {
+		msgs[i] = message.NewMessage(uuid.NewString(), []byte(strconv.Itoa(i)))
+		msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, msgs[i].UUID)
+	}
+	return msgs
+}
+
+// stream returns n distinct messages followed, after every fifth, by a
 // re-publication of an earlier one with the same UUID, payload and
-// partition key (its UUID, so that it lands on the same partition as a
-// redelivery would): n distinct messages in n + n/5 records.
+// partition key (so that it lands on the same partition, as a redelivery
+// would): n distinct messages in n + n/5 records.
 func stream(n int) (msgs []*message.Message) {
-	originals := make([]*message.Message, n)
-	for i := range originals {
-		m := message.NewMessage(uuid.NewString(), []byte(strconv.Itoa(i)))
-		m.Metadata.Set(broker.PartitionKeyMetadataKey, m.UUID)
-		originals[i] = m
+	originals := distinctMessages(n)
+	for i, m := range originals {
 		msgs = append(msgs, m)
 		if i%5 == 4 {
 			o := originals[i/2]
@@ -159,9 +173,14 @@ func (r *ledgerRun) publish(msgs []*message.Message, span time.Duration) *publis
 	return p
 }
 
-// ledger returns the ledger's rows and the distinct messages they hold.
-func (r *ledgerRun) ledger() (rows, distinct int) {
-	err := r.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT message_uuid) FROM "+r.schema+"."+ledgerTable).Scan(&rows, &distinct)
+// ledger returns the rows of the scenario's ledger and the distinct
+// messages they hold.
+func (r *ledgerRun) ledger() (rows, distinct int) { return r.ledgerIn(r.schema) }
+
+// ledgerIn returns the rows of the ledger in schema and the distinct
+// messages they hold, or -1s when the database does not answer.
+func (r *ledgerRun) ledgerIn(schema string) (rows, distinct int) {
+	err := r.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT message_uuid) FROM "+schema+"."+ledgerTable).Scan(&rows, &distinct)
 	if err != nil {
 		return -1, -1
 	}
@@ -181,7 +200,7 @@ func (r *ledgerRun) waitConsumed(cfg consumerConfig, records int, limit time.Dur
 		}
 		select {
 		case <-ctx.Done():
-			rows, distinct := r.ledger()
+			rows, distinct := r.ledgerIn(cfg.Schema)
 			r.diagnose(adm, cfg.Group)
 			r.t.Fatalf("group %s committed %d of %d records within %v (ledger: %d rows, %d messages)",
 				cfg.Group, committed(context.Background(), adm, cfg.Group, r.topic), records, limit, rows, distinct)
@@ -205,8 +224,9 @@ func committed(ctx context.Context, adm *kadm.Client, group, topic string) int64
 	return sum
 }
 
-// forward runs a forwarder of the outbox until the test ends, with pool.
-func (r *ledgerRun) forward(pool *pgxpool.Pool) {
+// forward runs a forwarder of the outbox until the test ends, with pool;
+// logger receives its warnings.
+func (r *ledgerRun) forward(pool *pgxpool.Pool, logger *slog.Logger) {
 	r.t.Helper()
 	box, err := outbox.New(pool, outbox.Config{Schema: r.schema})
 	if err != nil {
@@ -216,7 +236,7 @@ func (r *ledgerRun) forward(pool *pgxpool.Pool) {
 		Broker:       broker.Config{Brokers: r.brokers},
 		PollInterval: 200 * time.Millisecond,
 		RetryBackoff: middleware.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond},
-		Logger:       kafkatest.Logger(slog.LevelWarn),
+		Logger:       logger,
 	})
 	if err != nil {
 		r.t.Fatal(err)
