@@ -50,26 +50,16 @@ func TestRebalance(t *testing.T) {
 			stops[g] = append(stops[g], runConsumer(t, pools[g], cfg, logger))
 		}
 	}
-	ledgersAt := func(n int) func() bool {
-		return func() bool {
-			for _, cfg := range groups {
-				if _, d := r.ledgerIn(cfg.Schema); d < n {
-					return false
-				}
-			}
-			return true
-		}
-	}
 	pub := r.publish(distinctMessages(total), 8*time.Second)
 
-	kafkatest.WaitFor(t, "a third of the messages in both ledgers", ledgersAt(total/3))
+	r.waitLedgers(groups, total/3, time.Minute)
 	for g, cfg := range groups {
 		stops[g] = append(stops[g], runConsumer(t, pools[g], cfg, logger))
 	}
 	for _, cfg := range groups {
 		r.waitMembers(cfg.Group, 4)
 	}
-	kafkatest.WaitFor(t, "two thirds of the messages in both ledgers", ledgersAt(2*total/3))
+	r.waitLedgers(groups, 2*total/3, time.Minute)
 	for g := range groups {
 		stops[g][0]()
 	}
@@ -121,4 +111,27 @@ func (r *ledgerRun) waitMembers(group string, n int) {
 		}
 		return assigned == n
 	})
+}
+
+// waitLedgers waits until the ledger of each of groups holds n messages,
+// failing the test after limit.
+func (r *ledgerRun) waitLedgers(groups []consumerConfig, n int, limit time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var at []int
+		done := true
+		for _, cfg := range groups {
+			_, d := r.ledgerIn(cfg.Schema)
+			at = append(at, d)
+			done = done && d >= n
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("ledgers at %v messages after %v, want %d each", at, limit, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
