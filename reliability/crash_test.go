@@ -24,6 +24,17 @@ func crashMessages() int {
 // messages remain to be handled.
 const kills = 6
 
+// busy returns the index of a random one of procs with deliveries in
+// flight, or -1.
+func busy(procs []*process) int {
+	for _, i := range rand.Perm(len(procs)) {
+		if procs[i].inFlightNow() > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // crash is the outcome of a crash run.
 type crash struct {
 	run         *ledgerRun
@@ -50,31 +61,38 @@ func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *cr
 	c.records = len(msgs)
 	pub := r.publish(msgs, 3*time.Second)
 
-	// Each kill waits for the ledger to grow by a share of the stream, so
-	// that the consumers are busy when it comes, then for a random moment.
+	// Each kill waits for the ledger to grow by a random share of the
+	// stream since the last, and for a random moment more, then kills a consumer with
+	// deliveries in flight: one that is busy, not one still joining.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	step := c.total / (2 * (kills + 2))
+	last := 0 // the ledger at the last kill
 	for k := range kills {
-		threshold := (k + 1) * c.total / (kills + 2)
+		next := last + step + rand.N(step)
+		var victim int
 		for {
-			if _, distinct := r.ledger(); distinct >= threshold {
-				break
+			_, distinct := r.ledger()
+			if distinct >= c.total {
+				t.Fatalf("the consumers handled all %d messages before kill %d", c.total, k+1)
+			}
+			if distinct >= next {
+				if victim = busy(procs); victim >= 0 {
+					break
+				}
 			}
 			select {
 			case <-ctx.Done():
-				_, distinct := r.ledger()
-				t.Fatalf("kill %d: the ledger stayed at %d messages, short of %d", k+1, distinct, threshold)
-			case <-time.After(20 * time.Millisecond):
+				t.Fatalf("kill %d: the ledger stayed at %d messages, short of %d, or no consumer was busy", k+1, distinct, next)
+			case <-time.After(time.Duration(rand.N(40)) * time.Millisecond):
 			}
 		}
-		time.Sleep(rand.N(300 * time.Millisecond))
-		i := rand.N(len(procs))
 		_, distinct := r.ledger()
-		n := procs[i].kill(t)
+		n := procs[victim].kill(t)
 		c.inFlight += n
-		c.killedAt = append(c.killedAt, distinct)
-		t.Logf("kill %d: consumer %d with the ledger at %d, %d deliveries in flight", k+1, i, distinct, n)
-		procs[i] = spawn(t, c.cfg)
+		c.killedAt, last = append(c.killedAt, distinct), distinct
+		t.Logf("kill %d: consumer %d with the ledger at %d, %d deliveries in flight", k+1, victim, distinct, n)
+		procs[victim] = spawn(t, c.cfg)
 	}
 	if !pub.over(t) {
 		<-pub.finished

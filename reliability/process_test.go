@@ -148,6 +148,13 @@ func (p *process) trace(stdout io.Reader) {
 	}
 }
 
+// inFlightNow returns how many deliveries p has in flight.
+func (p *process) inFlightNow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inFlight)
+}
+
 // kill kills p with SIGKILL and returns how many deliveries it had in
 // flight: begun and not ended, the handler's effect possibly written and
 // the message not marked.

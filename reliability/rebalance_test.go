@@ -60,8 +60,9 @@ func TestRebalance(t *testing.T) {
 		r.waitMembers(cfg.Group, 4)
 	}
 	r.waitLedgers(groups, 2*total/3, time.Minute)
-	for g := range groups {
+	for g, cfg := range groups {
 		stops[g][0]()
+		r.waitMembers(cfg.Group, 3)
 	}
 	for !pub.over(t) {
 		<-pub.finished
