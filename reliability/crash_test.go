@@ -37,7 +37,6 @@ func busy(procs []*process) int {
 
 // crash is the outcome of a crash run.
 type crash struct {
-	run         *ledgerRun
 	cfg         consumerConfig
 	total       int
 	records     int
@@ -49,12 +48,13 @@ type crash struct {
 }
 
 // crashRun runs two consumer subprocesses of one group on a stream of
-// crashMessages, kills one of them with SIGKILL kills times while the
-// ledger is incomplete, at random moments, starting a new one each time,
-// and waits until the group has consumed everything.
+// crashMessages, kills one of them that has deliveries in flight with
+// SIGKILL, kills times at random moments while the ledger is incomplete,
+// starting a new one each time, and waits until the group has consumed
+// everything.
 func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *crash {
 	t.Helper()
-	c := &crash{run: r, total: crashMessages()}
+	c := &crash{total: crashMessages()}
 	c.cfg = r.consumer(t, "crash", transactional, events)
 	procs := []*process{spawn(t, c.cfg), spawn(t, c.cfg)}
 	msgs := stream(c.total)
