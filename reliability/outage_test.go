@@ -62,7 +62,7 @@ func TestPostgresOutage(t *testing.T) {
 	forwarderRetries := func() int { return strings.Count(fwdLogs.String(), "outbox forwarder failed; retrying") }
 
 	msgs := stream(total)
-	pub := r.publish(msgs, 12*time.Second)
+	pub := r.publish(msgs, 6*time.Second)
 	outageRetries := func() int { return strings.Count(logs.String(), `"error_class":"outage"`) }
 	for cut := range 2 {
 		threshold := (cut + 1) * total / 4
