@@ -63,7 +63,7 @@ func allSections(quick bool, brokers []string) []section {
 		}},
 		{"e2e", func(ctx context.Context) ([]figure, error) {
 			var figs []figure
-			f := e2eFlags{messages: size(2000, 200), rounds: size(3, 1), conns: 8, brokers: brokers}
+			f := e2eFlags{messages: size(3000, 200), rounds: size(3, 1), conns: 8, brokers: brokers}
 			err := measureE2E(ctx, f, io.Discard, func(r []benchmarks.E2EResult) error {
 				figs = e2eFigures(r)
 				return nil
@@ -72,11 +72,11 @@ func allSections(quick bool, brokers []string) []section {
 		}},
 		{"outbox", func(ctx context.Context) ([]figure, error) {
 			r, err := measureOutbox(ctx, outboxFlags{messages: size(20000, 2000), watermill: size(1000, 100), rounds: size(2, 1),
-				latency: size(400, 100), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
+				latency: size(500, 100), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
 			return outboxFigures(r), err
 		}},
 		{"reqreply", func(ctx context.Context) ([]figure, error) {
-			r, err := measureReqReply(ctx, reqreplyFlags{rounds: size(1000, 150), warmup: size(100, 20), size: 100, brokers: brokers}, io.Discard)
+			r, err := measureReqReply(ctx, reqreplyFlags{rounds: size(2000, 150), warmup: size(200, 20), size: 100, brokers: brokers}, io.Discard)
 			return reqreplyFigures(r), err
 		}},
 	}
@@ -100,7 +100,7 @@ func runAll(ctx context.Context, args []string, out io.Writer) error {
 		mode = "quick run (-quick): small sizes, rough figures"
 	}
 	fmt.Fprintf(out, "koto-bench all, %s; each ratio is against a baseline measured in the same run.\n"+
-		"value and baseline: higher is better for ops/s, msg/s and rows/s, lower for ms, µs, allocs and B.\n%s\n",
+		"value and baseline: higher is better for ops/s, msg/s and rows/s, lower for ns, ms, µs, allocs and B.\n%s\n",
 		mode, allocsNote)
 	figs, took, errs := runSections(ctx, sections)
 	if err := printFigures(out, figs); err != nil {

@@ -25,8 +25,8 @@ func TestMemorySubcommand(t *testing.T) {
 		t.Fatalf("memory: %v\n%s", err, out.String())
 	}
 	lines := figureLines(out.String())
-	if len(lines) != 4 {
-		t.Fatalf("%d figure lines, want 4:\n%s", len(lines), out.String())
+	if len(lines) != 5 {
+		t.Fatalf("%d figure lines, want 5:\n%s", len(lines), out.String())
 	}
 	for i, want := range []string{"new keys, 1 goroutine", "new keys,", "duplicates, 1 goroutine", "duplicates,"} {
 		fields := strings.Fields(lines[i][strings.Index(lines[i], "goroutine"):])
@@ -34,6 +34,9 @@ func TestMemorySubcommand(t *testing.T) {
 		if !strings.Contains(lines[i], want) || len(fields) < 8 || positive(fields[1]) <= 0 || positive(fields[3]) <= 0 {
 			t.Errorf("line %d: %q", i, lines[i])
 		}
+	}
+	if !strings.Contains(lines[4], "clock read") || !strings.Contains(lines[4], " ns ") {
+		t.Errorf("no clock read figure: %q", lines[4])
 	}
 }
 

@@ -223,3 +223,34 @@ func CompareMemory(rounds int) ([]MemoryResult, error) {
 	}
 	return out, nil
 }
+
+// clockSink keeps ClockRead's reads from being optimised away.
+var clockSink atomic.Int64
+
+// ClockRead reads the monotonic clock b.N times, as time.Since does: the
+// least that an answer exact to a window costs, since a mark found must be
+// compared with the time now. Watermill's map repository reads no clock on
+// a duplicate (its marks last until a sweep removes them, up to half a
+// window late).
+func ClockRead(b *testing.B) {
+	start := time.Now()
+	var d time.Duration
+	for b.Loop() {
+		d += time.Since(start)
+	}
+	clockSink.Store(int64(d))
+}
+
+// CompareClockFloor benchmarks ClockRead beside Watermill's map repository
+// on duplicates from one goroutine, rounds times each, alternating, and
+// returns both in ops/s.
+func CompareClockFloor(rounds int) (clock, watermill float64, err error) {
+	c := MemoryCase{dup: true}
+	w, _, closeStore, err := c.stores()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeStore()
+	rc, rw := interleave(ClockRead, func(b *testing.B) { c.run(b, w) }, rounds)
+	return opsPerSec(rc), opsPerSec(rw), nil
+}
