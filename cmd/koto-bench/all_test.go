@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 )
 
 func TestFigureVerdict(t *testing.T) {
@@ -115,4 +118,49 @@ func figureLines(s string) []string {
 		}
 	}
 	return lines
+}
+
+// TestSectionFigures checks that each section turns its results into the
+// figures and targets of the performance issue.
+func TestSectionFigures(t *testing.T) {
+	var figs []figure
+	figs = append(figs, storeFigures([]benchmarks.StoreResult{{Callers: 1, Raw: 100, Store: 95}, {Callers: 16, Raw: 100, Store: 80}})...)
+	variants := benchmarks.E2EVariants()
+	e2e := make([]benchmarks.E2EResult, len(variants))
+	for i, v := range variants {
+		e2e[i] = benchmarks.E2EResult{Variant: v, Messages: 1000, Elapsed: time.Second}
+	}
+	e2e[1].Elapsed = 2 * time.Second // check-handle-mark at half the baseline's rate
+	figs = append(figs, e2eFigures(e2e)...)
+	figs = append(figs, outboxFigures(outboxResult{
+		throughput: benchmarks.OutboxThroughput{WatermillMessages: 100, Watermill: time.Second, KotoMessages: 6000, Koto: time.Second},
+		latency: []outboxLatencyRow{
+			{"notify", benchmarks.OutboxLatency{P50: time.Millisecond, P99: 5 * time.Millisecond}},
+			{"poll", benchmarks.OutboxLatency{P50: 500 * time.Millisecond, P99: time.Second}},
+			{"watermill", benchmarks.OutboxLatency{P50: 500 * time.Millisecond, P99: time.Second}},
+		},
+	})...)
+	figs = append(figs, reqreplyFigures(benchmarks.ReqReplyResult{Raw: benchmarks.Latency{Median: 100 * time.Microsecond},
+		PingPong: benchmarks.Latency{Median: 200 * time.Microsecond}, Reply: benchmarks.Latency{Median: 210 * time.Microsecond}})...)
+	got := map[string]string{}
+	for _, f := range figs {
+		got[f.name] = f.target.String() + " " + f.verdict()
+	}
+	for name, want := range map[string]string{
+		"store check+mark, 1 caller vs raw pgx":                   "≥ 0.90× met",
+		"store check+mark, 16 callers vs raw pgx":                 "≥ 0.90× not met",
+		"consumer end to end, write + check-handle-mark vs write": "≥ 0.80× not met",
+		"consumer end to end, write + transactional vs write":     "≥ 0.80× met",
+		"consumer end to end, no-op + check-handle-mark vs no-op": "- -",
+		"outbox forwarder throughput vs Watermill forwarder":      "≥ 10× met",
+		"outbox forwarder throughput":                             "≥ 5000 msg/s met",
+		"commit-to-Kafka p99, notify vs watermill":                "< 10 ms met",
+		"commit-to-Kafka p99, poll vs watermill":                  "- -",
+		"request/reply median vs raw produce→consume":             "≤ 2× not met",
+		"request/reply median vs two raw hops":                    "≤ 1.10× met",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
 }

@@ -96,7 +96,11 @@ func measureStore(ctx context.Context, f storeFlags, out io.Writer) ([]benchmark
 func storeFigures(results []benchmarks.StoreResult) []figure {
 	figs := make([]figure, 0, len(results))
 	for _, r := range results {
-		figs = append(figs, figure{name: fmt.Sprintf("store check+mark, %d callers vs raw pgx", r.Callers),
+		callers := "callers"
+		if r.Callers == 1 {
+			callers = "caller"
+		}
+		figs = append(figs, figure{name: fmt.Sprintf("store check+mark, %d %s vs raw pgx", r.Callers, callers),
 			value: r.Store, baseline: r.Raw, unit: "ops/s", target: atLeast(storeTarget)})
 	}
 	return figs
