@@ -58,7 +58,7 @@ func allSections(quick bool, brokers []string) []section {
 			return allocsFigures(r), err
 		}},
 		{"cleanup", func(ctx context.Context) ([]figure, error) {
-			r, err := measureCleanup(ctx, cleanupFlags{rows: size(1_000_000, 50_000), callers: 4, quiet: dur(4*time.Second, time.Second)})
+			r, err := measureCleanup(ctx, cleanupFlags{rows: size(1_000_000, 50_000), callers: 4, quiet: dur(6*time.Second, time.Second)})
 			return cleanupFigures(r), err
 		}},
 		{"e2e", func(ctx context.Context) ([]figure, error) {
