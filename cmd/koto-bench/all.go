@@ -46,11 +46,11 @@ func allSections(quick bool, brokers []string) []section {
 	return []section{
 		{"store", func(ctx context.Context) ([]figure, error) {
 			r, err := measureStore(ctx, storeFlags{callers: []int{1, 4, 16}, rounds: size(2, 1),
-				benchtime: dur(500*time.Millisecond, 100*time.Millisecond)}, io.Discard)
+				benchtime: dur(500*time.Millisecond, 50*time.Millisecond)}, io.Discard)
 			return storeFigures(r), err
 		}},
 		{"memory", func(context.Context) ([]figure, error) {
-			r, err := measureMemory(memoryFlags{rounds: size(4, 1), benchtime: dur(250*time.Millisecond, 50*time.Millisecond)})
+			r, err := measureMemory(memoryFlags{rounds: size(4, 1), benchtime: dur(250*time.Millisecond, 25*time.Millisecond)})
 			return memoryFigures(r), err
 		}},
 		{"allocs", func(context.Context) ([]figure, error) {
@@ -58,7 +58,7 @@ func allSections(quick bool, brokers []string) []section {
 			return allocsFigures(r), err
 		}},
 		{"cleanup", func(ctx context.Context) ([]figure, error) {
-			r, err := measureCleanup(ctx, cleanupFlags{rows: size(1_000_000, 50_000), callers: 4, quiet: dur(6*time.Second, time.Second)})
+			r, err := measureCleanup(ctx, cleanupFlags{rows: size(1_000_000, 20_000), callers: 4, quiet: dur(6*time.Second, 600*time.Millisecond)})
 			return cleanupFigures(r), err
 		}},
 		{"e2e", func(ctx context.Context) ([]figure, error) {
@@ -72,11 +72,11 @@ func allSections(quick bool, brokers []string) []section {
 		}},
 		{"outbox", func(ctx context.Context) ([]figure, error) {
 			r, err := measureOutbox(ctx, outboxFlags{messages: size(20000, 2000), watermill: size(1000, 100), rounds: size(2, 1),
-				latency: size(500, 100), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
+				latency: size(500, 60), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
 			return outboxFigures(r), err
 		}},
 		{"reqreply", func(ctx context.Context) ([]figure, error) {
-			r, err := measureReqReply(ctx, reqreplyFlags{rounds: size(2000, 150), warmup: size(200, 20), size: 100, brokers: brokers}, io.Discard)
+			r, err := measureReqReply(ctx, reqreplyFlags{rounds: size(2000, 100), warmup: size(200, 10), size: 100, brokers: brokers}, io.Discard)
 			return reqreplyFigures(r), err
 		}},
 	}
