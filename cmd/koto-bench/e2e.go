@@ -62,6 +62,21 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	printed := false
+	return measureE2E(ctx, f, out, func(results []benchmarks.E2EResult) error {
+		if printed {
+			fmt.Fprintf(out, "\nthe same chains and handlers called directly, without Kafka and the router, from %d goroutines:\n\n",
+				benchmarks.E2EPartitions)
+		}
+		printed = true
+		return printE2E(out, results)
+	})
+}
+
+// measureE2E sets the benchmark up, writes what it runs to out, and gives
+// report the results through the router, then, with f.direct, those of the
+// direct calls.
+func measureE2E(ctx context.Context, f e2eFlags, out io.Writer, report func([]benchmarks.E2EResult) error) error {
 	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
 	if err != nil {
 		return err
@@ -89,15 +104,13 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := printE2E(out, results); err != nil || !f.direct {
+	if err := report(results); err != nil || !f.direct {
 		return err
 	}
-	fmt.Fprintf(out, "\nthe same chains and handlers called directly, without Kafka and the router, from %d goroutines:\n\n",
-		benchmarks.E2EPartitions)
 	if results, err = benchmarks.CompareE2E(ctx, e.Direct, f.variants(), f.messages, f.rounds); err != nil {
 		return err
 	}
-	return printE2E(out, results)
+	return report(results)
 }
 
 // warmUpMessages is the most messages of the untimed run that warmUp
@@ -179,4 +192,25 @@ func printTelemetryCost(out io.Writer, results []benchmarks.E2EResult) {
 		}
 		fmt.Fprintf(out, "telemetry %s: %+.1f µs per message, %s (%.1f µs vs %.1f µs)\n", what, per-basePer, r.Variant.Name, per, basePer)
 	}
+}
+
+// e2eFigures gives each variant with a baseline its ratio to it.
+func e2eFigures(results []benchmarks.E2EResult) []figure {
+	rates := map[string]float64{}
+	for _, r := range results {
+		rates[r.Variant.Name] = r.Rate()
+	}
+	var figs []figure
+	for _, r := range results {
+		if r.Variant.Baseline == "" {
+			continue
+		}
+		var t target
+		if r.Variant.Target > 0 {
+			t = atLeast(r.Variant.Target)
+		}
+		figs = append(figs, figure{name: "consumer end to end, " + r.Variant.Name + " vs " + r.Variant.Baseline,
+			value: r.Rate(), baseline: rates[r.Variant.Baseline], unit: "msg/s", target: t})
+	}
+	return figs
 }

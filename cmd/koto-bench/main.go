@@ -9,7 +9,11 @@
 //
 // Subcommands:
 //
+//	all       every figure below, one line each, with its target and verdict (-quick: small sizes)
+//	allocs    allocations and bytes per message on the consumer path, with and without the chain
+//	cleanup   PostgreSQL store Cleanup: rows/s, p99 of concurrent marks while it runs vs without
 //	e2e       idempotent consumer end to end vs the same without idempotency
+//	memory    idempotency.MemoryStore vs Watermill's map repository, new keys and duplicates
 //	outbox    outbox forwarder vs Watermill's forwarder: throughput, commit-to-Kafka latency
 //	reqreply  cqrs request/reply vs raw produce→consume round trip
 //	store     PostgreSQL idempotency store vs raw pgx (check+mark)
@@ -39,7 +43,11 @@ type command struct {
 // commands lists the subcommands. Each lives in its own file.
 func commands() map[string]command {
 	return map[string]command{
+		"all":      allCommand(),
+		"allocs":   allocsCommand(),
+		"cleanup":  cleanupCommand(),
 		"e2e":      e2eCommand(),
+		"memory":   memoryCommand(),
 		"outbox":   outboxCommand(),
 		"reqreply": reqreplyCommand(),
 		"store":    storeCommand(),

@@ -64,47 +64,89 @@ func runOutbox(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	r, err := measureOutbox(ctx, f, out)
 	if err != nil {
 		return err
+	}
+	if err := printOutboxThroughput(out, r.throughput); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\ncommit-to-Kafka latency: %d messages per variant, one per transaction, one commit every %v (open loop);\n"+
+		"from the return of the commit to the arrival at a Kafka consumer in this process\n\n", f.latency, f.interval)
+	return printOutboxLatency(out, r.latency)
+}
+
+// outboxResult is what the outbox subcommand measures.
+type outboxResult struct {
+	throughput benchmarks.OutboxThroughput
+	latency    []outboxLatencyRow // in the order of benchmarks.OutboxVariants
+}
+
+// measureOutbox runs the throughput rounds and the latency variants, and
+// writes what it runs to out.
+func measureOutbox(ctx context.Context, f outboxFlags, out io.Writer) (outboxResult, error) {
+	var r outboxResult
+	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	if err != nil {
+		return r, err
 	}
 	defer stopKafka()
 	pool, cleanup, err := benchPool(ctx, 8)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer cleanup()
 	b, err := benchmarks.NewOutbox(ctx, brokers, pool, pgtest.Name("koto_bench_outbox"))
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer b.Close()
 
 	fmt.Fprintf(out, "outbox table %s on %s; producers with the broker package's settings (acks=all, idempotent)\n\n", b.Table(), where)
 	if _, err := benchmarks.CompareOutbox(ctx, b, min(f.messages, 500), min(f.watermill, 50), 1); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+		return r, fmt.Errorf("warm-up: %w", err)
 	}
-	tp, err := benchmarks.CompareOutbox(ctx, b, f.messages, f.watermill, f.rounds)
-	if err != nil {
-		return err
+	if r.throughput, err = benchmarks.CompareOutbox(ctx, b, f.messages, f.watermill, f.rounds); err != nil {
+		return r, err
 	}
 	fmt.Fprintf(out, "throughput: %d rounds; each commits %d messages (%d per transaction, 16 partition keys) with no forwarder running,\n"+
 		"then Watermill's forwarder forwards the first %d of them, then the outbox forwarder all %d, from the same rows\n\n",
 		f.rounds, f.messages, 500, f.watermill, f.messages)
-	if err := printOutboxThroughput(out, tp); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\ncommit-to-Kafka latency: %d messages per variant, one per transaction, one commit every %v (open loop);\n"+
-		"from the return of the commit to the arrival at a Kafka consumer in this process\n\n", f.latency, f.interval)
-	var lat []outboxLatencyRow
 	for _, v := range benchmarks.OutboxVariants() {
 		l, err := b.Latency(ctx, v, f.latency, f.interval)
 		if err != nil {
-			return err
+			return r, err
 		}
-		lat = append(lat, outboxLatencyRow{v.Name, l})
+		r.latency = append(r.latency, outboxLatencyRow{v.Name, l})
 	}
-	return printOutboxLatency(out, lat)
+	return r, nil
+}
+
+// outboxFigures gives the forwarder's throughput against Watermill's and
+// in absolute terms, and its latencies against Watermill's forwarder's
+// (the last latency variant).
+func outboxFigures(r outboxResult) []figure {
+	figs := []figure{
+		{name: "outbox forwarder throughput vs Watermill forwarder", value: r.throughput.KotoRate(),
+			baseline: r.throughput.WatermillRate(), unit: "msg/s", target: atLeast(outboxRatioTarget)},
+		{name: "outbox forwarder throughput", value: r.throughput.KotoRate(), unit: "msg/s",
+			target: target{cmp: "≥", bound: outboxRateTarget, ofValue: true, unit: "msg/s"}},
+	}
+	if len(r.latency) < 2 {
+		return figs
+	}
+	wm := r.latency[len(r.latency)-1]
+	for i, row := range r.latency[:len(r.latency)-1] {
+		figs = append(figs, figure{name: "commit-to-Kafka p50, " + row.name + " vs " + wm.name,
+			value: ms(row.lat.P50), baseline: ms(wm.lat.P50), unit: "ms"})
+		p99 := figure{name: "commit-to-Kafka p99, " + row.name + " vs " + wm.name,
+			value: ms(row.lat.P99), baseline: ms(wm.lat.P99), unit: "ms"}
+		if i == 0 {
+			p99.target = target{cmp: "<", bound: ms(outboxP99Target), ofValue: true, unit: "ms"}
+		}
+		figs = append(figs, p99)
+	}
+	return figs
 }
 
 type outboxLatencyRow struct {

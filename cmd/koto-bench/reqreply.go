@@ -20,6 +20,10 @@ import (
 // within 2× a raw produce→consume round trip.
 const reqreplyTarget = 2.0
 
+// reqreplyHopsTarget is the most that request/reply may take over two raw
+// hops back to back, the floor of any request/reply on these clients.
+const reqreplyHopsTarget = 1.1
+
 func reqreplyCommand() command {
 	return command{
 		summary: "cqrs request/reply round trip vs raw produce→consume on one broker (target ≤ 2×)",
@@ -56,9 +60,18 @@ func runReqReply(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	res, err := measureReqReply(ctx, f, out)
 	if err != nil {
 		return err
+	}
+	return printReqReply(out, res)
+}
+
+// measureReqReply runs the round trips and writes what it runs to out.
+func measureReqReply(ctx context.Context, f reqreplyFlags, out io.Writer) (benchmarks.ReqReplyResult, error) {
+	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	if err != nil {
+		return benchmarks.ReqReplyResult{}, err
 	}
 	defer stopKafka()
 	f.brokers = brokers
@@ -66,17 +79,24 @@ func runReqReply(ctx context.Context, args []string, out io.Writer) error {
 	_, _ = rand.Read(suffix[:])
 	rr, err := benchmarks.NewReqReply(ctx, f.brokers, "koto-bench-"+hex.EncodeToString(suffix[:]), f.size)
 	if err != nil {
-		return err
+		return benchmarks.ReqReplyResult{}, err
 	}
 	defer rr.Close()
 
 	fmt.Fprintf(out, "sequential round trips of %d-byte payloads on %s, %d rounds after %d warm-up rounds;\n"+
 		"each round runs one of each kind, so all see the same machine noise\n\n", f.size, where, f.rounds, f.warmup)
-	res, err := benchmarks.MeasureReqReply(ctx, rr, f.warmup, f.rounds)
-	if err != nil {
-		return err
+	return benchmarks.MeasureReqReply(ctx, rr, f.warmup, f.rounds)
+}
+
+// reqreplyFigures gives the request/reply median against a raw round trip
+// and against two raw hops.
+func reqreplyFigures(r benchmarks.ReqReplyResult) []figure {
+	return []figure{
+		{name: "request/reply median vs raw produce→consume", value: µs(r.Reply.Median), baseline: µs(r.Raw.Median),
+			unit: "µs", target: atMost(reqreplyTarget)},
+		{name: "request/reply median vs two raw hops", value: µs(r.Reply.Median), baseline: µs(r.PingPong.Median),
+			unit: "µs", target: atMost(reqreplyHopsTarget)},
 	}
-	return printReqReply(out, res)
 }
 
 func printReqReply(out io.Writer, r benchmarks.ReqReplyResult) error {

@@ -190,3 +190,34 @@ func TestBackgroundCleanup(t *testing.T) {
 		t.Fatal("store does not answer after Close")
 	}
 }
+
+// TestCleanupSkipsMarksBeingRenewed expires 30 marks and renews one of them
+// in a transaction left open: the pass deletes the other 29 without waiting
+// for it, and the renewed mark stays once it commits.
+func TestCleanupSkipsMarksBeingRenewed(t *testing.T) {
+	pool := pgtest.Pool(t)
+	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool), Window: time.Hour, CleanupBatchSize: 7})
+	keys := keys("renew", 30)
+	mustMark(t, s, keys...)
+	for _, k := range keys {
+		ageMark(t, pool, s, k, 2*time.Hour)
+	}
+	tx, err := pool.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if claimed, err := s.MarkProcessedTx(ctxT(t), tx, keys[3]); err != nil || !claimed {
+		t.Fatalf("renewing an expired mark: claimed %v, %v", claimed, err)
+	}
+	deleted, err := s.Cleanup(ctxT(t)) // would wait for tx if it did not skip the row
+	if err != nil || deleted != 29 {
+		t.Fatalf("Cleanup while a mark is being renewed = %d, %v; want 29, nil", deleted, err)
+	}
+	if err := tx.Commit(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table()); n != 1 || !isProcessed(t, s, keys[3]) {
+		t.Fatalf("%d marks left after the pass, want only the renewed one", n)
+	}
+}

@@ -230,9 +230,9 @@ func (b *ReqReply) Close() error {
 	return errors.Join(errs...)
 }
 
-// Latency summarises the round trips of one kind.
+// Latency summarises durations of one kind: round trips, marks.
 type Latency struct {
-	Median, Mean, P90 time.Duration
+	Median, Mean, P90, P99 time.Duration
 }
 
 // ReqReplyResult is what MeasureReqReply found. Durations are per round
@@ -291,5 +291,5 @@ func summarise(ds []time.Duration) Latency {
 	for _, d := range s {
 		sum += d
 	}
-	return Latency{Median: s[len(s)/2], Mean: sum / time.Duration(len(s)), P90: s[len(s)*9/10]}
+	return Latency{Median: s[len(s)/2], Mean: sum / time.Duration(len(s)), P90: s[len(s)*9/10], P99: s[len(s)*99/100]}
 }

@@ -1,0 +1,114 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/google/uuid"
+
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// AllocsCase is one consumer path of ConsumerAllocs.
+type AllocsCase struct {
+	// Name names the path in results.
+	Name string
+	// Chain is true when middleware.Defaults wraps the handler.
+	Chain bool
+	// Store is true when the chain has check-handle-mark idempotency on
+	// an idempotency.MemoryStore.
+	Store bool
+}
+
+// AllocsCases returns the paths ConsumerAllocs measures: the bare handler,
+// middleware.Defaults without idempotency, and middleware.Defaults with
+// check-handle-mark on a MemoryStore.
+func AllocsCases() []AllocsCase {
+	return []AllocsCase{
+		{Name: "handler alone"},
+		{Name: "Defaults, no idempotency", Chain: true},
+		{Name: "Defaults + check-handle-mark (memory store)", Chain: true, Store: true},
+	}
+}
+
+// ConsumerAllocs measures what one delivery allocates on path c: it calls
+// the no-op handler, wrapped as c says, directly with a new message per
+// operation (a new UUID, a small payload, as a subscriber would hand it
+// over), with no transport, so that the transport's allocations do not
+// drown the chain's. Dead letters, none expected, would go to a gochannel
+// Pub/Sub. The operation's own message is counted on every path; the
+// difference between paths is the chain's.
+func ConsumerAllocs(b *testing.B, c AllocsCase) {
+	h, closeChain, err := allocsHandler(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeChain()
+	payload := []byte(`{"order_id":1,"amount":10}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), payload)
+		if _, err := h(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// allocsHandler returns the no-op handler wrapped as c says, and a function
+// that closes what it opened.
+func allocsHandler(c AllocsCase) (message.HandlerFunc, func(), error) {
+	h := message.HandlerFunc(func(*message.Message) ([]*message.Message, error) { return nil, nil })
+	if !c.Chain {
+		return h, func() {}, nil
+	}
+	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	cfg := middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)}
+	cfg.Idempotency.Scope = func(*message.Message) string { return "allocs" }
+	var store *idempotency.MemoryStore
+	if c.Store {
+		store = idempotency.NewMemoryStore(0)
+		cfg.Store = store
+	}
+	chain, err := middleware.Defaults(cfg)
+	if err != nil {
+		return nil, nil, errors.Join(err, pub.Close())
+	}
+	mws := chain.Middlewares()
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	closeAll := func() {
+		_ = chain.Close(context.Background())
+		if store != nil {
+			_ = store.Close()
+		}
+		_ = pub.Close()
+	}
+	return h, closeAll, nil
+}
+
+// AllocsResult is what one path allocates per message.
+type AllocsResult struct {
+	Case          AllocsCase
+	Allocs, Bytes int64 // per message
+}
+
+// CompareAllocs measures every path of AllocsCases with testing.Benchmark
+// (whose run time is the test.benchtime flag).
+func CompareAllocs() ([]AllocsResult, error) {
+	var out []AllocsResult
+	for _, c := range AllocsCases() {
+		r := testing.Benchmark(func(b *testing.B) { ConsumerAllocs(b, c) })
+		if r.N == 0 {
+			return out, errors.New(c.Name + ": the benchmark failed")
+		}
+		out = append(out, AllocsResult{Case: c, Allocs: r.AllocsPerOp(), Bytes: r.AllocedBytesPerOp()})
+	}
+	return out, nil
+}

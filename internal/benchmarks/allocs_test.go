@@ -1,0 +1,32 @@
+package benchmarks
+
+import "testing"
+
+// BenchmarkConsumerAllocs reports the allocations and bytes of one
+// delivery on each consumer path of AllocsCases (go run ./cmd/koto-bench
+// allocs prints them against the handler alone).
+func BenchmarkConsumerAllocs(b *testing.B) {
+	for _, c := range AllocsCases() {
+		b.Run(c.Name, func(b *testing.B) { ConsumerAllocs(b, c) })
+	}
+}
+
+// TestConsumerAllocsChainCosts checks that the paths are what they say:
+// each chain allocates more than the handler alone, and idempotency more
+// than the chain without it.
+func TestConsumerAllocsChainCosts(t *testing.T) {
+	shortBenchtime(t)
+	results, err := CompareAllocs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("%d results", len(results))
+	}
+	for i := 1; i < len(results); i++ {
+		if results[i].Allocs <= results[i-1].Allocs || results[i].Bytes <= results[i-1].Bytes {
+			t.Errorf("%s allocates %d (%d B), no more than %s: %d (%d B)", results[i].Case.Name, results[i].Allocs,
+				results[i].Bytes, results[i-1].Case.Name, results[i-1].Allocs, results[i-1].Bytes)
+		}
+	}
+}
