@@ -6,12 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { kafkatest.VerifyTestMain(m) }
 
 func TestRunRejectsUnknownSubcommands(t *testing.T) {
 	for _, args := range [][]string{nil, {"nope"}} {
