@@ -95,6 +95,24 @@ func hostileRecords() []hostileRecord {
 // refuses as too large, is dead-lettered without its payload, saying so; a record too large is refused to its producer, the franz-go
 // client and the project's Publisher alike, with an error that says so.
 func TestHostileRecords(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
+		t.Cleanup(func() { _ = store.Close() })
+		hostileRecordsWith(t, middleware.Config{Store: store})
+	})
+	t.Run("postgres-transactional", func(t *testing.T) {
+		pool := pgtest.Pool(t)
+		store, err := postgres.NewStore(pool, postgres.Config{Schema: pgtest.Schema(t, pool), CleanupInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = store.Close() })
+		hostileRecordsWith(t, middleware.Config{Store: store, Transactional: true})
+	})
+}
+
+// hostileRecordsWith runs TestHostileRecords with the store and mode of cfg.
+func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 	brokers := kafkatest.Brokers(t)
 	ctx := kafkatest.Context(t)
 	topic, dlq := kafkatest.Topic(t, "hostile"), kafkatest.Topic(t, "hostile-dlq")
@@ -108,7 +126,7 @@ func TestHostileRecords(t *testing.T) {
 	}
 
 	records := hostileRecords()
-	handled := hostileRun(t, brokers, topic, dlq)
+	handled := hostileRun(t, brokers, topic, dlq, cfg)
 
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ProducerBatchMaxBytes(4*hostileMaxBytes))
 	if err != nil {
@@ -177,18 +195,14 @@ func (h *hostileHandled) count(id string) int {
 	return h.n[id]
 }
 
-// hostileRun runs a router whose handler, behind middleware.Defaults,
-// decodes orders from topic and rejects what does not decode as poison.
-func hostileRun(t *testing.T, brokers []string, topic, dlq string) *hostileHandled {
+// hostileRun runs a router whose handler, behind middleware.Defaults
+// with cfg's store and mode, decodes orders from topic and rejects what does not decode as poison.
+func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middleware.Config) *hostileHandled {
 	handled := &hostileHandled{n: map[string]int{}}
-	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
-	t.Cleanup(func() { _ = store.Close() })
-	chain, err := middleware.Defaults(middleware.Config{
-		Publisher:  kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}),
-		Store:      store,
-		Logger:     kafkatest.Logger(slog.LevelError + 1),
-		DeadLetter: middleware.DeadLetterConfig{Topic: dlq},
-	})
+	cfg.Publisher = kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	cfg.Logger = kafkatest.Logger(slog.LevelError + 1)
+	cfg.DeadLetter.Topic = dlq
+	chain, err := middleware.Defaults(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
