@@ -401,10 +401,14 @@ func TestHostileNames(t *testing.T) {
 		}
 	}
 
+	// Other tests create schemas meanwhile; a name read as SQL would make
+	// one named after a piece of it.
 	after := hostileSchemas(t, pool)
 	extra := 0
 	for s := range after {
-		if !before[s] && !slices.Contains(hostileNames(victim), s) {
+		if !before[s] && !slices.Contains(hostileNames(victim), s) && slices.ContainsFunc(hostileNames(victim), func(n string) bool {
+			return strings.Contains(n, s)
+		}) {
 			extra++
 			t.Errorf("schema %q appeared: a name was read as SQL", s)
 		}
