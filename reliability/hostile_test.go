@@ -29,6 +29,7 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // hostileMaxBytes is max.message.bytes of the hostile scenario's topics,
@@ -339,7 +340,8 @@ func hostileNames(victim string) []string {
 // says what to change, or used as one quoted identifier that works: the
 // store marks and finds a key, the outbox takes a message. Afterwards the
 // database holds exactly the schemas the accepted names made, and the
-// victim's table is still there.
+// victim's table is still there. Topic names that Kafka refuses are refused
+// by the Publisher too, before they reach the broker.
 func TestHostileNames(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := kafkatest.Context(t)
@@ -401,6 +403,8 @@ func TestHostileNames(t *testing.T) {
 		}
 	}
 
+	rejected += hostileTopicNames(t)
+
 	// Other tests create schemas meanwhile; a name read as SQL would make
 	// one named after a piece of it.
 	after := hostileSchemas(t, pool)
@@ -417,8 +421,8 @@ func TestHostileNames(t *testing.T) {
 		t.Fatalf("schema %s or its table y was dropped: a name was read as SQL", victim)
 	}
 	record(t, row{
-		Checks:   "hostile schema/table names quoted and working, or refused at construction; no schema added or dropped",
-		Faults:   "SQL injection, quotes, unicode, NUL, invalid UTF-8, names past 63 bytes",
+		Checks:   "hostile schema/table names quoted and working, or refused at construction; no schema added or dropped; invalid topics refused before Kafka",
+		Faults:   "SQL injection, quotes, unicode, NUL, invalid UTF-8, names past 63 bytes; topics with ; / .. unicode, 250 bytes",
 		Messages: accepted, Losses: extra,
 		Note: fmt.Sprintf("%d names used quoted by the store and the outbox; %d refusals with a clear error", accepted, rejected),
 	})
@@ -431,6 +435,35 @@ func hostileCut(name string, n int) string {
 		name = name[:len(name)-size]
 	}
 	return name
+}
+
+// hostileTopicNames publishes to topic names that Kafka refuses (the
+// embedded broker would create them) and checks that the Publisher
+// refuses each with topics.ErrInvalid before anything reaches Kafka: no
+// such topic exists afterwards. It returns how many it refused.
+func hostileTopicNames(t *testing.T) int {
+	brokers := kafkatest.Brokers(t)
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	names := []string{"x; DROP TOPIC y", "orders/placed", "注文", "..", "", strings.Repeat("t", 250), "a\x00b"}
+	refused := 0
+	for _, topic := range names {
+		err := pub.Publish(topic, message.NewMessage("0190c5a4-9d7e-7000-8000-0000000000c1", []byte("x")))
+		if !errors.Is(err, topics.ErrInvalid) {
+			t.Errorf("Publish to topic %q: %v; want an error wrapping topics.ErrInvalid", topic, err)
+			continue
+		}
+		refused++
+	}
+	listed, err := kafkatest.Admin(t, brokers).ListTopics(kafkatest.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range names {
+		if listed.Has(topic) {
+			t.Errorf("topic %q was created", topic)
+		}
+	}
+	return refused
 }
 
 func hostileStoreErr(pool *pgxpool.Pool, cfg postgres.Config) error {
