@@ -180,7 +180,8 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 		Checks:   "poison → dead letter with reason and headers intact; good handled once; no blocked partition",
 		Faults:   "empty, binary, invalid UTF-8 headers, 3000 headers, poison near the size limit, records past it",
 		Messages: len(records) + tooLarge, Duplicates: dups, Losses: losses,
-		Note: fmt.Sprintf("%d dead letters; %d too-large records refused with MESSAGE_TOO_LARGE", len(letters), tooLarge),
+		Note: fmt.Sprintf("%d dead letters (%d sent without payload: too large with the dead-letter metadata); %d records past the limit refused with MESSAGE_TOO_LARGE",
+			len(letters), hostileDropped(letters), tooLarge),
 	})
 }
 
@@ -247,6 +248,17 @@ func hostileTooLarge(t *testing.T, ctx context.Context, client *kgo.Client, brok
 		t.Errorf("Publisher.Publish of %d bytes: %v; want an error that says it is too large", len(huge), err)
 	}
 	return 2
+}
+
+// hostileDropped counts the letters sent without their payload.
+func hostileDropped(letters map[int64]*message.Message) int {
+	n := 0
+	for _, l := range letters {
+		if l.Metadata.Get(middleware.DeadLetterDroppedKey) != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // hostileNoise returns n bytes that no codec compresses, so that a
