@@ -105,4 +105,30 @@
 // retries it and logs the error until Kafka's limit is raised. A row that is
 // not a message envelope at all, or names a topic Kafka would refuse, which
 // no Publisher writes, is logged and skipped.
+//
+// # Status and metrics
+//
+// [Outbox.Status] reads a table's backlog: the committed rows waiting,
+// how many of them are held behind an older running transaction, the
+// oldest one's created_at, the forwarder's lag and the active forwarder,
+// if any. The offsets table keeps the forwarder's position but no time,
+// and forwarded rows are deleted with the move of the position, so the
+// rows waiting are the rows after the position (the whole table) and the
+// lag is the age of the oldest of them: how long the message that has
+// waited longest has been waiting. Status is one read-only statement that
+// takes no transaction ID and no lock a forwarder waits for, but it
+// counts the backlog, so its cost grows with it. created_at is a
+// timestamp without time zone, written in the writer's TimeZone setting
+// and read in Status's: keep them the same (the server's default) for a
+// true lag. [FindTables] lists the
+// outbox tables of a schema by their columns, and `koto outbox status`
+// (cmd/koto) prints the status of each.
+//
+// Every running [Forwarder], standing by or active, reports its table's
+// backlog to ForwarderConfig.Telemetry through telemetry's
+// ObserveOutbox: koto.outbox.rows.waiting and koto.outbox.forward.lag,
+// with the table as koto.outbox.table, read with Status at each
+// collection. Standbys report too, so the backlog still shows when no
+// forwarder is active; take the maximum across instances. Run's return
+// unregisters the gauges.
 package outbox

@@ -134,3 +134,34 @@ func receive(ctx context.Context, cfg broker.Config, topic string) *message.Mess
 	msg.Ack()
 	return msg
 }
+
+// Status reads an outbox table's backlog: here two committed messages that
+// no forwarder has taken yet.
+func ExampleOutbox_Status() {
+	ctx := context.Background()
+	pool, schema := pgtest.ExampleDatabase(ctx)
+	defer pool.Close()
+	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if err := box.Setup(ctx); err != nil {
+		panic(err)
+	}
+	err = outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		return box.Publisher(tx).Publish("orders.order-placed",
+			message.NewMessage("order-1", []byte(`{}`)), message.NewMessage("order-2", []byte(`{}`)))
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	s, err := box.Status(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("waiting", s.Waiting, "oldest known", !s.Oldest.IsZero(), "forwarder active", s.Forwarder != nil)
+	// Output:
+	// waiting 2 oldest known true forwarder active false
+}

@@ -9,7 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // forwarderGroup is the consumer group under which the forwarder keeps its
@@ -25,12 +28,14 @@ type Forwarder struct {
 	cfg ForwarderConfig
 	log *slog.Logger
 	sql forwarderSQL
+	tel *telemetry.Telemetry
 
-	mu      sync.Mutex
-	running bool
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	running  bool
+	closed   bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	observed metric.Registration // the backlog gauges, while Run runs
 
 	producer *broker.Producer // used by Run's goroutine only
 
@@ -49,11 +54,19 @@ func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	tel := cfg.Telemetry
+	if tel == nil {
+		var err error
+		if tel, err = telemetry.New(telemetry.Config{}); err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+	}
 	return &Forwarder{
 		o:   o,
 		cfg: cfg,
 		log: cfg.Logger.With(slog.String("outbox", o.t.outbox)),
 		sql: newForwarderSQL(o.t, cfg.BatchSize),
+		tel: tel,
 	}, nil
 }
 
@@ -65,8 +78,9 @@ func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 // Failures of PostgreSQL or Kafka, and tables missing with
 // DisableAutoCreateSchema, are logged and retried with RetryBackoff; only
 // a configuration that cannot work (an error wrapping [ErrInvalidConfig] or
-// broker.ErrInvalidConfig) ends Run with an error. Run may be called again
-// after it returned, but not while it runs.
+// broker.ErrInvalidConfig) ends Run with an error. While Run runs, standing
+// by or active, the table's backlog is reported to ForwarderConfig.Telemetry.
+// Run may be called again after it returned, but not while it runs.
 func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, err := f.start(ctx)
 	if err != nil {
@@ -102,7 +116,8 @@ func fatal(err error) bool {
 	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, broker.ErrInvalidConfig)
 }
 
-// start marks the forwarder running and returns Run's context.
+// start marks the forwarder running, registers its backlog gauges and
+// returns Run's context.
 func (f *Forwarder) start(ctx context.Context) (context.Context, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,19 +127,37 @@ func (f *Forwarder) start(ctx context.Context) (context.Context, error) {
 	case f.running:
 		return nil, errors.New("outbox: Forwarder.Run called while it runs")
 	}
+	observed, err := f.tel.ObserveOutbox(f.o.t.outbox, f.observe)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	f.running, f.cancel, f.done = true, cancel, make(chan struct{})
+	f.running, f.cancel, f.done, f.observed = true, cancel, make(chan struct{}), observed
 	return ctx, nil
 }
 
-// stop ends Run: it closes the producer and releases Close.
+// stop ends Run: it closes the producer, unregisters the gauges and
+// releases Close.
 func (f *Forwarder) stop() {
 	f.closeProducer()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.observed.Unregister(); err != nil {
+		f.log.Warn("outbox forwarder: unregister the backlog gauges", slog.Any("error", err))
+	}
 	f.cancel()
-	f.running = false
+	f.running, f.observed = false, nil
 	close(f.done)
+}
+
+// observe reads the backlog for the gauges, within QueryTimeout.
+func (f *Forwarder) observe(ctx context.Context) (telemetry.OutboxStats, error) {
+	var s Status
+	err := f.query(ctx, func(ctx context.Context) (err error) {
+		s, err = f.o.Status(ctx)
+		return err
+	})
+	return telemetry.OutboxStats{Waiting: s.Waiting, OldestAge: s.Lag}, err
 }
 
 // Close stops Run and waits until it has returned: the connection is

@@ -8,6 +8,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Defaults of ForwarderConfig. A zero field means its default.
@@ -60,6 +61,12 @@ type ForwarderConfig struct {
 	// failures it retries (warn), rows it cannot read (error), batches
 	// (debug); default slog.Default().
 	Logger *slog.Logger
+
+	// Telemetry receives the table's backlog, the gauges of
+	// [Outbox.Status], while Run runs (see Status and metrics in the
+	// package documentation). Nil: OpenTelemetry's global meter provider,
+	// which costs nothing until the application sets one.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *ForwarderConfig) setDefaults() {

@@ -8,7 +8,12 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
+// TestMain runs the tests, or, in a test binary that a scenario started
+// again as a subprocess, the role that roleEnv names.
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
 	code := m.Run()
 	report.print(os.Stdout)
 	if code == 0 {

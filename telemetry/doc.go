@@ -15,8 +15,9 @@
 // but for Correlation, and decorates the dead-letter publisher with
 // [Telemetry.Publisher]; the cqrs Service, EventPublisher and
 // CommandDispatcher use both, and the dispatcher wraps each Request in
-// [Telemetry.StartRequest]. Each takes a *Telemetry in its config (nil:
-// the global providers). A chain built by hand puts Middleware right
+// [Telemetry.StartRequest]; the outbox's Forwarder reports its table's
+// backlog through [Telemetry.ObserveOutbox]. Each takes a *Telemetry in its
+// config (nil: the global providers). A chain built by hand puts Middleware right
 // inside middleware.Correlation and outside middleware.Logging, which
 // decides each delivery's outcome and reports it ([ReportDelivery],
 // [ReportRetry]); a publisher of one's own is decorated with Publisher.
@@ -108,6 +109,7 @@
 // in its metadata. The forwarder
 // sends each row's metadata on to Kafka unchanged, so the consumer span is
 // the child of the span that wrote the row, in the trace of the
-// transaction's caller. An outbox reports its backlog, the rows waiting
-// and the age of the oldest, through [Telemetry.ObserveOutbox].
+// transaction's caller. Each running forwarder reports its table's
+// backlog, the rows waiting and the age of the oldest, through
+// [Telemetry.ObserveOutbox] (outbox.ForwarderConfig.Telemetry).
 package telemetry

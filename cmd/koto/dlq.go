@@ -42,10 +42,7 @@ func dlqSubcommands() map[string]dlqSubcommand {
 }
 
 func runDLQ(ctx context.Context, cio cmdIO, args []string) error {
-	subs := dlqSubcommands()
-	usage := usageText("koto dlq <subcommand> [flags]", "subcommands", subs, func(s dlqSubcommand) string { return s.summary }) +
-		"'koto dlq <subcommand> -h' lists its flags."
-	sub, err := pick("subcommand", subs, args, usage)
+	sub, err := pickSubcommand("dlq", dlqSubcommands(), func(s dlqSubcommand) string { return s.summary }, args)
 	if err != nil {
 		return err
 	}
@@ -72,12 +69,7 @@ type dlqFlags struct {
 
 func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*dlqFlags, error) {
 	d := &dlqFlags{}
-	fs := flag.NewFlagSet("koto dlq "+name, flag.ContinueOnError)
-	fs.SetOutput(cio.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: koto dlq %s\n  %s\nflags (before or after the arguments):\n", sub.usage, sub.summary)
-		fs.PrintDefaults()
-	}
+	fs := subcommandFlags("dlq "+sub.usage, sub.summary, cio)
 	d.kafka.register(fs, cio.getenv)
 	fs.StringVar(&d.group, "group", "", "the consumer group whose dead letters these are, e.g. payments.order-placed-consumer (required)")
 	fs.StringVar(&d.topic, "topic", "", "the dead-letter topic (default <group>.dlq)")

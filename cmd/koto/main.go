@@ -1,24 +1,39 @@
 // Command koto operates a watermill-koto deployment: it lists, shows and
-// replays the dead letters of a consumer group.
+// replays the dead letters of a consumer group, and shows the backlog of
+// the outbox tables of a database.
 //
 // Usage:
 //
 //	koto dlq list   -group G [filters] [-json]
 //	koto dlq show   -group G [-json] PARTITION/OFFSET | UUID
 //	koto dlq replay -group G [filters] [-dry-run] [-progress] [-json]
+//	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
 //
-// Every command connects with the same Kafka settings as the services:
+// The dlq commands connect with the same Kafka settings as the services:
 // -brokers (default $KAFKA_BROKERS), SASL (-sasl-user, -sasl-mechanism, and
 // the password in $KAFKA_SASL_PASSWORD or -sasl-password) and TLS (-tls,
 // -tls-ca, -tls-server-name, -tls-insecure-skip-verify). Flags may come
-// before or after the arguments; `koto dlq <subcommand> -h` lists them all.
-// -json prints JSON for scripts instead of text.
+// before or after the arguments; `koto <command> <subcommand> -h` lists
+// them all. -json prints JSON for scripts instead of text.
 //
 // Replays record what they sent in the consumer group "<group>.dlq-replay"
 // (-replay-group), so no dead letter is sent twice and an interrupted
 // replay resumes; the deadletter package documents the guarantees.
 //
-// Exit status: 0 on success, 2 for a usage error, 1 for any other error.
+// outbox status connects to -database-url (default $DATABASE_URL, else
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable) and prints, for
+// the outbox table -table of -schema (default koto), or for every outbox
+// table of -schema, found by its columns: the committed rows waiting, how
+// many of them are held behind an older running transaction, when the
+// oldest was written, the forwarder's lag and the active forwarder's
+// backend. Forwarded rows are deleted as the forwarder records its
+// position, so the rows waiting are the table's rows and the lag is the
+// age of the oldest: the outbox package documents the reading
+// (Outbox.Status). It reads with one statement per table, read-only, and
+// gives up after 5 s waiting for a table lock or 30 s running.
+//
+// Exit status: 0 on success, 2 for a usage error, 1 for any other error,
+// such as no outbox table found.
 package main
 
 import (
@@ -53,7 +68,8 @@ type cmdIO struct {
 // commands lists the top-level commands. Each lives in files of its own.
 func commands() map[string]command {
 	return map[string]command{
-		"dlq": dlqCommand(),
+		"dlq":    dlqCommand(),
+		"outbox": outboxCommand(),
 	}
 }
 
@@ -86,6 +102,27 @@ func pick[C any](what string, cmds map[string]C, args []string, usage string) (C
 		return none, usageError(fmt.Sprintf("unknown %s %q\n%s", what, args[0], usage))
 	}
 	return cmd, nil
+}
+
+// pickSubcommand returns the subcommand of command that args[0] names, or
+// a usage error that lists them.
+func pickSubcommand[S any](command string, subs map[string]S, summary func(S) string, args []string) (S, error) {
+	usage := usageText("koto "+command+" <subcommand> [flags]", "subcommands", subs, summary) +
+		"'koto " + command + " <subcommand> -h' lists its flags."
+	return pick("subcommand", subs, args, usage)
+}
+
+// subcommandFlags returns the flag set of a subcommand, whose -h prints
+// its usage line (what follows "koto ") and summary.
+func subcommandFlags(usage, summary string, cio cmdIO) *flag.FlagSet {
+	name, _, _ := strings.Cut(usage, " -")
+	fs := flag.NewFlagSet("koto "+strings.TrimSpace(name), flag.ContinueOnError)
+	fs.SetOutput(cio.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: koto %s\n  %s\nflags (before or after the arguments):\n", usage, summary)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // usageText lists cmds, sorted, with their summaries.

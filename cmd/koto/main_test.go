@@ -280,6 +280,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dlq", "list", "-group", "g", "-sasl-user", "u", "-sasl-password", "p", "-sasl-mechanism", "GSSAPI"}, "Mechanism is \"GSSAPI\""},
 		{[]string{"dlq", "list", "-group", "g", "-tls-ca", "/nonexistent.pem"}, "no such file"},
 		{[]string{"dlq", "list", "-group", "g", "-no-such-flag"}, "flag provided but not defined"},
+		{[]string{"outbox"}, "usage: koto outbox <subcommand>"},
+		{[]string{"outbox", "status", "extra"}, "takes no arguments"},
+		{[]string{"outbox", "status", "-database-url", "postgres://%zz"}, "-database-url"},
+		{[]string{"outbox", "status", "-schema", ""}, "-schema is empty"},
+		{[]string{"outbox", "status", "-table", strings.Repeat("t", 56)}, "shorten it"},
 	} {
 		_, stderr, code := koto(t, "127.0.0.1:1", tc.args...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {

@@ -15,8 +15,9 @@
 // its tables (orders, ledger, outbox, processed messages) in the schema
 // "shop_example".
 //
-// With -metrics :9464 the services' OpenTelemetry metrics are served in
-// Prometheus's format on http://localhost:9464/metrics, until interrupted;
+// With -metrics :9464 the services' OpenTelemetry metrics, the outbox's
+// backlog included, are served in Prometheus's format on
+// http://localhost:9464/metrics, until interrupted;
 // with -trace the trace of the first order is printed, with OpenTelemetry's
 // stdout exporter, when the demo ends.
 package main

@@ -64,7 +64,10 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 		Broker: broker.Config{Brokers: brokers},
 		Outbox: outbox.Config{Schema: opts.schema},
 		Store:  postgres.Config{Schema: opts.schema},
-		Logger: log,
+		// The forwarder reports the outbox's backlog, rows waiting and
+		// lag, with the services' metrics.
+		Forwarder: outbox.ForwarderConfig{Telemetry: s.tel},
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,9 @@ func TestShopTelemetry(t *testing.T) {
 		{"koto_request_duration_seconds", map[string]string{"koto_request_outcome": "ok"}, orders},
 		{"koto_request_duration_seconds", map[string]string{"koto_request_outcome": "handler-error"}, 1},
 		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": paid, "koto_outcome": "ok"}, orders},
+		// The forwarder has emptied the outbox.
+		{"koto_outbox_rows_waiting", map[string]string{"koto_outbox_table": schema + ".outbox"}, 0},
+		{"koto_outbox_forward_lag_seconds", map[string]string{"koto_outbox_table": schema + ".outbox"}, 0},
 	}
 	// The demo waits for the payments, not for the last duplicates to be
 	// skipped: poll until the counters are complete.
@@ -89,7 +92,7 @@ func TestShopTelemetry(t *testing.T) {
 }
 
 // sample is a metric's value for the series whose labels include labels:
-// a counter's value or a histogram's count.
+// a counter's or a gauge's value, or a histogram's count.
 type sample struct {
 	name   string
 	labels map[string]string
@@ -116,12 +119,17 @@ func matches(got map[string]*dto.MetricFamily, want []sample) string {
 	var b strings.Builder
 	for _, w := range want {
 		var value float64
+		series := 0
 		for _, m := range got[w.name].GetMetric() {
 			if hasLabels(m, w.labels) {
-				value += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+				value += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount()) + m.GetGauge().GetValue()
+				series++
 			}
 		}
-		if value != w.value {
+		switch {
+		case series == 0:
+			fmt.Fprintf(&b, "\n%s%v missing, want %v", w.name, w.labels, w.value)
+		case value != w.value:
 			fmt.Fprintf(&b, "\n%s%v = %v, want %v", w.name, w.labels, value, w.value)
 		}
 	}

@@ -1,0 +1,218 @@
+package reliability
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
+)
+
+// consumerConfig is everything a consumer needs to join a scenario, in or
+// out of the test's process: it travels to a subprocess as JSON.
+type consumerConfig struct {
+	Brokers       []string
+	Schema        string // holds the store, the ledger and the outbox
+	Topic         string
+	Group         string
+	Transactional bool   // TransactionalIdempotency, else check-handle-mark
+	Events        string // with Transactional: the topic of one event per message, through the outbox
+	Trace         bool   // write "b <uuid>" and "e <uuid>" lines around each delivery
+}
+
+// ledgerTable is the table in which the handler records each message it
+// handles. It has no unique constraint: a duplicate effect is a second row.
+const ledgerTable = "ledger"
+
+// consumer is a running router with the project's middleware chain, the
+// consumer under test.
+type consumer struct {
+	router *message.Router
+	chain  *middleware.Chain
+	store  *postgres.Store
+	dlq    message.Publisher // the chain's dead letters; the router does not close it
+	done   chan error
+}
+
+// sessionTimeout is the consumer group session and rebalance timeout:
+// short, so that the group notices a killed member quickly (in a
+// rebalance, the broker waits for a member that does not rejoin for the
+// rebalance timeout, 60 s by default).
+const sessionTimeout = 3 * time.Second
+
+// brokerConfig is the configuration of a scenario's clients.
+func brokerConfig(brokers []string, group string) broker.Config {
+	return broker.Config{
+		Brokers:         brokers,
+		ConsumerGroup:   group,
+		NackResendSleep: 10 * time.Millisecond,
+		Sarama: func(c *sarama.Config) {
+			c.Consumer.Group.Session.Timeout = sessionTimeout
+			c.Consumer.Group.Rebalance.Timeout = sessionTimeout
+			c.Consumer.Group.Heartbeat.Interval = 300 * time.Millisecond
+		},
+	}
+}
+
+// startConsumer runs a consumer of cfg on pool until stop. trace receives
+// the Trace lines; logger the chain's warnings.
+func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) (*consumer, error) {
+	store, err := postgres.NewStore(pool, postgres.Config{Schema: cfg.Schema, CleanupInterval: -1})
+	if err != nil {
+		return nil, err
+	}
+	c := &consumer{store: store, done: make(chan error, 1)}
+	if err := c.build(pool, cfg, trace, logger); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	go func() { c.done <- c.router.Run(context.Background()) }()
+	select {
+	case <-c.router.Running():
+		return c, nil
+	case err := <-c.done:
+		c.done <- err
+		return nil, errors.Join(fmt.Errorf("router stopped at start: %w", err), c.stop())
+	}
+}
+
+func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) error {
+	bcfg := brokerConfig(cfg.Brokers, cfg.Group)
+	dlq, err := broker.NewPublisher(bcfg, nil)
+	if err != nil {
+		return err
+	}
+	idem := middleware.IdempotencyConfig{
+		MarkBackoff: middleware.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+	}
+	var box *outbox.Outbox
+	if cfg.Events != "" {
+		if box, err = outbox.New(pool, outbox.Config{Schema: cfg.Schema}); err != nil {
+			return errors.Join(err, dlq.Close())
+		}
+		idem.Outbox = box
+	}
+	c.chain, err = middleware.Defaults(middleware.Config{
+		Publisher:     dlq,
+		Store:         c.store,
+		Transactional: cfg.Transactional,
+		Logger:        logger,
+		Idempotency:   idem,
+		DeadLetter: middleware.DeadLetterConfig{
+			MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
+			Backoff:     middleware.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+		},
+	})
+	if err != nil {
+		return errors.Join(err, dlq.Close())
+	}
+	sub, err := broker.NewSubscriber(bcfg, nil)
+	if err != nil {
+		return errors.Join(err, dlq.Close())
+	}
+	c.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NewSlogLogger(logger))
+	if err != nil {
+		return errors.Join(err, dlq.Close(), sub.Close())
+	}
+	h := c.router.AddConsumerHandler(cfg.Group, cfg.Topic, sub, handler(pool, cfg, box))
+	if cfg.Trace {
+		h.AddMiddleware(traced(trace))
+	}
+	h.AddMiddleware(c.chain.Middlewares()...)
+	c.dlq = dlq
+	return nil
+}
+
+// stop closes the router, then the chain, then the store.
+func (c *consumer) stop() error {
+	var errs []error
+	if c.router != nil {
+		errs = append(errs, c.router.Close(), <-c.done)
+	}
+	if c.chain != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		errs = append(errs, c.chain.Close(ctx))
+	}
+	if c.dlq != nil {
+		errs = append(errs, c.dlq.Close())
+	}
+	errs = append(errs, c.store.Close())
+	return errors.Join(errs...)
+}
+
+// handler records msg in the ledger. In the transactional mode the row is
+// written in the middleware's transaction, with the claim, and so is the
+// event, through the outbox; in check-handle-mark it is written on its
+// own, before the mark.
+func handler(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox) message.NoPublishHandlerFunc {
+	insert := "INSERT INTO " + cfg.Schema + "." + ledgerTable + " (message_uuid) VALUES ($1)"
+	return func(msg *message.Message) error {
+		ctx := msg.Context()
+		if !cfg.Transactional {
+			_, err := pool.Exec(ctx, insert, msg.UUID)
+			return err
+		}
+		tx, ok := postgres.TxFromContext(ctx)
+		if !ok {
+			return middleware.Poison(errors.New("no transaction in the handler's context"))
+		}
+		if _, err := tx.Exec(ctx, insert, msg.UUID); err != nil {
+			return err
+		}
+		if box == nil {
+			return nil
+		}
+		event := message.NewMessage(uuid.Must(uuid.NewV7()).String(), []byte(msg.UUID))
+		event.SetContext(ctx)
+		return box.ContextPublisher().Publish(cfg.Events, event)
+	}
+}
+
+// traced writes a line when a delivery enters the chain and another when
+// it leaves it, marked or not: the deliveries in flight when a process is
+// killed are those with the first line and not the second.
+func traced(w io.Writer) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			fmt.Fprintf(w, "b %s\n", msg.UUID)
+			out, err := h(msg)
+			fmt.Fprintf(w, "e %s\n", msg.UUID)
+			return out, err
+		}
+	}
+}
+
+// runConsumer runs a consumer of cfg on pool in the test's process and
+// returns a function that stops it; the test's cleanup calls it too.
+func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, logger *slog.Logger) (stop func()) {
+	t.Helper()
+	c, err := startConsumer(pool, cfg, io.Discard, logger)
+	if err != nil {
+		t.Fatalf("start consumer: %v", err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := c.stop(); err != nil {
+				t.Errorf("stop consumer: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
