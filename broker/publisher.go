@@ -10,6 +10,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // Publisher is a Watermill publisher to Kafka with the defaults of
@@ -67,8 +69,14 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*Publisher, error
 // not; the messages after it are not sent. It stops waiting for a message
 // whose context ends first, and returns an error that wraps the context's
 // (see the package documentation); a message whose context has already
-// ended is not sent.
+// ended is not sent. A topic that topics.Validate refuses fails the
+// publish before anything is sent, with an error wrapping topics.ErrInvalid.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	if err := topics.Validate(topic); err != nil {
+		// Kafka would refuse it too, unless it is lenient, as the embedded
+		// broker is, and creates a topic no real cluster accepts.
+		return fmt.Errorf("broker: %d message(s) not sent: %w", len(msgs), err)
+	}
 	for _, msg := range msgs {
 		if err := p.publish(topic, msg); err != nil {
 			return err

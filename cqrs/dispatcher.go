@@ -363,6 +363,12 @@ func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, erro
 	if err != nil {
 		return result, err
 	}
+	return decodeReply[R](name, reply)
+}
+
+// decodeReply returns the result or the handler error that reply carries.
+func decodeReply[R any](name string, reply *message.Message) (R, error) {
+	var result R
 	if reply.Metadata.Get(requestreply.HasErrorMetadataKey) == "1" {
 		herr := &HandlerError{
 			Kind:    reply.Metadata.Get(ErrorKindMetadataKey),

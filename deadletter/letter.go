@@ -56,6 +56,13 @@ type Letter struct {
 	OriginalPartition int32  `json:"original_partition"`
 	OriginalOffset    int64  `json:"original_offset"`
 
+	// Dropped, when set, says why the dead letter holds no payload and
+	// only the failure's metadata: it was too large for the dead-letter
+	// topic (middleware.DeadLetterDroppedKey). The message is still in
+	// OriginalTopic at OriginalPartition and OriginalOffset; Replay does
+	// not send it and counts it as unroutable.
+	Dropped string `json:"dropped,omitempty"`
+
 	// Replayed is true when the replay group records it as sent, or as
 	// passed over (below an offset that Kafka's tools moved the group to).
 	Replayed bool `json:"replayed"`
@@ -128,6 +135,7 @@ func (l *Letter) readMetadata() {
 	l.ErrorClass = md.Get(middleware.DeadLetterErrorClassKey)
 	l.ErrorType = md.Get(middleware.DeadLetterErrorTypeKey)
 	l.Reason = md.Get(middleware.DeadLetterReasonKey)
+	l.Dropped = md.Get(middleware.DeadLetterDroppedKey)
 	l.ConsumerGroup = md.Get(middleware.DeadLetterConsumerGroupKey)
 	l.Handler = md.Get(middleware.DeadLetterHandlerKey)
 	l.OriginalTopic = md.Get(middleware.DeadLetterOriginalTopicKey)

@@ -91,6 +91,38 @@ func TestForeignRecordIsListedNotReplayed(t *testing.T) {
 	}
 }
 
+// TestDroppedLetterIsListedNotReplayed: a dead letter that the middleware
+// sent without its payload, because the whole one was too large, shows why
+// in Letter.Dropped, and a replay leaves it where it is rather than send
+// an empty payload to its original topic.
+func TestDroppedLetterIsListedNotReplayed(t *testing.T) {
+	e := newEnv(t)
+	producer, err := broker.NewProducer(e.brokerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	const why = "payload (70000 bytes) and 3 metadata entries left out: the dead letter was too large"
+	if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: e.dlq, Headers: []sarama.RecordHeader{
+		{Key: []byte(middleware.DeadLetterOriginalTopicKey), Value: []byte(e.topic)},
+		{Key: []byte(middleware.DeadLetterReasonKey), Value: []byte("decoding: bad")},
+		{Key: []byte(middleware.DeadLetterDroppedKey), Value: []byte(why)},
+	}}); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	q := e.queue(t, deadletter.Config{})
+	if l := waitForDeadLetters(t, q, 1)[0]; l.Dropped != why || l.OriginalTopic != e.topic {
+		t.Fatalf("dropped letter listed as %+v", l)
+	}
+	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err != nil || res.Sent != 0 || res.Unroutable != 1 {
+		t.Fatalf("Replay = %+v, %v; want it unroutable, not sent", res, err)
+	}
+	if n := kafkatest.Records(t, e.brokers, e.topic); n != 0 {
+		t.Fatalf("%d records reached the original topic", n)
+	}
+}
+
 // TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer opens the one
 // window of the replay: Kafka wrote the batch but the commit in the replay
 // group failed. The error says so, the next replay sends the batch again,

@@ -46,7 +46,7 @@ type ReplayResult struct {
 	AlreadyReplayed int
 	// Unroutable is how many selected dead letters were not sent because
 	// they name no original topic (a record that the middleware did not
-	// write). They stay where they are.
+	// write) or hold no payload (Letter.Dropped). They stay where they are.
 	Unroutable int
 	// DryRun is ReplayOptions.DryRun.
 	DryRun bool
@@ -59,8 +59,9 @@ type ReplayProgress struct {
 	// Sent are the dead letters sent (with DryRun: selected) since the
 	// previous call.
 	Sent []Replayed
-	// Unroutable are the selected dead letters without an original topic
-	// found since the previous call.
+	// Unroutable are the selected dead letters without an original topic,
+	// or without their payload (Letter.Dropped), found since the previous
+	// call.
 	Unroutable []*Letter
 }
 
@@ -159,7 +160,7 @@ func (r *replayer) selectLetter(l *Letter) {
 	switch {
 	case done.has(l.Offset):
 		r.result.AlreadyReplayed++
-	case l.OriginalTopic == "":
+	case l.OriginalTopic == "" || l.Dropped != "":
 		r.result.Unroutable++
 		r.unroutable = append(r.unroutable, l)
 	default:

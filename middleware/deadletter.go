@@ -195,7 +195,13 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 		return nil, errors.Join(cause, err)
 	}
 	dl := deadLetterMessage(msg, cause, class, attempts, group)
-	if err := d.pub.Publish(topic, dl); err != nil {
+	err = d.pub.Publish(topic, dl)
+	if tooLarge(err) {
+		// Nacked, it would come back and be refused again, for ever.
+		dl = droppedLetter(dl, err)
+		err = d.pub.Publish(topic, dl)
+	}
+	if err != nil {
 		return nil, errors.Join(cause, fmt.Errorf("middleware: publish dead letter to %s: %w", topic, err))
 	}
 	note := deadLetterNote{cause: cause, class: class, errorType: dl.Metadata.Get(DeadLetterErrorTypeKey)}

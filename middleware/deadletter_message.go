@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
@@ -43,7 +46,55 @@ const (
 	// DeadLetterFailedAtKey holds when it was dead-lettered, in UTC,
 	// RFC 3339 with nanoseconds.
 	DeadLetterFailedAtKey = "dead_letter_failed_at"
+	// DeadLetterDroppedKey is set on a dead letter that Kafka refused as
+	// too large: it was sent again without its payload and with only the
+	// keys above (cut to 1 KiB each), the correlation ID and the partition
+	// key, and this key says why (see the package doc, Dead letters).
+	DeadLetterDroppedKey = "dead_letter_dropped"
 )
+
+// droppedValueMax bounds each metadata value of a dead letter sent without
+// its payload, so that a huge reason cannot make it too large again.
+const droppedValueMax = 1024
+
+// tooLarge reports whether a publish failed because the record is larger
+// than the broker, or the producer's MaxMessageBytes, accepts.
+func tooLarge(err error) bool {
+	var cfgErr sarama.ConfigurationError
+	return errors.Is(err, sarama.ErrMessageSizeTooLarge) ||
+		errors.As(err, &cfgErr) && strings.Contains(string(cfgErr), "MaxMessageBytes")
+}
+
+// droppedLetter returns dl without its payload and with only the dead
+// letter's own keys, the correlation ID and the partition key, marked with
+// [DeadLetterDroppedKey]: what reaches the dead-letter topic when dl was
+// refused as too large (err).
+func droppedLetter(dl *message.Message, err error) *message.Message {
+	out := message.NewMessage(dl.UUID, nil)
+	out.SetContext(dl.Context())
+	for _, k := range []string{
+		DeadLetterReasonKey, DeadLetterErrorTypeKey, DeadLetterErrorClassKey, DeadLetterOriginalTopicKey,
+		DeadLetterOriginalPartitionKey, DeadLetterOriginalOffsetKey, DeadLetterConsumerGroupKey,
+		DeadLetterHandlerKey, DeadLetterAttemptsKey, DeadLetterFailedAtKey,
+		correlation.MetadataKey, broker.PartitionKeyMetadataKey,
+	} {
+		if v, ok := dl.Metadata[k]; ok {
+			out.Metadata.Set(k, truncate(v, droppedValueMax))
+		}
+	}
+	out.Metadata.Set(DeadLetterDroppedKey, truncate(fmt.Sprintf(
+		"payload (%d bytes) and %d metadata entries left out: the dead letter was too large (%v)",
+		len(dl.Payload), len(dl.Metadata), err), droppedValueMax))
+	return out
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
 
 // deadLetterMessage returns the dead letter of msg: a copy with the
 // metadata above.

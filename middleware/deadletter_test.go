@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -168,5 +170,53 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 	}
 	if id := correlation.FromMessage(orig); id != "" && correlation.FromMessage(dl) != id {
 		t.Errorf("dead letter %s: correlation ID %q, want %q", dl.UUID, correlation.FromMessage(dl), id)
+	}
+}
+
+// TestDeadLetterTooLargeIsSentWithoutPayload: a poison message that fits
+// the dead-letter publisher's limit only without the dead letter's
+// metadata (here sarama's Producer.MaxMessageBytes, refused before it
+// reaches Kafka) is dead-lettered without its payload, saying why, and the
+// partition moves on; nacked, it would be refused on every redelivery.
+func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
+	env := newKafkaEnv(t)
+	topic := env.topic(t, "orders")
+	group := kafkatest.Group(t, "payments")
+	dlq := topics.DeadLetter(group)
+	env.provision(t, dlq)
+	const limit = 8 << 10
+	dlPub := kafkatest.NewPublisher(t, broker.Config{Brokers: env.brokers, Sarama: func(c *sarama.Config) {
+		c.Producer.MaxMessageBytes = limit
+	}})
+	big := orderMessage(`{"id":"` + strings.Repeat("x", limit-400)) // does not decode
+	big.Metadata.Set(correlation.MetadataKey, "corr-big")
+	env.publish(t, topic, big, orderMessage(`{"id":"after"}`))
+
+	mws := defaultsChain(t, middleware.Config{Publisher: dlPub, Logger: slog.New(slog.DiscardHandler)})
+	processed := new(kafkatest.Counter)
+	var seq []string
+	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
+	kafkatest.WaitFor(t, "the message after it to be processed", func() bool { return processed.Get("after") == 1 })
+	stop()
+
+	dl := env.collect(t, dlq, 1)[0]
+	dropped := dl.Metadata.Get(middleware.DeadLetterDroppedKey)
+	if dl.UUID != big.UUID || len(dl.Payload) != 0 || !strings.Contains(dropped, "too large") {
+		t.Fatalf("dead letter %s with %d bytes, dropped %q; want %s without payload, saying it was too large", dl.UUID, len(dl.Payload), dropped, big.UUID)
+	}
+	for k, want := range map[string]string{
+		middleware.DeadLetterErrorClassKey:     "poison",
+		middleware.DeadLetterOriginalTopicKey:  topic,
+		middleware.DeadLetterOriginalOffsetKey: "0",
+		correlation.MetadataKey:                "corr-big",
+		broker.PartitionKeyMetadataKey:         "one-partition",
+		"tenant":                               "",
+	} {
+		if got := dl.Metadata.Get(k); got != want {
+			t.Errorf("dead letter %s = %q, want %q", k, got, want)
+		}
+	}
+	if r := dl.Metadata.Get(middleware.DeadLetterReasonKey); r == "" || len(r) > 1024 {
+		t.Errorf("dead letter reason of %d bytes, want a reason of at most 1 KiB", len(r))
 	}
 }

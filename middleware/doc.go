@@ -153,7 +153,12 @@
 // A dead letter is a copy of the message, with its UUID, payload and
 // metadata (plus the correlation ID of the context when it had none), and
 // the metadata listed at [DeadLetterReasonKey]: why, where and when it
-// failed. Messages the handler returned are dropped with it.
+// failed. Messages the handler returned are dropped with it. A dead letter
+// that Kafka refuses as too large (a message near the topic's
+// max.message.bytes, grown by that metadata) is sent again without its
+// payload and with [DeadLetterDroppedKey] saying so, rather than nacked:
+// nacked, it would be refused again on every redelivery and block its
+// partition. The message itself stays at its original position.
 //
 // # Correlation
 //

@@ -103,8 +103,8 @@
 // dead-lettered at once rather than retried) so that a row Kafka refuses
 // should not happen; if it does, the forwarder
 // retries it and logs the error until Kafka's limit is raised. A row that is
-// not a message envelope at all, which no Publisher writes, is logged and
-// skipped.
+// not a message envelope at all, or names a topic Kafka would refuse, which
+// no Publisher writes, is logged and skipped.
 //
 // # Status and metrics
 //

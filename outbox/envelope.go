@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // envelope is the payload of an outbox row: the message and its
@@ -39,6 +41,11 @@ func unwrap(payload []byte) (string, *message.Message, error) {
 	}
 	if e.DestinationTopic == "" {
 		return "", nil, fmt.Errorf("%w: no destination_topic", errBadEnvelope)
+	}
+	// Kafka would refuse the record, and the forwarder would retry it for
+	// ever; the Publisher never writes such a row, another writer may.
+	if err := topics.Validate(e.DestinationTopic); err != nil {
+		return "", nil, fmt.Errorf("%w: destination_topic: %w", errBadEnvelope, err)
 	}
 	msg := message.NewMessage(e.UUID, e.Payload)
 	if e.Metadata != nil {

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -15,7 +16,7 @@ import (
 // map repository, measured beside MemoryStore, starts a cleaning goroutine
 // that nothing can stop; it alone is ignored.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction(
+	kafkatest.VerifyTestMain(m, goleak.IgnoreTopFunction(
 		"github.com/ThreeDotsLabs/watermill/message/router/middleware.(*mapExpiringKeyRepository).cleanOutLoop"))
 }
 

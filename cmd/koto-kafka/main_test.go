@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	kafkatest.VerifyTestMain(m)
 }
 
 func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {

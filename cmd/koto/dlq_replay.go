@@ -36,6 +36,10 @@ func runReplay(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 	res, err := q.Replay(ctx, f, deadletter.ReplayOptions{DryRun: d.dryRun, Progress: func(p deadletter.ReplayProgress) {
 		for _, l := range p.Unroutable {
 			bar.clear()
+			if l.Dropped != "" {
+				fmt.Fprintf(cio.stderr, "koto: not replayed: %s holds no payload (%s); the message is still at %s\n", position(l), l.Dropped, original(l))
+				continue
+			}
 			fmt.Fprintf(cio.stderr, "koto: not replayed: %s has no original topic (a record the dead-letter middleware did not write)\n", position(l))
 		}
 		if keep {

@@ -100,6 +100,9 @@ func showLetter(w io.Writer, topic string, l *deadletter.Letter) error {
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", f[0], orDash(f[1]))
 	}
+	if l.Dropped != "" {
+		fmt.Fprintf(tw, "dropped:\t%s\n", l.Dropped)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -5,12 +5,11 @@ import (
 	"flag"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { kafkatest.VerifyTestMain(m) }
 
 // TestStoreCheckMarkRunsAllOperations runs the body on a MemoryStore and
 // checks that the callers together did b.N check+marks, each with a new key.

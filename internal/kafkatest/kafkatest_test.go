@@ -14,7 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	kafkatest.VerifyTestMain(m)
 }
 
 func TestBrokersStartsAReachableBroker(t *testing.T) {

@@ -1,0 +1,95 @@
+package broker_test
+
+import (
+	"bytes"
+	"maps"
+	"testing"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+
+	"github.com/koto-dev/watermill-koto/broker"
+)
+
+// fuzzHeaders splits raw into record headers: each line is one header,
+// "key=value" or a bare key. Lines may hold any bytes, invalid UTF-8 and
+// NULs included, and keys may repeat.
+func fuzzHeaders(raw []byte) []*sarama.RecordHeader {
+	var hs []*sarama.RecordHeader
+	for line := range bytes.SplitSeq(raw, []byte("\n")) {
+		k, v, _ := bytes.Cut(line, []byte("="))
+		hs = append(hs, &sarama.RecordHeader{Key: k, Value: v})
+	}
+	return hs
+}
+
+// FuzzPartitionKeyMarshalerUnmarshal feeds the marshaler records as any
+// producer could write them. Unmarshal never fails or panics, the UUID
+// header becomes the UUID and every other header (the last of equal keys)
+// the metadata, a record key without a partition_key header becomes one,
+// and marshalling the message again gives a record that unmarshals to the
+// same message: a consumer can dead-letter or republish whatever it read.
+func FuzzPartitionKeyMarshalerUnmarshal(f *testing.F) {
+	f.Add([]byte("_watermill_message_uuid=0190c5a4-9d7e-7000-8000-00000000002a\nname=order-placed"), []byte("order-7"), []byte(`{"id":7}`))
+	f.Add([]byte("partition_key=a\npartition_key=b"), []byte("k"), []byte{})
+	f.Add([]byte("partition_key=\n_watermill_message_uuid="), []byte("k"), []byte{0, 1, 2})
+	f.Add([]byte("\xff\xfe=\x00\xc3\x28\n=\n=empty-key"), []byte(nil), []byte("\xff"))
+	f.Add([]byte("_watermill_message_uuid=a\n_watermill_message_uuid=b\ncorrelation_id=\xed\xa0\x80"), []byte{}, []byte(nil))
+	f.Add(bytes.Repeat([]byte("h=v\n"), 2000), []byte("k"), []byte("x"))
+	f.Fuzz(func(t *testing.T, headers, key, value []byte) {
+		m := broker.NewPartitionKeyMarshaler()
+		rec := &sarama.ConsumerMessage{Topic: "t", Key: key, Value: value, Headers: fuzzHeaders(headers)}
+		msg, err := m.Unmarshal(rec)
+		if err != nil {
+			t.Fatalf("Unmarshal(%q) failed: %v; any record must decode", headers, err)
+		}
+		wantUUID, wantMD := "", map[string]string{}
+		for _, h := range rec.Headers {
+			if string(h.Key) == kafka.UUIDHeaderKey {
+				wantUUID = string(h.Value)
+			} else {
+				wantMD[string(h.Key)] = string(h.Value)
+			}
+		}
+		if len(key) > 0 && wantMD[broker.PartitionKeyMetadataKey] == "" {
+			wantMD[broker.PartitionKeyMetadataKey] = string(key)
+		}
+		if msg.UUID != wantUUID || !maps.Equal(map[string]string(msg.Metadata), wantMD) || !bytes.Equal(msg.Payload, value) {
+			t.Fatalf("Unmarshal(%q, key %q) = uuid %q metadata %q; want uuid %q metadata %q",
+				headers, key, msg.UUID, msg.Metadata, wantUUID, wantMD)
+		}
+
+		out, err := m.Marshal("t", msg)
+		if err != nil {
+			t.Fatalf("Marshal of an unmarshalled record failed: %v", err)
+		}
+		again, err := m.Unmarshal(consumed(t, out))
+		if err != nil {
+			t.Fatalf("Unmarshal of a marshalled message failed: %v", err)
+		}
+		if again.UUID != msg.UUID || !maps.Equal(again.Metadata, msg.Metadata) || !bytes.Equal(again.Payload, msg.Payload) {
+			t.Fatalf("round trip changed the message: uuid %q→%q metadata %q→%q", msg.UUID, again.UUID, msg.Metadata, again.Metadata)
+		}
+	})
+}
+
+// consumed turns a produced record into the record a consumer reads.
+func consumed(t *testing.T, p *sarama.ProducerMessage) *sarama.ConsumerMessage {
+	t.Helper()
+	rec := &sarama.ConsumerMessage{Topic: p.Topic}
+	var err error
+	if p.Key != nil {
+		if rec.Key, err = p.Key.Encode(); err != nil {
+			t.Fatalf("encoding the key: %v", err)
+		}
+	}
+	if p.Value != nil {
+		if rec.Value, err = p.Value.Encode(); err != nil {
+			t.Fatalf("encoding the value: %v", err)
+		}
+	}
+	for _, h := range p.Headers {
+		rec.Headers = append(rec.Headers, &h)
+	}
+	return rec
+}
