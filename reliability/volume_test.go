@@ -1,0 +1,89 @@
+package reliability
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// volumePartitions is the partitions of the volume topic: the router
+// handles one message per partition at a time, so they are its concurrency.
+const volumePartitions = 8
+
+// volumeLimit bounds the consumption of one store's stream.
+const volumeLimit = 8 * time.Minute
+
+// TestVolume sends 100 000 distinct messages (-short: 10 000) and a
+// re-publication with the same UUID of every fifth one through a Watermill
+// router behind middleware.Defaults, once with the memory store and once with
+// the PostgreSQL store, and checks that the ledger holds exactly one effect
+// per distinct message. The rate covers consumption only, the stream being on
+// the broker before the router starts.
+func TestVolume(t *testing.T) {
+	n := size(100_000, 10_000)
+	b := kafkatest.Embedded(t)
+	base := broker.Config{Brokers: b.Addrs(), Provision: broker.ProvisionConfig{Partitions: volumePartitions}}
+	pub := kafkatest.NewPublisher(t, base)
+
+	stores := []struct {
+		name  string
+		store func(t *testing.T) idempotency.Store
+	}{
+		{"memory", func(t *testing.T) idempotency.Store {
+			s := idempotency.NewMemoryStore(0)
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+		{"postgres", func(t *testing.T) idempotency.Store {
+			cfg := pgtest.Config(t)
+			cfg.MaxConns = volumePartitions + 4
+			pool := pgtest.PoolWith(t, cfg)
+			s, err := postgres.NewStore(pool, postgres.Config{Schema: pgtest.Schema(t, pool), CleanupInterval: -1})
+			if err != nil {
+				t.Fatalf("postgres.NewStore: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		}},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			store := s.store(t)
+			topic := kafkatest.NewTopic(t, base, "volume-"+s.name)
+			sent := newMessages(s.name, n)
+			stream := withDuplicates(sent)
+			publishAll(t, pub, topic, stream)
+
+			var effects ledger
+			cfg := base
+			cfg.ConsumerGroup = kafkatest.Group(t, "volume-"+s.name)
+			c := startConsumer(t, pub, consumerSpec{cfg: cfg, topic: topic, store: store, effect: effects.add})
+			took := c.waitDone(t, int64(len(stream)), volumeLimit, fmt.Sprintf("%s store", s.name))
+			kafkatest.WaitCommitted(t, cfg.Brokers, cfg.ConsumerGroup, topic, int64(len(stream)))
+			c.stop()
+
+			dups, losses := effects.tally(sent)
+			record(t, row{
+				Checks:     "effects = distinct messages (" + s.name + " store, check-handle-mark)",
+				Faults:     "20 % re-published duplicates",
+				Messages:   n,
+				Duplicates: dups,
+				Losses:     losses,
+				Note:       fmt.Sprintf("%s (%d deliveries in %.1fs, %d partitions)", rate(len(stream), took), len(stream), took.Seconds(), volumePartitions),
+			})
+			if dups != 0 || losses != 0 || effects.Total() != n {
+				t.Fatalf("%s store: %d effects for %d distinct messages: %d duplicate effects, %d messages lost", s.name, effects.Total(), n, dups, losses)
+			}
+			if n := kafkatest.Records(t, cfg.Brokers, topics.DeadLetter(cfg.ConsumerGroup)); n != 0 {
+				t.Errorf("%s store: %d dead letters, want none", s.name, n)
+			}
+		})
+	}
+}
