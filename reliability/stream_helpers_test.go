@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,14 +64,28 @@ func republish(m *message.Message) *message.Message {
 	return c
 }
 
-// publishAll publishes msgs to topic in batches, failing t on an error.
+// publishAll publishes msgs to topic in batches, a few at once, failing t
+// on an error.
 func publishAll(t testing.TB, pub message.Publisher, topic string, msgs []*message.Message) {
 	t.Helper()
-	const batch = 1000
+	const batch, workers = 500, 4
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, workers)
+	errs := make(chan error, len(msgs)/batch+1)
 	for i := 0; i < len(msgs); i += batch {
-		if err := pub.Publish(topic, msgs[i:min(i+batch, len(msgs))]...); err != nil {
-			t.Fatalf("publish messages %d..%d to %s: %v", i, min(i+batch, len(msgs))-1, topic, err)
-		}
+		part := msgs[i:min(i+batch, len(msgs))]
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := pub.Publish(topic, part...); err != nil {
+				errs <- fmt.Errorf("publish messages %d..%d to %s: %w", i, i+len(part)-1, topic, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -121,7 +136,7 @@ func startConsumer(t testing.TB, pub message.Publisher, spec consumerSpec) *cons
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher: pub,
 		Store:     spec.store,
-		Logger:    kafkatest.Logger(slog.LevelWarn),
+		Logger:    kafkatest.Logger(slog.LevelError),
 		DeadLetter: middleware.DeadLetterConfig{
 			Backoff: middleware.Backoff{InitialInterval: 5 * time.Millisecond, MaxInterval: 100 * time.Millisecond},
 		},

@@ -20,17 +20,24 @@ const volumePartitions = 8
 // volumeLimit bounds the consumption of one store's stream.
 const volumeLimit = 8 * time.Minute
 
-// TestVolume sends 100 000 distinct messages (-short: 10 000) and a
-// re-publication with the same UUID of every fifth one through a Watermill
-// router behind middleware.Defaults, once with the memory store and once with
-// the PostgreSQL store, and checks that the ledger holds exactly one effect
-// per distinct message. The rate covers consumption only, the stream being on
-// the broker before the router starts.
+// TestVolume publishes 100 000 distinct messages (-short: 10 000) and a
+// re-publication with the same UUID of every fifth one, then consumes the
+// topic through a Watermill router behind middleware.Defaults, in one
+// consumer group with the memory store and in another with the PostgreSQL
+// store, and checks that each ledger holds exactly one effect per distinct
+// message. The rate covers consumption only, the stream being on the broker
+// before the router starts.
 func TestVolume(t *testing.T) {
 	n := size(100_000, 10_000)
 	b := kafkatest.Embedded(t)
 	base := broker.Config{Brokers: b.Addrs(), Provision: broker.ProvisionConfig{Partitions: volumePartitions}}
 	pub := kafkatest.NewPublisher(t, base)
+	topic := kafkatest.NewTopic(t, base, "volume")
+	sent := newMessages("volume", n)
+	stream := withDuplicates(sent)
+	began := time.Now()
+	publishAll(t, pub, topic, stream)
+	t.Logf("published %d messages in %v", len(stream), time.Since(began).Round(time.Millisecond))
 
 	stores := []struct {
 		name  string
@@ -56,11 +63,6 @@ func TestVolume(t *testing.T) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			store := s.store(t)
-			topic := kafkatest.NewTopic(t, base, "volume-"+s.name)
-			sent := newMessages(s.name, n)
-			stream := withDuplicates(sent)
-			publishAll(t, pub, topic, stream)
-
 			var effects ledger
 			cfg := base
 			cfg.ConsumerGroup = kafkatest.Group(t, "volume-"+s.name)
