@@ -114,19 +114,25 @@ func TestBrokerFaults(t *testing.T) {
 
 	// Faults 2 to 4: the restarted broker answers every produce, then every
 	// fetch, then every offset commit with a retriable error for a while.
+	// Produce fails on the stream, event and command topics only: the
+	// dead-letter topics keep working, so that an outage taken for poison
+	// would be dead-lettered and show.
+	produce := func(topic string) kfake.Fault {
+		return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotEnoughReplicas, Count: -1}
+	}
 	faults := []struct {
 		name    string
-		fault   kfake.Fault
+		faults  []kfake.Fault
 		request bool // whether a Request must fail under the fault
 	}{
-		{"produce", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1}, true},
-		{"fetch", kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1}, true},
-		{"offset commit", kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.CoordinatorNotAvailable, Count: -1}, false},
+		{"produce", []kfake.Fault{produce(stream), produce(events), produce(rr.commands)}, true},
+		{"fetch", []kfake.Fault{{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1}}, true},
+		{"offset commit", []kfake.Fault{{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.CoordinatorNotAvailable, Count: -1}}, false},
 	}
 	var hits []string
 	for i, f := range faults {
 		waitEffects(t, &effects, n*(i+2)/6, "more of the stream before the "+f.name+" fault")
-		h := b.Cluster().Fault(f.fault)
+		h := b.Cluster().Fault(f.faults...)
 		if f.request {
 			rr.request(t, "while every "+f.name+" fails", false)
 		}
@@ -149,7 +155,7 @@ func TestBrokerFaults(t *testing.T) {
 	redelivered := c.done.Load() + c2.done.Load() - records
 	record(t, row{
 		Checks:     "one effect per message, no dead letter, resume from committed offsets, Request fails fast under faults and works after",
-		Faults:     "broker closed 2 s and restarted on its data; produce, fetch, offset commit failed 2 s each",
+		Faults:     "broker closed 2 s and restarted on its data; produce (stream, event, command topics), fetch, offset commit failed 2 s each",
 		Messages:   n,
 		Duplicates: dups,
 		Losses:     losses,
@@ -248,16 +254,18 @@ func (p *publishing) wait(t testing.TB) {
 // requestReply is a dispatcher and the service that answers its
 // reserveStock commands, each on a router of its own.
 type requestReply struct {
-	d       *cqrs.CommandDispatcher
-	group   string        // the command consumer's group
-	slowest time.Duration // the longest a Request under a fault took
-	seq     int
+	d        *cqrs.CommandDispatcher
+	commands string        // the command topic
+	group    string        // the command consumer's group
+	slowest  time.Duration // the longest a Request under a fault took
+	seq      int
 }
 
 func newRequestReply(t *testing.T, base broker.Config) *requestReply {
 	t.Helper()
 	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
-	rr := &requestReply{group: topics.ConsumerGroup(inventory, topics.TypeName(reserveStock{}))}
+	name := topics.TypeName(reserveStock{})
+	rr := &requestReply{commands: topics.Command(inventory, name), group: topics.ConsumerGroup(inventory, name)}
 	// The services log every fault they ride out, on purpose; the test
 	// checks what they did instead.
 	logger := slog.New(slog.DiscardHandler)
