@@ -35,11 +35,23 @@ const mib = 1 << 20
 const soakSlack = 4 * mib
 
 // orderPlaced is the orders service's event in TestSoak. Its message ID
-// follows the order, so placing an order twice is a duplicate.
+// follows the order, so placing an order twice is a duplicate. Its lines
+// give it the size of a real order, about 1 KiB, so that a leak of
+// messages shows in the heap as it would in production.
 type orderPlaced struct {
-	OrderID string `json:"orderId"`
-	Total   int    `json:"total"`
+	OrderID string   `json:"orderId"`
+	Total   int      `json:"total"`
+	Lines   []string `json:"lines"`
 }
+
+// orderLines are the lines of every order in TestSoak.
+var orderLines = func() []string {
+	lines := make([]string, 16)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("%02d x sku-%04d %-48s", i+1, i*37, "a product with a description")
+	}
+	return lines
+}()
 
 func (e orderPlaced) MessageID() string    { return "order-placed/" + e.OrderID }
 func (e orderPlaced) PartitionKey() string { return e.OrderID }
@@ -148,8 +160,7 @@ func newShop(t *testing.T) *shop {
 	cfg := pgtest.Config(t)
 	cfg.MaxConns = 20 // a connection per partition of the transactional handler, the forwarder, the clients
 	pool := pgtest.PoolWith(t, cfg)
-	b := kafkatest.Embedded(t)
-	s := &shop{brokers: b.Addrs(), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
+	s := &shop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
 	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
 	base := broker.Config{Brokers: s.brokers}
 	logger := kafkatest.Logger(slog.LevelError)
@@ -234,7 +245,7 @@ func (s *shop) order(id string, n int) error {
 	if res, err := cqrs.Request[stockReserved](ctx, s.commands, reserveStock{SKU: sku}); err != nil || res.SKU != sku {
 		return fmt.Errorf("reserve stock for %s: %+v, %v", id, res, err)
 	}
-	ev := orderPlaced{OrderID: id, Total: n}
+	ev := orderPlaced{OrderID: id, Total: n, Lines: orderLines}
 	for range 2 {
 		err := s.durable.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if err := s.durable.Outbox().LockKeys(ctx, tx, id); err != nil {
