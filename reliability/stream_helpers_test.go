@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,31 +61,6 @@ func republish(m *message.Message) *message.Message {
 		c.Metadata.Set(k, v)
 	}
 	return c
-}
-
-// publishAll publishes msgs to topic in batches, a few at once, failing t
-// on an error.
-func publishAll(t testing.TB, pub message.Publisher, topic string, msgs []*message.Message) {
-	t.Helper()
-	const batch, workers = 500, 4
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, workers)
-	errs := make(chan error, len(msgs)/batch+1)
-	for i := 0; i < len(msgs); i += batch {
-		part := msgs[i:min(i+batch, len(msgs))]
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if err := pub.Publish(topic, part...); err != nil {
-				errs <- fmt.Errorf("publish messages %d..%d to %s: %w", i, i+len(part)-1, topic, err)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
 }
 
 // ledger records the effects of handlers: one entry per run of a handler
