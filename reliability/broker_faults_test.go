@@ -47,7 +47,7 @@ const (
 // a Request under each fault ends promptly with an error and works again
 // once the fault is gone.
 func TestBrokerFaults(t *testing.T) {
-	n := size(5000, 1500)
+	n := fullOrShort(5000, 1500)
 	b := kafkatest.Embedded(t, embedded.WithDataDir(t.TempDir()))
 	base := broker.Config{
 		Brokers:             b.Addrs(),
@@ -61,12 +61,12 @@ func TestBrokerFaults(t *testing.T) {
 	kafkatest.Provision(t, base, stream, events)
 
 	pub := kafkatest.NewPublisher(t, base)
-	var effects ledger
+	var effects effectLedger
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	cfg := base
 	cfg.ConsumerGroup = kafkatest.Group(t, "faults")
-	spec := consumerSpec{cfg: cfg, topic: stream, store: store, effect: func(msg *message.Message) error {
+	spec := routedSpec{cfg: cfg, topic: stream, store: store, effect: func(msg *message.Message) error {
 		// The event per message: under a fault its publish fails, an
 		// outage that the chain retries.
 		ev := message.NewMessage(msg.UUID, msg.Payload)
@@ -78,14 +78,14 @@ func TestBrokerFaults(t *testing.T) {
 		}
 		return effects.add(msg)
 	}}
-	c := startConsumer(t, pub, spec)
+	c := startRouted(t, pub, spec)
 	rr := newRequestReply(t, base)
 	rr.request(t, "before the faults", true)
 
-	sent := newMessages("fault", n)
+	sent := keyedMessages("fault", n)
 	// The publisher keeps at most a few hundred messages ahead of the
 	// consumers, so that the stream goes on through every fault.
-	p := startPublishing(t, pub, stream, withDuplicates(sent), func(i int) bool { return effects.Distinct() >= i*5/6-200 })
+	p := startRetryingStream(t, pub, stream, withRepublished(sent), func(i int) bool { return effects.Distinct() >= i*5/6-200 })
 
 	// Fault 1: the broker closes mid-stream and comes back on its data.
 	waitEffects(t, &effects, n/4, "a quarter of the stream before the restart")
@@ -110,7 +110,7 @@ func TestBrokerFaults(t *testing.T) {
 	waitEffects(t, &effects, n/3, "a third of the stream after the restart")
 	c.stop()
 	handover := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
-	c2 := startConsumer(t, pub, spec)
+	c2 := startRouted(t, pub, spec)
 
 	// Faults 2 to 4: the restarted broker answers every produce, then every
 	// fetch, then every offset commit with a retriable error for a while.
@@ -183,26 +183,26 @@ func TestBrokerFaults(t *testing.T) {
 }
 
 // waitEffects waits until the ledger holds n distinct effects.
-func waitEffects(t testing.TB, l *ledger, n int, what string) {
+func waitEffects(t testing.TB, l *effectLedger, n int, what string) {
 	t.Helper()
 	kafkatest.WaitFor(t, what, func() bool { return l.Distinct() >= n })
 }
 
-// publishing publishes a stream in the background as an application
+// retryingStream publishes a stream in the background as an application
 // would: a message whose publish fails is published again, with the same
 // UUID, until it succeeds.
-type publishing struct {
+type retryingStream struct {
 	failures atomic.Int64
 	done     chan struct{}
 	err      error
 }
 
-// startPublishing publishes msgs to topic one at a time, each within two
+// startRetryingStream publishes msgs to topic one at a time, each within two
 // seconds, in order, retrying failures, until all are published or the
 // test ends. It publishes message i once may(i) holds.
-func startPublishing(t testing.TB, pub message.Publisher, topic string, msgs []*message.Message, may func(i int) bool) *publishing {
+func startRetryingStream(t testing.TB, pub message.Publisher, topic string, msgs []*message.Message, may func(i int) bool) *retryingStream {
 	t.Helper()
-	p := &publishing{done: make(chan struct{})}
+	p := &retryingStream{done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var once sync.Once
 	t.Cleanup(func() { cancel(); once.Do(func() { <-p.done }) })
@@ -218,7 +218,7 @@ func startPublishing(t testing.TB, pub message.Publisher, topic string, msgs []*
 				}
 				continue
 			}
-			m := republish(msgs[i])
+			m := sameMessage(msgs[i])
 			mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
 			m.SetContext(mctx)
 			err := pub.Publish(topic, m)
@@ -239,15 +239,15 @@ func startPublishing(t testing.TB, pub message.Publisher, topic string, msgs []*
 }
 
 // wait waits until every message is published.
-func (p *publishing) wait(t testing.TB) {
+func (p *retryingStream) wait(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.done:
 		if p.err != nil {
-			t.Fatalf("publishing stopped: %v", p.err)
+			t.Fatalf("retryingStream stopped: %v", p.err)
 		}
 	case <-time.After(faultLimit):
-		t.Fatalf("publishing did not finish within %v; %d publishes failed", faultLimit, p.failures.Load())
+		t.Fatalf("retryingStream did not finish within %v; %d publishes failed", faultLimit, p.failures.Load())
 	}
 }
 

@@ -26,13 +26,13 @@ import (
 // soakWorkers is how many clients place orders at once in TestSoak.
 const soakWorkers = 4
 
-// mib is a mebibyte.
-const mib = 1 << 20
+// mebibyte is a mebibyte.
+const mebibyte = 1 << 20
 
 // soakSlack is what the heap in use may grow beyond a quarter of its size after
 // warm-up: the working set of messages in flight, buffers sized by load,
 // the in-memory store of the orders service's consumer.
-const soakSlack = 4 * mib
+const soakSlack = 4 * mebibyte
 
 // orderPlaced is the orders service's event in TestSoak. Its message ID
 // follows the order, so placing an order twice is a duplicate. Its lines
@@ -73,8 +73,8 @@ func (e paymentProcessed) PartitionKey() string { return e.OrderID }
 // grow by more than a quarter plus soakSlack by the end, and every order must be
 // charged and paid exactly once.
 func TestSoak(t *testing.T) {
-	run := time.Duration(size(60, 10)) * time.Second
-	s := newShop(t)
+	run := time.Duration(fullOrShort(60, 10)) * time.Second
+	s := newSoakShop(t)
 
 	var placed atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), run)
@@ -114,7 +114,7 @@ func TestSoak(t *testing.T) {
 		Duplicates: max(charges-orders, 0) + max(s.paid.Total()-s.paid.Distinct(), 0),
 		Losses:     max(orders-charges, 0) + max(orders-s.paid.Distinct(), 0),
 		Note: fmt.Sprintf("%v run; heap in use %.1f MiB after warm-up, %.1f MiB at the end (bound %.1f); goroutines %d → %d; %d orders after warm-up",
-			run, float64(start)/mib, float64(end)/mib, float64(heapBound(start))/mib, startG, endG, int64(orders)-startOrders),
+			run, float64(start)/mebibyte, float64(end)/mebibyte, float64(heapBound(start))/mebibyte, startG, endG, int64(orders)-startOrders),
 	})
 	if charges != orders || rows != orders || s.paid.Distinct() != orders || s.paid.Total() != orders {
 		t.Errorf("%d orders placed twice each: %d order rows, %d charges, %d paid of %d payments seen; want one of each per order",
@@ -125,7 +125,7 @@ func TestSoak(t *testing.T) {
 	}
 	if end > heapBound(start) {
 		t.Errorf("heap in use grew from %.1f MiB after warm-up to %.1f MiB after %v, over the bound of %.1f MiB: a leak",
-			float64(start)/mib, float64(end)/mib, run, float64(heapBound(start))/mib)
+			float64(start)/mebibyte, float64(end)/mebibyte, run, float64(heapBound(start))/mebibyte)
 	}
 }
 
@@ -140,11 +140,11 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// shop is examples/shop's services, built the same way on the test's broker
+// soakShop is examples/shop's services, built the same way on the test's broker
 // and database: inventory answers reserveStock, payments charges each
 // orderPlaced in the transactional mode of the durable outbox, orders
 // counts each paymentProcessed.
-type shop struct {
+type soakShop struct {
 	brokers  []string
 	pool     *pgxpool.Pool
 	schema   string
@@ -155,12 +155,12 @@ type shop struct {
 	paid     kafkatest.Counter // paymentProcessed by order ID
 }
 
-func newShop(t *testing.T) *shop {
+func newSoakShop(t *testing.T) *soakShop {
 	t.Helper()
 	cfg := pgtest.Config(t)
 	cfg.MaxConns = 20 // a connection per partition of the transactional handler, the forwarder, the clients
 	pool := pgtest.PoolWith(t, cfg)
-	s := &shop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
+	s := &soakShop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
 	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
 	base := broker.Config{Brokers: s.brokers}
 	logger := kafkatest.Logger(slog.LevelError)
@@ -198,7 +198,7 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 				return err
 			}
 			return events.Publish(ctx, paymentProcessed{OrderID: ev.OrderID, Amount: ev.Total})
-		}, cqrs.From(orders), cqrs.LockKeys(orderKey))},
+		}, cqrs.From(orders), cqrs.LockKeys(soakOrderKey))},
 		{orders, false, cqrs.NewEventConsumer(func(_ context.Context, ev *paymentProcessed) error {
 			s.paid.Add(ev.OrderID)
 			return nil
@@ -227,10 +227,10 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 }
 
 // table returns the quoted name of one of the shop's tables.
-func (s *shop) table(name string) string { return pgx.Identifier{s.schema, name}.Sanitize() }
+func (s *soakShop) table(name string) string { return pgx.Identifier{s.schema, name}.Sanitize() }
 
-// orderKey is the order ID an orderPlaced carries as its partition key.
-func orderKey(msg *message.Message) ([]string, error) {
+// soakOrderKey is the order ID an orderPlaced carries as its partition key.
+func soakOrderKey(msg *message.Message) ([]string, error) {
 	return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
 }
 
@@ -238,7 +238,7 @@ func orderKey(msg *message.Message) ([]string, error) {
 // request/reply, then writes the order and its orderPlaced in one
 // transaction, twice, as a client that retries would, and waits until the
 // order is paid.
-func (s *shop) order(id string, n int) error {
+func (s *soakShop) order(id string, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
 	sku := fmt.Sprintf("sku-%d", n%100)

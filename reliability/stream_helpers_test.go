@@ -20,18 +20,18 @@ import (
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// size returns full, or short under -short.
-func size(full, short int) int {
+// fullOrShort returns full, or short under -short.
+func fullOrShort(full, short int) int {
 	if testing.Short() {
 		return short
 	}
 	return full
 }
 
-// newMessages returns n messages with new UUIDs and payloads "<prefix>-i";
+// keyedMessages returns n messages with new UUIDs and payloads "<prefix>-i";
 // each is its own partition key, so that a re-publication with the same UUID
 // lands on the same partition, as a Kafka redelivery would.
-func newMessages(prefix string, n int) []*message.Message {
+func keyedMessages(prefix string, n int) []*message.Message {
 	msgs := make([]*message.Message, n)
 	for i := range msgs {
 		msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(prefix+"-"+strconv.Itoa(i)))
@@ -40,22 +40,22 @@ func newMessages(prefix string, n int) []*message.Message {
 	return msgs
 }
 
-// withDuplicates returns originals with a re-publication (same UUID,
+// withRepublished returns originals with a re-publication (same UUID,
 // payload and metadata) of message i/2 after every fifth message i: 20 %
 // duplicates, each later on its partition than its original.
-func withDuplicates(originals []*message.Message) []*message.Message {
+func withRepublished(originals []*message.Message) []*message.Message {
 	stream := make([]*message.Message, 0, len(originals)*6/5+1)
 	for i, m := range originals {
 		stream = append(stream, m)
 		if i%5 == 4 {
-			stream = append(stream, republish(originals[i/2]))
+			stream = append(stream, sameMessage(originals[i/2]))
 		}
 	}
 	return stream
 }
 
-// republish returns a new message with the UUID, payload and metadata of m.
-func republish(m *message.Message) *message.Message {
+// sameMessage returns a new message with the UUID, payload and metadata of m.
+func sameMessage(m *message.Message) *message.Message {
 	c := message.NewMessage(m.UUID, m.Payload)
 	for k, v := range m.Metadata {
 		c.Metadata.Set(k, v)
@@ -63,19 +63,19 @@ func republish(m *message.Message) *message.Message {
 	return c
 }
 
-// ledger records the effects of handlers: one entry per run of a handler
+// effectLedger records the effects of handlers: one entry per run of a handler
 // that succeeded, by message UUID.
-type ledger struct{ kafkatest.Counter }
+type effectLedger struct{ kafkatest.Counter }
 
 // add records the effect of msg.
-func (l *ledger) add(msg *message.Message) error {
+func (l *effectLedger) add(msg *message.Message) error {
 	l.Add(msg.UUID)
 	return nil
 }
 
 // tally compares the ledger with the distinct messages that were sent: the
 // effects beyond one per message, and the messages without an effect.
-func (l *ledger) tally(sent []*message.Message) (duplicates, losses int) {
+func (l *effectLedger) tally(sent []*message.Message) (duplicates, losses int) {
 	for _, m := range sent {
 		switch n := l.Get(m.UUID); {
 		case n == 0:
@@ -87,25 +87,25 @@ func (l *ledger) tally(sent []*message.Message) (duplicates, losses int) {
 	return duplicates, losses
 }
 
-// consumer is a Watermill router over the embedded broker with one handler
+// routedConsumer is a Watermill router over the embedded broker with one handler
 // behind middleware.Defaults, which writes each message's effect into a
 // ledger.
-type consumer struct {
+type routedConsumer struct {
 	done atomic.Int64 // deliveries the chain acked: effects and skipped duplicates
 	stop func()
 }
 
-// consumerSpec configures [startConsumer].
-type consumerSpec struct {
+// routedSpec configures [startRouted].
+type routedSpec struct {
 	cfg    broker.Config // brokers and consumer group (also the handler name)
 	topic  string
 	store  idempotency.Store // nil: no deduplication
 	effect func(*message.Message) error
 }
 
-// startConsumer runs spec's handler on a router of its own until t ends or
+// startRouted runs spec's handler on a router of its own until t ends or
 // stop is called. Retries are fast, so that an outage is retried often.
-func startConsumer(t testing.TB, pub message.Publisher, spec consumerSpec) *consumer {
+func startRouted(t testing.TB, pub message.Publisher, spec routedSpec) *routedConsumer {
 	t.Helper()
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher: pub,
@@ -119,7 +119,7 @@ func startConsumer(t testing.TB, pub message.Publisher, spec consumerSpec) *cons
 		t.Fatalf("middleware.Defaults: %v", err)
 	}
 	t.Cleanup(func() { _ = chain.Close(t.Context()) })
-	c := &consumer{}
+	c := &routedConsumer{}
 	router := kafkatest.NewRouter(t, nil)
 	sub := kafkatest.NewSubscriber(t, spec.cfg)
 	h := router.AddConsumerHandler(spec.cfg.ConsumerGroup, spec.topic, sub, func(msg *message.Message) error {
@@ -132,7 +132,7 @@ func startConsumer(t testing.TB, pub message.Publisher, spec consumerSpec) *cons
 }
 
 // count counts the deliveries that the chain acked.
-func (c *consumer) count(h message.HandlerFunc) message.HandlerFunc {
+func (c *routedConsumer) count(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		out, err := h(msg)
 		if err == nil {
@@ -144,7 +144,7 @@ func (c *consumer) count(h message.HandlerFunc) message.HandlerFunc {
 
 // waitDone waits until c acked n deliveries, at most limit; it returns how
 // long that took.
-func (c *consumer) waitDone(t testing.TB, n int64, limit time.Duration, what string) time.Duration {
+func (c *routedConsumer) waitDone(t testing.TB, n int64, limit time.Duration, what string) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for c.done.Load() < n {
@@ -156,8 +156,8 @@ func (c *consumer) waitDone(t testing.TB, n int64, limit time.Duration, what str
 	return time.Since(start)
 }
 
-// rate formats n messages in d as msg/s.
-func rate(n int, d time.Duration) string {
+// msgRate formats n messages in d as msg/s.
+func msgRate(n int, d time.Duration) string {
 	return fmt.Sprintf("%.0f msg/s", float64(n)/d.Seconds())
 }
 

@@ -33,15 +33,15 @@ const volumeLimit = 8 * time.Minute
 // message. The rate covers consumption only, the stream being on the broker
 // before the router starts.
 func TestVolume(t *testing.T) {
-	n := size(100_000, 10_000)
+	n := fullOrShort(100_000, 10_000)
 	b := kafkatest.Embedded(t)
 	base := broker.Config{Brokers: b.Addrs(), Provision: broker.ProvisionConfig{Partitions: volumePartitions}}
 	pub := kafkatest.NewPublisher(t, base)
 	topic := kafkatest.NewTopic(t, base, "volume")
-	sent := newMessages("volume", n)
-	stream := withDuplicates(sent)
+	sent := keyedMessages("volume", n)
+	stream := withRepublished(sent)
 	began := time.Now()
-	fill(t, base.Brokers, topic, stream)
+	fillTopic(t, base.Brokers, topic, stream)
 	t.Logf("wrote %d messages in %v", len(stream), time.Since(began).Round(time.Millisecond))
 
 	stores := []struct {
@@ -68,10 +68,10 @@ func TestVolume(t *testing.T) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			store := s.store(t)
-			var effects ledger
+			var effects effectLedger
 			cfg := base
 			cfg.ConsumerGroup = kafkatest.Group(t, "volume-"+s.name)
-			c := startConsumer(t, pub, consumerSpec{cfg: cfg, topic: topic, store: store, effect: effects.add})
+			c := startRouted(t, pub, routedSpec{cfg: cfg, topic: topic, store: store, effect: effects.add})
 			took := c.waitDone(t, int64(len(stream)), volumeLimit, fmt.Sprintf("%s store", s.name))
 			kafkatest.WaitCommitted(t, cfg.Brokers, cfg.ConsumerGroup, topic, int64(len(stream)))
 			c.stop()
@@ -83,7 +83,7 @@ func TestVolume(t *testing.T) {
 				Messages:   n,
 				Duplicates: dups,
 				Losses:     losses,
-				Note:       fmt.Sprintf("%s (%d deliveries in %.1fs, %d partitions)", rate(len(stream), took), len(stream), took.Seconds(), volumePartitions),
+				Note:       fmt.Sprintf("%s (%d deliveries in %.1fs, %d partitions)", msgRate(len(stream), took), len(stream), took.Seconds(), volumePartitions),
 			})
 			if dups != 0 || losses != 0 || effects.Total() != n {
 				t.Fatalf("%s store: %d effects for %d distinct messages: %d duplicate effects, %d messages lost", s.name, effects.Total(), n, dups, losses)
@@ -95,12 +95,12 @@ func TestVolume(t *testing.T) {
 	}
 }
 
-// fill writes msgs to topic as the project's publisher would (its
+// fillTopic writes msgs to topic as the project's publisher would (its
 // marshaler, and sarama's hash of the partition key, so that a duplicate
 // lands on its original's partition), through a franz-go client: the
 // publisher under -race would take longer to write the stream than the
 // consumers take to read it, and the write is not what this test measures.
-func fill(t testing.TB, brokers []string, topic string, msgs []*message.Message) {
+func fillTopic(t testing.TB, brokers []string, topic string, msgs []*message.Message) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))))
@@ -117,7 +117,7 @@ func fill(t testing.TB, brokers []string, topic string, msgs []*message.Message)
 			if err != nil {
 				t.Fatalf("marshal %s: %v", m.UUID, err)
 			}
-			rec := &kgo.Record{Key: encoded(t, pm.Key), Value: encoded(t, pm.Value)}
+			rec := &kgo.Record{Key: saramaBytes(t, pm.Key), Value: saramaBytes(t, pm.Value)}
 			for _, h := range pm.Headers {
 				rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: string(h.Key), Value: h.Value})
 			}
@@ -129,8 +129,8 @@ func fill(t testing.TB, brokers []string, topic string, msgs []*message.Message)
 	}
 }
 
-// encoded returns the bytes of a sarama encoder; nil for nil.
-func encoded(t testing.TB, e sarama.Encoder) []byte {
+// saramaBytes returns the bytes of a sarama encoder; nil for nil.
+func saramaBytes(t testing.TB, e sarama.Encoder) []byte {
 	t.Helper()
 	if e == nil {
 		return nil
