@@ -20,7 +20,7 @@ import (
 
 // volumePartitions is the partitions of the volume topic: the router
 // handles one message per partition at a time, so they are its concurrency.
-const volumePartitions = 8
+const volumePartitions = 16
 
 // volumeLimit bounds the consumption of one store's stream.
 const volumeLimit = 8 * time.Minute
