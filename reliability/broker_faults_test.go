@@ -43,9 +43,9 @@ const (
 // consumer is replaced by a new one in the same group after the restart.
 // The test checks that the ledger has exactly one effect per distinct
 // message, that nothing was dead-lettered, that the consumers resumed from
-// the committed offsets rather than from the start, and that
-// a Request under each fault ends promptly with an error and works again
-// once the fault is gone.
+// the committed offsets rather than from the start, and that a Request
+// while the broker is down, and while produce or fetch fail, ends promptly
+// with an error, and works again once the fault is gone.
 func TestBrokerFaults(t *testing.T) {
 	n := fullOrShort(5000, 1500)
 	b := kafkatest.Embedded(t, embedded.WithDataDir(t.TempDir()))
@@ -91,7 +91,6 @@ func TestBrokerFaults(t *testing.T) {
 	waitEffects(t, &effects, n/4, "a quarter of the stream before the restart")
 	kafkatest.WaitFor(t, "a first offset commit", func() bool { return kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream) > 0 })
 	committed := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
-	doneBefore := c.done.Load()
 	if err := b.Close(); err != nil {
 		t.Fatalf("close the broker: %v", err)
 	}
@@ -171,9 +170,6 @@ func TestBrokerFaults(t *testing.T) {
 	if redelivered >= committed {
 		t.Errorf("%d deliveries beyond the topic's %d records, at least the %d offsets committed before the restart: the consumers started again from the beginning",
 			redelivered, records, committed)
-	}
-	if doneBefore == 0 {
-		t.Error("nothing was handled before the restart")
 	}
 	for _, group := range []string{cfg.ConsumerGroup, rr.group} {
 		if dl := kafkatest.Records(t, base.Brokers, topics.DeadLetter(group)); dl != 0 {

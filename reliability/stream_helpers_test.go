@@ -87,9 +87,9 @@ func (l *effectLedger) tally(sent []*message.Message) (duplicates, losses int) {
 	return duplicates, losses
 }
 
-// routedConsumer is a Watermill router over the embedded broker with one handler
-// behind middleware.Defaults, which writes each message's effect into a
-// ledger.
+// routedConsumer is a Watermill router over the embedded broker with one
+// handler behind middleware.Defaults, which writes each message's effect
+// into a ledger.
 type routedConsumer struct {
 	done atomic.Int64 // deliveries the chain acked: effects and skipped duplicates
 	stop func()
@@ -118,13 +118,18 @@ func startRouted(t testing.TB, pub message.Publisher, spec routedSpec) *routedCo
 	if err != nil {
 		t.Fatalf("middleware.Defaults: %v", err)
 	}
-	t.Cleanup(func() { _ = chain.Close(t.Context()) })
+	t.Cleanup(func() {
+		// t.Context has ended by now; Close waits for the chain's marks.
+		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		defer cancel()
+		if err := chain.Close(ctx); err != nil {
+			t.Errorf("close the middleware chain: %v", err)
+		}
+	})
 	c := &routedConsumer{}
 	router := kafkatest.NewRouter(t, nil)
 	sub := kafkatest.NewSubscriber(t, spec.cfg)
-	h := router.AddConsumerHandler(spec.cfg.ConsumerGroup, spec.topic, sub, func(msg *message.Message) error {
-		return spec.effect(msg)
-	})
+	h := router.AddConsumerHandler(spec.cfg.ConsumerGroup, spec.topic, sub, spec.effect)
 	h.AddMiddleware(c.count)
 	h.AddMiddleware(chain.Middlewares()...)
 	c.stop = kafkatest.RunRouter(t, router)
