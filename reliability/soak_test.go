@@ -70,8 +70,9 @@ func (e paymentProcessed) PartitionKey() string { return e.OrderID }
 // outbox; payments charges each order in the transactional mode and
 // publishes paymentProcessed through the outbox; orders consumes it. After
 // a warm-up of a fifth of the run, the heap in use (after a GC) must not
-// grow by more than a quarter plus soakSlack by the end, and every order must be
-// charged and paid exactly once.
+// grow by more than a quarter plus soakSlack by the end, and every order
+// must be charged and paid exactly once. The table counts orders as its
+// messages.
 func TestSoak(t *testing.T) {
 	run := time.Duration(fullOrShort(60, 10)) * time.Second
 	s := newSoakShop(t)
@@ -140,8 +141,8 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// soakShop is examples/shop's services, built the same way on the test's broker
-// and database: inventory answers reserveStock, payments charges each
+// soakShop is examples/shop's services, built the same way on the test's
+// broker and database: inventory answers reserveStock, payments charges each
 // orderPlaced in the transactional mode of the durable outbox, orders
 // counts each paymentProcessed.
 type soakShop struct {
