@@ -40,7 +40,13 @@
 // key waits on the row until the first transaction ends: after a commit it
 // finds the mark (a duplicate), after a rollback it claims. [Store.BeginClaim]
 // begins such a transaction on the store's pool with the claim in one round
-// trip; [Store.MarkProcessedTx] claims in a transaction of the caller's.
+// trip; [Store.DeferClaim] returns a [ClaimTx] that sends BEGIN and the
+// claim with its first statement (or its COMMIT), saving that round trip:
+// when its claim finds a fresh mark, that statement fails with
+// [ErrDuplicate] and the transaction is rolled back. A first statement
+// that cannot join the batch (one without arguments, a Query, a batch of
+// the caller's, a COPY) runs after the claim instead.
+// [Store.MarkProcessedTx] claims in a transaction of the caller's.
 // [ContextWithTx] and [TxFromContext] carry the transaction to the handler.
 //
 // # Errors
