@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// maxInFlight is how many statements of one kind (checks, or marks) a
+// Store has in flight at once; the calls that arrive meanwhile wait and go
+// together in the next one. One keeps the statements of concurrent
+// callers fewest; the wait is at most one statement's time.
+const maxInFlight = 1
+
+// combiner groups concurrent calls of one kind into one statement: the
+// combining of the package doc. The caller that finds fewer than
+// maxInFlight statements in flight sends its key with those of every call
+// waiting; when its statement ends, it hands that role to the first call
+// that arrived meanwhile. No goroutine of its own runs.
+type combiner struct {
+	// send runs the statement for keys, distinct and in ascending order,
+	// and returns the keys it found (checks) or nil (marks).
+	send func(ctx context.Context, keys []pgtype.UUID) (map[[16]byte]bool, error)
+
+	mu       sync.Mutex
+	inFlight int     // statements sent, or calls promoted to send one
+	waiting  []*call // calls not yet in a statement
+}
+
+// call is one caller's key on its way through a combiner.
+type call struct {
+	ctx      context.Context
+	key      [16]byte
+	promote  chan struct{} // closed when the call is to send the next statement
+	promoted bool          // under the combiner's mu
+	done     chan struct{} // closed when found and err are set
+	found    bool
+	err      error
+}
+
+// do runs key through the combiner and returns whether the statement found
+// it, or the statement's error, or ctx's once the caller stops waiting.
+func (c *combiner) do(ctx context.Context, key [16]byte) (bool, error) {
+	cl := &call{ctx: ctx, key: key, promote: make(chan struct{}), done: make(chan struct{})}
+	c.mu.Lock()
+	c.waiting = append(c.waiting, cl)
+	if c.inFlight < maxInFlight {
+		c.inFlight++
+		c.mu.Unlock()
+		c.lead()
+		<-cl.done // in this statement, or in one sent meanwhile
+		return cl.found, cl.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-cl.done:
+	case <-cl.promote:
+		c.lead()
+		<-cl.done
+	case <-ctx.Done():
+		if c.abandon(cl) {
+			return false, ctx.Err()
+		}
+		<-cl.done // promoted, or already in a statement that ends within its deadlines
+	}
+	return cl.found, cl.err
+}
+
+// abandon takes cl out of the queue, unless it was promoted or sent
+// already; then it returns false and, if promoted, sends the next
+// statement as it must.
+func (c *combiner) abandon(cl *call) bool {
+	c.mu.Lock()
+	i := slices.Index(c.waiting, cl)
+	if i >= 0 && !cl.promoted {
+		c.waiting = slices.Delete(c.waiting, i, i+1)
+		c.mu.Unlock()
+		return true
+	}
+	promoted := cl.promoted
+	c.mu.Unlock()
+	if promoted {
+		c.lead()
+	}
+	return false
+}
+
+// lead sends every waiting call's key in one statement, then promotes the
+// first call that arrived meanwhile, if any.
+func (c *combiner) lead() {
+	c.mu.Lock()
+	batch := c.waiting
+	c.waiting = nil
+	c.mu.Unlock()
+	if len(batch) > 0 {
+		c.flush(batch)
+	}
+	c.mu.Lock()
+	c.inFlight--
+	if len(c.waiting) > 0 && !c.waiting[0].promoted {
+		w := c.waiting[0]
+		w.promoted = true
+		c.inFlight++
+		close(w.promote)
+	}
+	c.mu.Unlock()
+}
+
+// flush sends batch's keys and settles its calls.
+func (c *combiner) flush(batch []*call) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	keys := make([]pgtype.UUID, 0, len(batch))
+	for _, cl := range batch {
+		keys = append(keys, pgtype.UUID{Bytes: cl.key, Valid: true})
+	}
+	slices.SortFunc(keys, func(a, b pgtype.UUID) int { return bytes.Compare(a.Bytes[:], b.Bytes[:]) })
+	keys = slices.CompactFunc(keys, func(a, b pgtype.UUID) bool { return a.Bytes == b.Bytes })
+	found, err := c.send(ctx, keys)
+	for _, cl := range batch {
+		cl.found, cl.err = found[cl.key], err
+		close(cl.done)
+	}
+}
+
+// batchContext is the context of a statement for batch: the first call's
+// values, no cancellation (one caller giving up does not fail the others),
+// and the latest deadline of the calls, or none if one has none.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, cl := range batch {
+		d, ok := cl.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}

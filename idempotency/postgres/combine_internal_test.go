@@ -1,0 +1,204 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// gatedSend is a combiner's send that records the keys of each statement
+// and holds the first until released.
+type gatedSend struct {
+	mu      sync.Mutex
+	batches [][][16]byte
+	ctxs    []context.Context
+	entered chan struct{} // closed when the first statement is held
+	release chan struct{}
+	fail    func(batch int) error
+	once    sync.Once
+}
+
+func newGatedSend() *gatedSend {
+	return &gatedSend{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedSend) send(ctx context.Context, keys []pgtype.UUID) (map[[16]byte]bool, error) {
+	g.mu.Lock()
+	n := len(g.batches)
+	batch := make([][16]byte, 0, len(keys))
+	found := map[[16]byte]bool{}
+	for _, k := range keys {
+		batch = append(batch, k.Bytes)
+		found[k.Bytes] = k.Bytes[0]%2 == 1 // odd keys are "found"
+	}
+	g.batches = append(g.batches, batch)
+	g.ctxs = append(g.ctxs, ctx)
+	g.mu.Unlock()
+	if n == 0 {
+		g.once.Do(func() { close(g.entered) })
+		<-g.release
+	}
+	if g.fail != nil {
+		if err := g.fail(n); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+func (g *gatedSend) recorded() [][][16]byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.batches)
+}
+
+// waitQueued waits until n calls wait in c.
+func waitQueued(t *testing.T, c *combiner, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		queued := len(c.waiting)
+		c.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls queued, want %d", queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func key(b byte) [16]byte { return [16]byte{b} }
+
+type result struct {
+	key   [16]byte
+	found bool
+	err   error
+}
+
+// TestCombinerGroupsWaitingCalls: calls that arrive while a statement is
+// in flight go together in the next one, their keys distinct and in
+// ascending order, and each gets its own answer.
+func TestCombinerGroupsWaitingCalls(t *testing.T) {
+	g := newGatedSend()
+	c := &combiner{send: g.send}
+	results := make(chan result, 10)
+	run := func(k [16]byte) {
+		found, err := c.do(context.Background(), k)
+		results <- result{k, found, err}
+	}
+	go run(key(100))
+	<-g.entered
+	for _, b := range []byte{9, 3, 4, 3, 8, 1, 7, 2} { // 3 twice: one key per statement
+		go run(key(b))
+	}
+	waitQueued(t, c, 8)
+	close(g.release)
+	for range 9 {
+		r := <-results
+		if r.err != nil || r.found != (r.key[0]%2 == 1) {
+			t.Errorf("key %d: found %v, %v", r.key[0], r.found, r.err)
+		}
+	}
+	want := [][][16]byte{{key(100)}, {key(1), key(2), key(3), key(4), key(7), key(8), key(9)}}
+	if got := g.recorded(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("statements %v, want %v", got, want)
+	}
+}
+
+// TestCombinerFailedStatement: every call of a failed statement gets its
+// error; the next statement is sent as usual.
+func TestCombinerFailedStatement(t *testing.T) {
+	g := newGatedSend()
+	boom := errors.New("statement failed")
+	g.fail = func(batch int) error {
+		if batch == 1 {
+			return boom
+		}
+		return nil
+	}
+	c := &combiner{send: g.send}
+	results := make(chan result, 4)
+	run := func(k [16]byte) {
+		found, err := c.do(context.Background(), k)
+		results <- result{k, found, err}
+	}
+	go run(key(1))
+	<-g.entered
+	go run(key(2))
+	go run(key(3))
+	waitQueued(t, c, 2)
+	close(g.release)
+	for range 3 {
+		r := <-results
+		if failed := r.key[0] != 1; failed != errors.Is(r.err, boom) {
+			t.Errorf("key %d: %v", r.key[0], r.err)
+		}
+	}
+	if found, err := c.do(context.Background(), key(5)); err != nil || !found {
+		t.Fatalf("call after the failed statement: %v, %v", found, err)
+	}
+}
+
+// TestCombinerCancelledCalls: a waiting call whose context ends returns
+// its error and its key is not sent; a leader whose context ends does not
+// cancel the statement it sends for the others, which runs with the
+// latest deadline among them.
+func TestCombinerCancelledCalls(t *testing.T) {
+	g := newGatedSend()
+	c := &combiner{send: g.send}
+	leaderCtx, cancelLeader := context.WithCancel(context.Background())
+	results := make(chan result, 4)
+	go func() {
+		found, err := c.do(leaderCtx, key(1))
+		results <- result{key(1), found, err}
+	}()
+	<-g.entered
+	waiterCtx, cancelWaiter := context.WithCancel(context.Background())
+	go func() {
+		found, err := c.do(waiterCtx, key(2))
+		results <- result{key(2), found, err}
+	}()
+	waitQueued(t, c, 1)
+	late, cancelLate := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLate()
+	go func() {
+		found, err := c.do(late, key(3))
+		results <- result{key(3), found, err}
+	}()
+	waitQueued(t, c, 2)
+	cancelWaiter()
+	if r := <-results; r.key != key(2) || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled waiter: key %d, %v", r.key[0], r.err)
+	}
+	cancelLeader()
+	g.mu.Lock()
+	leaderStatement := g.ctxs[0]
+	g.mu.Unlock()
+	if leaderStatement.Err() != nil {
+		t.Fatal("the leader's cancellation cancelled its statement")
+	}
+	close(g.release)
+	for range 2 {
+		if r := <-results; r.err != nil || r.found != (r.key[0]%2 == 1) {
+			t.Errorf("key %d: %v, %v", r.key[0], r.found, r.err)
+		}
+	}
+	want := [][][16]byte{{key(1)}, {key(3)}}
+	if got := g.recorded(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("statements %v, want %v", got, want)
+	}
+	g.mu.Lock()
+	d, ok := g.ctxs[1].Deadline()
+	g.mu.Unlock()
+	if want, _ := late.Deadline(); !ok || !d.Equal(want) {
+		t.Fatalf("statement deadline %v, %v; want the call's %v", d, ok, want)
+	}
+}
