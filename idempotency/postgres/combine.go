@@ -10,21 +10,27 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// maxInFlight is how many statements of one kind (checks, or marks) a
-// Store has in flight at once; the calls that arrive meanwhile wait and go
-// together in the next one. One keeps the statements of concurrent
-// callers fewest; the wait is at most one statement's time.
-const maxInFlight = 1
+// inFlightShare is the share of the pool's connections that statements of
+// one kind (checks, or marks) may hold at once: a quarter each, so that
+// the store's calls never take more than half of a pool it shares with
+// the handlers, and calls beyond that wait and go together in one
+// statement instead of queueing for a connection.
+const inFlightShare = 4
+
+// inFlightLimit is the limit of a combiner on a pool of maxConns.
+func inFlightLimit(maxConns int32) int { return max(1, int(maxConns)/inFlightShare) }
 
 // combiner groups concurrent calls of one kind into one statement: the
 // combining of the package doc. The caller that finds fewer than
-// maxInFlight statements in flight sends its key with those of every call
+// limit statements in flight sends its key with those of every call
 // waiting; when its statement ends, it hands that role to the first call
 // that arrived meanwhile. No goroutine of its own runs.
 type combiner struct {
 	// send runs the statement for keys, distinct and in ascending order,
 	// and returns the keys it found (checks) or nil (marks).
 	send func(ctx context.Context, keys []pgtype.UUID) (map[[16]byte]bool, error)
+	// limit is how many statements may be in flight at once, at least 1.
+	limit int
 
 	mu       sync.Mutex
 	inFlight int     // statements sent, or calls promoted to send one
@@ -48,7 +54,7 @@ func (c *combiner) do(ctx context.Context, key [16]byte) (bool, error) {
 	cl := &call{ctx: ctx, key: key, promote: make(chan struct{}), done: make(chan struct{})}
 	c.mu.Lock()
 	c.waiting = append(c.waiting, cl)
-	if c.inFlight < maxInFlight {
+	if c.inFlight < c.limit {
 		c.inFlight++
 		c.mu.Unlock()
 		c.lead()
@@ -101,7 +107,7 @@ func (c *combiner) lead() {
 	}
 	c.mu.Lock()
 	c.inFlight--
-	if len(c.waiting) > 0 && !c.waiting[0].promoted {
+	if len(c.waiting) > 0 && !c.waiting[0].promoted && c.inFlight < c.limit {
 		w := c.waiting[0]
 		w.promoted = true
 		c.inFlight++
@@ -127,15 +133,19 @@ func (c *combiner) flush(batch []*call) {
 	}
 }
 
-// batchContext is the context of a statement for batch: the first call's
-// values, no cancellation (one caller giving up does not fail the others),
-// and the latest deadline of the calls, or none if one has none.
+// batchContext is the context of a statement for batch: a call alone
+// sends with its own context; several send with the first one's values,
+// no cancellation (one caller giving up does not fail the others), and
+// the latest deadline of the calls, or none if one has none.
 func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	if len(batch) == 1 {
+		return batch[0].ctx, func() {}
+	}
 	var latest time.Time
 	for _, cl := range batch {
 		d, ok := cl.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+			return context.WithoutCancel(batch[0].ctx), func() {}
 		}
 		if d.After(latest) {
 			latest = d

@@ -88,7 +88,7 @@ type result struct {
 // ascending order, and each gets its own answer.
 func TestCombinerGroupsWaitingCalls(t *testing.T) {
 	g := newGatedSend()
-	c := &combiner{send: g.send}
+	c := &combiner{send: g.send, limit: 1}
 	results := make(chan result, 10)
 	run := func(k [16]byte) {
 		found, err := c.do(context.Background(), k)
@@ -124,7 +124,7 @@ func TestCombinerFailedStatement(t *testing.T) {
 		}
 		return nil
 	}
-	c := &combiner{send: g.send}
+	c := &combiner{send: g.send, limit: 1}
 	results := make(chan result, 4)
 	run := func(k [16]byte) {
 		found, err := c.do(context.Background(), k)
@@ -148,42 +148,25 @@ func TestCombinerFailedStatement(t *testing.T) {
 }
 
 // TestCombinerCancelledCalls: a waiting call whose context ends returns
-// its error and its key is not sent; a leader whose context ends does not
-// cancel the statement it sends for the others, which runs with the
-// latest deadline among them.
+// its error and its key is not sent; the others go on.
 func TestCombinerCancelledCalls(t *testing.T) {
 	g := newGatedSend()
-	c := &combiner{send: g.send}
-	leaderCtx, cancelLeader := context.WithCancel(context.Background())
+	c := &combiner{send: g.send, limit: 1}
 	results := make(chan result, 4)
-	go func() {
-		found, err := c.do(leaderCtx, key(1))
-		results <- result{key(1), found, err}
-	}()
+	do := func(ctx context.Context, k [16]byte) {
+		found, err := c.do(ctx, k)
+		results <- result{k, found, err}
+	}
+	go do(context.Background(), key(1))
 	<-g.entered
 	waiterCtx, cancelWaiter := context.WithCancel(context.Background())
-	go func() {
-		found, err := c.do(waiterCtx, key(2))
-		results <- result{key(2), found, err}
-	}()
+	go do(waiterCtx, key(2))
 	waitQueued(t, c, 1)
-	late, cancelLate := context.WithTimeout(context.Background(), time.Hour)
-	defer cancelLate()
-	go func() {
-		found, err := c.do(late, key(3))
-		results <- result{key(3), found, err}
-	}()
+	go do(context.Background(), key(3))
 	waitQueued(t, c, 2)
 	cancelWaiter()
 	if r := <-results; r.key != key(2) || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: key %d, %v", r.key[0], r.err)
-	}
-	cancelLeader()
-	g.mu.Lock()
-	leaderStatement := g.ctxs[0]
-	g.mu.Unlock()
-	if leaderStatement.Err() != nil {
-		t.Fatal("the leader's cancellation cancelled its statement")
 	}
 	close(g.release)
 	for range 2 {
@@ -195,10 +178,60 @@ func TestCombinerCancelledCalls(t *testing.T) {
 	if got := g.recorded(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("statements %v, want %v", got, want)
 	}
-	g.mu.Lock()
-	d, ok := g.ctxs[1].Deadline()
-	g.mu.Unlock()
-	if want, _ := late.Deadline(); !ok || !d.Equal(want) {
-		t.Fatalf("statement deadline %v, %v; want the call's %v", d, ok, want)
+}
+
+// TestBatchContext: a call alone sends with its own context; a statement
+// of several calls is not cancelled with any of them and runs to their
+// latest deadline, or without one if a call has none.
+func TestBatchContext(t *testing.T) {
+	own, cancelOwn := context.WithCancel(context.Background())
+	if ctx, _ := batchContext([]*call{{ctx: own}}); ctx != own {
+		t.Fatal("a call alone does not send with its own context")
+	}
+	early, cancelEarly := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelEarly()
+	late, cancelLate := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLate()
+	ctx, cancel := batchContext([]*call{{ctx: early}, {ctx: late}})
+	defer cancel()
+	cancelEarly()
+	cancelOwn()
+	if ctx.Err() != nil {
+		t.Fatal("a caller's cancellation cancelled the shared statement")
+	}
+	if d, ok := ctx.Deadline(); !ok {
+		t.Fatal("no deadline")
+	} else if want, _ := late.Deadline(); !d.Equal(want) {
+		t.Fatalf("deadline %v, want the latest %v", d, want)
+	}
+	ctx, cancel = batchContext([]*call{{ctx: late}, {ctx: own}})
+	defer cancel()
+	if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
+		t.Fatal("a statement with a caller without deadline has one, or is cancelled")
+	}
+}
+
+// TestCombinerLimit: below its limit a combiner sends a call's statement
+// at once, beside the one in flight; the limit is a quarter of the pool.
+func TestCombinerLimit(t *testing.T) {
+	g := newGatedSend()
+	c := &combiner{send: g.send, limit: 2}
+	first := make(chan error, 1)
+	go func() { _, err := c.do(context.Background(), key(1)); first <- err }()
+	<-g.entered
+	if found, err := c.do(context.Background(), key(3)); err != nil || !found {
+		t.Fatalf("second call beside the first: %v, %v", found, err)
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(g.recorded()); got != 2 {
+		t.Fatalf("%d statements, want 2", got)
+	}
+	for conns, want := range map[int32]int{1: 1, 4: 1, 8: 2, 16: 4} {
+		if got := inFlightLimit(conns); got != want {
+			t.Errorf("inFlightLimit(%d) = %d, want %d", conns, got, want)
+		}
 	}
 }

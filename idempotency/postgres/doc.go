@@ -33,9 +33,10 @@
 //
 // # Concurrent callers share statements
 //
-// [Store.IsProcessed] and [Store.MarkProcessed] each keep at most one
-// statement in flight: the calls that arrive meanwhile wait for it to end
-// and then go together, as one statement for all their keys (= ANY of an
+// [Store.IsProcessed] and [Store.MarkProcessed] each keep at most a
+// quarter of the pool's connections (at least one) busy with their
+// statements: the calls that arrive while that many are in flight wait for
+// one to end and then go together, as one statement for all their keys (= ANY of an
 // array for checks, INSERT of unnest for marks, the keys distinct and in
 // order, so that marks lock rows in the same order everywhere). A call
 // alone sends the single-key statement at once. A consumer with a

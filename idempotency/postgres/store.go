@@ -56,6 +56,8 @@ func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		stop:  stop,
 	}
 	s.checks.send, s.marks.send = s.sendChecks, s.sendMarks
+	s.checks.limit = inFlightLimit(pool.Config().MaxConns)
+	s.marks.limit = s.checks.limit
 	if cfg.CleanupInterval > 0 {
 		s.wg.Go(func() { s.cleanupLoop(ctx) })
 	}
