@@ -11,11 +11,12 @@ import (
 )
 
 // inFlightShare is the share of the pool's connections that statements of
-// one kind (checks, or marks) may hold at once: a quarter each, so that
-// the store's calls never take more than half of a pool it shares with
-// the handlers, and calls beyond that wait and go together in one
-// statement instead of queueing for a connection.
-const inFlightShare = 4
+// one kind (checks, or marks) may hold at once: half each. Below it a call
+// sends at once, as without combining, since waiting for a statement in
+// flight costs more than a round trip of one's own on an idle server;
+// beyond it, where calls would queue for a connection anyway, they wait
+// and go together in one statement.
+const inFlightShare = 2
 
 // inFlightLimit is the limit of a combiner on a pool of maxConns.
 func inFlightLimit(maxConns int32) int { return max(1, int(maxConns)/inFlightShare) }

@@ -212,7 +212,7 @@ func TestBatchContext(t *testing.T) {
 }
 
 // TestCombinerLimit: below its limit a combiner sends a call's statement
-// at once, beside the one in flight; the limit is a quarter of the pool.
+// at once, beside the one in flight; the limit is half the pool.
 func TestCombinerLimit(t *testing.T) {
 	g := newGatedSend()
 	c := &combiner{send: g.send, limit: 2}
@@ -229,7 +229,7 @@ func TestCombinerLimit(t *testing.T) {
 	if got := len(g.recorded()); got != 2 {
 		t.Fatalf("%d statements, want 2", got)
 	}
-	for conns, want := range map[int32]int{1: 1, 4: 1, 8: 2, 16: 4} {
+	for conns, want := range map[int32]int{1: 1, 2: 1, 8: 4, 16: 8} {
 		if got := inFlightLimit(conns); got != want {
 			t.Errorf("inFlightLimit(%d) = %d, want %d", conns, got, want)
 		}

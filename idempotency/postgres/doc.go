@@ -33,21 +33,22 @@
 //
 // # Concurrent callers share statements
 //
-// [Store.IsProcessed] and [Store.MarkProcessed] each keep at most a
-// quarter of the pool's connections (at least one) busy with their
-// statements: the calls that arrive while that many are in flight wait for
-// one to end and then go together, as one statement for all their keys (= ANY of an
-// array for checks, INSERT of unnest for marks, the keys distinct and in
-// order, so that marks lock rows in the same order everywhere). A call
-// alone sends the single-key statement at once. A consumer with a
-// partition per handler thus sends fewer statements, on fewer connections,
-// than it has handlers, which matters most where PostgreSQL's CPU is the
-// limit. Each call still returns only when its own statement has
-// finished, so a mark is in the table (committed as the previous section
-// says) before MarkProcessed returns, and a failed statement fails every
-// call in it, for each caller to retry as before. No goroutine runs for
-// this: the first caller of a statement sends it and, once it ends, hands
-// that role to the next caller waiting. A statement runs to the latest
+// [Store.IsProcessed] and [Store.MarkProcessed] each keep at most half of
+// the pool's connections (at least one) busy with their statements: below
+// that a call sends its own single-key statement at once, as raw pgx
+// would; the calls that arrive while that many are in flight, which would
+// otherwise queue for a connection, wait for one to end and then go
+// together, as one statement for all their keys (= ANY of an array for
+// checks, INSERT of unnest for marks, the keys distinct and in order, so
+// that marks lock rows in the same order everywhere). Many concurrent
+// callers thus send far fewer statements, which matters most where
+// PostgreSQL's CPU is the limit, while a consumer with fewer handlers than
+// connections sends what it sent before. Each call still returns only
+// when its own statement has finished, so a mark is in the table
+// (committed as the previous section says) before MarkProcessed returns,
+// and a failed statement fails every call in it, for each caller to retry
+// as before. No goroutine runs for this: the first caller of a statement
+// sends it and, once it ends, hands that role to the next caller waiting. A statement runs to the latest
 // deadline of its callers: one caller giving up does not fail the others;
 // a caller whose context ends before its statement is sent returns at
 // once.
