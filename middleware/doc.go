@@ -66,15 +66,29 @@
 //
 // [TransactionalIdempotency] closes the crash window for handlers that
 // write to PostgreSQL. Per delivery, its store begins a transaction and
-// claims the key in it, in one round trip; the handler runs with that
-// transaction in its context (postgres.TxFromContext) and its writes
-// commit with the claim, or roll back with it when it fails or panics. A
-// key with a fresh mark is a duplicate: the transaction ends and the
-// message is acked without calling the handler. A concurrent delivery of
-// the same key (a redelivery during a rebalance, two instances) waits on
-// the claim until the first transaction ends: after a commit it is a
-// duplicate, after a rollback it runs. Size the pool for one connection per
-// message handled at once (one per partition), plus the store's own use.
+// claims the key in it; the handler runs with that transaction in its
+// context (postgres.TxFromContext) and its writes commit with the claim,
+// or roll back with it when it fails or panics. A key with a fresh mark is
+// a duplicate: the transaction ends and the message is acked, with
+// OnDuplicate called. A concurrent delivery of the same key (a redelivery
+// during a rebalance, two instances) waits on the claim until the first
+// transaction ends: after a commit it is a duplicate, after a rollback it
+// runs. Size the pool for one connection per message handled at once (one
+// per partition), plus the store's own use.
+//
+// The claim does not cost a round trip of its own: BEGIN and the claim go
+// to PostgreSQL with the handler's first statement (a postgres.ClaimTx),
+// or with the COMMIT when the handler wrote nothing, so a handler that
+// writes one row costs two round trips (its statement, the commit) instead
+// of three. The handler therefore starts before the claim is decided, and
+// on a duplicate its first statement fails with postgres.ErrDuplicate,
+// everything it did in the transaction rolls back, and whatever it returns
+// the message is acked as a duplicate. The guarantee stays what it was:
+// the effects in the transaction commit once; code of the handler outside
+// the database, which retries already run again, may also run for a
+// duplicate, up to its first statement. Set
+// IdempotencyConfig.ClaimBeforeHandler to claim in a round trip of its own
+// before calling the handler, so that a duplicate never reaches it.
 //
 // A failed begin, claim or commit is an outage, and so is a handler error
 // once the transaction's connection broke; a commit whose outcome is

@@ -56,9 +56,13 @@ func ExampleTransactionalIdempotency() {
 		func(msg *message.Message) error {
 			// The charge is written in the transaction that claimed the message.
 			tx, _ := postgres.TxFromContext(msg.Context())
-			_, err := tx.Exec(msg.Context(), "INSERT INTO "+schema+".charges VALUES ($1, 10)", string(msg.Payload))
+			// Its BEGIN and the claim travel with it; on a duplicate it fails
+			// with postgres.ErrDuplicate and everything rolls back.
+			if _, err := tx.Exec(msg.Context(), "INSERT INTO "+schema+".charges VALUES ($1, 10)", string(msg.Payload)); err != nil {
+				return err
+			}
 			fmt.Println("charged:", string(msg.Payload))
-			return err
+			return nil
 		})
 	go func() { _ = router.Run(ctx) }()
 	<-router.Running()

@@ -59,6 +59,11 @@ type IdempotencyConfig struct {
 	// the order their transactions commit. An error makes the message
 	// poison.
 	LockKeys func(msg *message.Message) ([]string, error)
+	// ClaimBeforeHandler, in the transactional mode only, claims the key
+	// in a round trip of its own before calling the handler, so that a
+	// duplicate never reaches it. By default the claim travels with the
+	// handler's first statement (see the package doc).
+	ClaimBeforeHandler bool
 }
 
 func (c *IdempotencyConfig) setDefaults() {

@@ -17,7 +17,8 @@ const (
 	// OutcomeOK: the handler succeeded; the message is acked.
 	OutcomeOK Outcome = "ok"
 	// OutcomeDuplicate: the message was already processed; it is acked
-	// without calling the handler.
+	// without calling the handler, or, in the transactional mode, with
+	// what the handler did in the transaction rolled back.
 	OutcomeDuplicate Outcome = "duplicate"
 	// OutcomeRetry: an attempt failed ([ClassOutage] or [ClassRetryable])
 	// and is retried after a backoff. Logged once per retry, before the

@@ -56,14 +56,31 @@ func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (
 		return nil, fmt.Errorf("middleware: TransactionalIdempotency: %w", err)
 	}
 	d := &txDedup{store: store, locking: locking, cfg: cfg}
+	if deferring, ok := store.(DeferringStore); ok && !cfg.ClaimBeforeHandler {
+		d.deferring = deferring
+	}
 	return d.middleware, nil
 }
 
+// DeferringStore is a [TransactionalStore] that can send a transaction's
+// BEGIN and claim together with its first statement, saving their round
+// trip; [TransactionalIdempotency] uses it unless
+// IdempotencyConfig.ClaimBeforeHandler is set. *postgres.Store is one.
+type DeferringStore interface {
+	TransactionalStore
+	// DeferClaim returns a transaction that begins, runs the statements
+	// before queues and claims key with its first statement.
+	DeferClaim(key string, before func(b *pgx.Batch)) *postgres.ClaimTx
+}
+
+var _ DeferringStore = (*postgres.Store)(nil)
+
 // txDedup is the state of one TransactionalIdempotency middleware.
 type txDedup struct {
-	store   TransactionalStore
-	locking LockingStore // store, when it is one
-	cfg     IdempotencyConfig
+	store     TransactionalStore
+	locking   LockingStore   // store, when it is one
+	deferring DeferringStore // store, when it is one and the claim may wait for the first statement
+	cfg       IdempotencyConfig
 }
 
 func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -76,6 +93,9 @@ func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return nil, err
 		}
+		if d.deferring != nil {
+			return d.handleDeferred(msg, k, locks, h)
+		}
 		ctx := msg.Context()
 		tx, claimed, err := d.begin(ctx, k.stored, locks)
 		if err != nil {
@@ -86,20 +106,27 @@ func (d *txDedup) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, nil
 		}
 		defer d.rollback(ctx, tx) // after a commit it does nothing; after a panic it ends tx
-		txCtx, committed := d.bind(ctx, tx)
-		msg.SetContext(txCtx)
-		defer msg.SetContext(ctx)
-		produced, err := h(msg)
-		if err != nil {
-			return produced, failed(tx, err)
-		}
-		if err := d.writeReturned(txCtx, tx, produced); err != nil {
-			return nil, err
-		}
-		if err := d.commit(ctx, tx); err != nil {
-			return nil, err
-		}
-		committed()
-		return nil, nil
+		return d.handleIn(msg, tx, h)
 	}
+}
+
+// handleIn runs h with tx in msg's context, writes what it returned into
+// the outbox and commits.
+func (d *txDedup) handleIn(msg *message.Message, tx pgx.Tx, h message.HandlerFunc) ([]*message.Message, error) {
+	ctx := msg.Context()
+	txCtx, committed := d.bind(ctx, tx)
+	msg.SetContext(txCtx)
+	defer msg.SetContext(ctx)
+	produced, err := h(msg)
+	if err != nil {
+		return produced, failed(tx, err)
+	}
+	if err := d.writeReturned(txCtx, tx, produced); err != nil {
+		return nil, err
+	}
+	if err := d.commit(ctx, tx); err != nil {
+		return nil, err
+	}
+	committed()
+	return nil, nil
 }

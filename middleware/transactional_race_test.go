@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -40,9 +41,17 @@ func newRaceEnv(t *testing.T) *raceEnv {
 // wrap returns h behind TransactionalIdempotency with a fixed scope.
 func (e *raceEnv) wrap(t *testing.T, h message.NoPublishHandlerFunc) message.HandlerFunc {
 	t.Helper()
+	return e.wrapWith(t, false, h)
+}
+
+// wrapWith is wrap, with IdempotencyConfig.ClaimBeforeHandler set as
+// claimFirst says.
+func (e *raceEnv) wrapWith(t *testing.T, claimFirst bool, h message.NoPublishHandlerFunc) message.HandlerFunc {
+	t.Helper()
 	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{
-		Scope:       func(*message.Message) string { return "race" },
-		OnDuplicate: func(*message.Message, string, string) { e.duplicates.Add(1) },
+		Scope:              func(*message.Message) string { return "race" },
+		OnDuplicate:        func(*message.Message, string, string) { e.duplicates.Add(1) },
+		ClaimBeforeHandler: claimFirst,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,51 +76,69 @@ func (e *raceEnv) waitingClaims(t *testing.T) int {
 // TestTransactionalConcurrentDuplicateWaits: a second delivery of a message
 // whose first delivery is still in its handler waits on the claim. When
 // the first commits, the second is a duplicate; when it rolls back, the
-// second runs the handler. Either way the effect is committed once.
+// second runs the handler. Either way the effect is committed once. With
+// the claim deferred to the first statement (the default), the second
+// delivery's handler starts and its statement, which carries the claim,
+// fails with postgres.ErrDuplicate; with ClaimBeforeHandler the handler
+// is not called for it.
 func TestTransactionalConcurrentDuplicateWaits(t *testing.T) {
-	for _, firstFails := range []bool{false, true} {
-		name := map[bool]string{false: "first commits", true: "first rolls back"}[firstFails]
-		t.Run(name, func(t *testing.T) {
-			e := newRaceEnv(t)
-			inside, release := make(chan struct{}), make(chan struct{})
-			var calls atomic.Int64
-			handler := e.wrap(t, func(msg *message.Message) error {
-				first := calls.Add(1) == 1
-				if err := e.fx.insert(msg); err != nil {
-					return err
-				}
-				if !first {
-					return nil
-				}
-				close(inside)
-				<-release
-				if firstFails {
-					return errors.New("first delivery fails")
-				}
-				return nil
+	for _, claimFirst := range []bool{false, true} {
+		for _, firstFails := range []bool{false, true} {
+			name := map[bool]string{false: "first commits", true: "first rolls back"}[firstFails] +
+				map[bool]string{false: ", deferred claim", true: ", claim before handler"}[claimFirst]
+			t.Run(name, func(t *testing.T) {
+				testConcurrentDuplicate(t, claimFirst, firstFails)
 			})
-			msg := newMessages(1)[0]
-			errs := make(chan error, 2)
-			go func() { _, err := handler(msg); errs <- err }()
-			<-inside
-			go func() { _, err := handler(republish(msg)); errs <- err }()
-			kafkatest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
-			close(release)
-			first, second := <-errs, <-errs
-			if (first != nil) != firstFails || second != nil {
-				t.Errorf("deliveries returned %v and %v", first, second)
+		}
+	}
+}
+
+func testConcurrentDuplicate(t *testing.T, claimFirst, firstFails bool) {
+	e := newRaceEnv(t)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var calls, duplicateErrs atomic.Int64
+	handler := e.wrapWith(t, claimFirst, func(msg *message.Message) error {
+		first := calls.Add(1) == 1
+		if err := e.fx.insert(msg); err != nil {
+			if errors.Is(err, postgres.ErrDuplicate) {
+				duplicateErrs.Add(1)
 			}
-			wantCalls, wantDup := int64(1), int64(1)
-			if firstFails {
-				wantCalls, wantDup = 2, 0
-			}
-			if calls.Load() != wantCalls || e.duplicates.Load() != wantDup {
-				t.Errorf("handler called %d times and %d duplicates, want %d and %d", calls.Load(), e.duplicates.Load(), wantCalls, wantDup)
-			}
-			if rows, _ := e.fx.counts(); rows != 1 {
-				t.Errorf("%d effect rows, want 1", rows)
-			}
-		})
+			return err
+		}
+		if !first {
+			return nil
+		}
+		close(inside)
+		<-release
+		if firstFails {
+			return errors.New("first delivery fails")
+		}
+		return nil
+	})
+	msg := newMessages(1)[0]
+	errs := make(chan error, 2)
+	go func() { _, err := handler(msg); errs <- err }()
+	<-inside
+	go func() { _, err := handler(republish(msg)); errs <- err }()
+	kafkatest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
+	close(release)
+	first, second := <-errs, <-errs
+	if (first != nil) != firstFails || second != nil {
+		t.Errorf("deliveries returned %v and %v", first, second)
+	}
+	wantCalls, wantDup, wantDupErrs := int64(1), int64(1), int64(0)
+	switch {
+	case firstFails:
+		wantCalls, wantDup = 2, 0
+	case !claimFirst:
+		wantCalls, wantDupErrs = 2, 1
+	}
+	if calls.Load() != wantCalls || e.duplicates.Load() != wantDup || duplicateErrs.Load() != wantDupErrs {
+		t.Errorf("handler called %d times, %d duplicates, %d ErrDuplicate; want %d, %d and %d",
+			calls.Load(), e.duplicates.Load(), duplicateErrs.Load(), wantCalls, wantDup, wantDupErrs)
+	}
+	if rows, _ := e.fx.counts(); rows != 1 {
+		t.Errorf("%d effect rows, want 1", rows)
 	}
 }
 
@@ -141,5 +168,45 @@ func TestTransactionalRacingDeliveries(t *testing.T) {
 	}
 	if d := e.duplicates.Load(); d != (deliveries-1)*int64(len(msgs)) {
 		t.Errorf("%d duplicates, want %d", d, (deliveries-1)*len(msgs))
+	}
+}
+
+// TestTransactionalDeferredClaim: with the claim deferred to the first
+// statement, a handler that writes nothing still claims (BEGIN, claim and
+// COMMIT go together), so its redelivery is a duplicate; a claim that
+// fails because the database is gone is an outage, whatever the handler
+// made of its statement's error.
+func TestTransactionalDeferredClaim(t *testing.T) {
+	e := newRaceEnv(t)
+	var calls atomic.Int64
+	noop := e.wrap(t, func(*message.Message) error { calls.Add(1); return nil })
+	msg := newMessages(1)[0]
+	for range 2 {
+		if _, err := noop(republish(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls.Load() != 2 || e.duplicates.Load() != 1 {
+		t.Errorf("a handler without statements: called %d times, %d duplicates; want 2 and 1", calls.Load(), e.duplicates.Load())
+	}
+
+	own, err := pgxpool.NewWithConfig(context.Background(), pgtest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgresStoreIn(t, own, e.schema)
+	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own.Close()
+	swallowing := mw(func(msg *message.Message) ([]*message.Message, error) {
+		tx, _ := postgres.TxFromContext(msg.Context())
+		_, _ = tx.Exec(msg.Context(), "SELECT $1::int", 1)
+		return nil, errors.New("the handler's own error")
+	})
+	_, err = swallowing(newMessages(1)[0])
+	if middleware.Classify(err) != middleware.ClassOutage || !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("a failed deferred claim returned %v (class %v), want an outage wrapping ErrStoreUnavailable", err, middleware.Classify(err))
 	}
 }

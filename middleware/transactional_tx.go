@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
@@ -63,6 +64,11 @@ func (d *txDedup) rollback(ctx context.Context, tx pgx.Tx) {
 // handler's statements failed because the database went away (pgx reports
 // some of those as a bare io.ErrUnexpectedEOF).
 func failed(tx pgx.Tx, err error) error {
+	if c, ok := tx.(*postgres.ClaimTx); ok {
+		if tx = c.Open(); tx == nil {
+			return err // nothing was sent, or the claim's own error decides
+		}
+	}
 	if tx.Conn().IsClosed() {
 		return Outage(err)
 	}

@@ -19,7 +19,9 @@ const (
 	// StoreMark is Store.MarkProcessed, one attempt.
 	StoreMark StoreOperation = "mark"
 	// StoreClaim begins the transaction of the transactional mode and
-	// claims the key in it (TransactionalStore.BeginClaim).
+	// claims the key in it (TransactionalStore.BeginClaim), when it runs
+	// apart (IdempotencyConfig.ClaimBeforeHandler); by default the claim
+	// travels with the handler's first statement, or with the commit.
 	StoreClaim StoreOperation = "claim"
 	// StoreCommit commits that transaction.
 	StoreCommit StoreOperation = "commit"

@@ -31,6 +31,28 @@
 // mark. The transactional claim keeps the durability settings of its
 // transaction.
 //
+// # Concurrent callers share statements
+//
+// [Store.IsProcessed] and [Store.MarkProcessed] each keep at most half of
+// the pool's connections (at least one) busy with their statements: below
+// that a call sends its own single-key statement at once, as raw pgx
+// would; the calls that arrive while that many are in flight, which would
+// otherwise queue for a connection, wait for one to end and then go
+// together, as one statement for all their keys (= ANY of an array for
+// checks, INSERT of unnest for marks, the keys distinct and in order, so
+// that marks lock rows in the same order everywhere). Many concurrent
+// callers thus send far fewer statements, which matters most where
+// PostgreSQL's CPU is the limit, while a consumer with fewer handlers than
+// connections sends what it sent before. Each call still returns only
+// when its own statement has finished, so a mark is in the table
+// (committed as the previous section says) before MarkProcessed returns,
+// and a failed statement fails every call in it, for each caller to retry
+// as before. No goroutine runs for this: the first caller of a statement
+// sends it and, once it ends, hands that role to the next caller waiting. A statement runs to the latest
+// deadline of its callers: one caller giving up does not fail the others;
+// a caller whose context ends before its statement is sent returns at
+// once.
+//
 // # Transactional claim
 //
 // For handlers whose side effects live in the same database, the claim of a
@@ -40,7 +62,13 @@
 // key waits on the row until the first transaction ends: after a commit it
 // finds the mark (a duplicate), after a rollback it claims. [Store.BeginClaim]
 // begins such a transaction on the store's pool with the claim in one round
-// trip; [Store.MarkProcessedTx] claims in a transaction of the caller's.
+// trip; [Store.DeferClaim] returns a [ClaimTx] that sends BEGIN and the
+// claim with its first statement (or its COMMIT), saving that round trip:
+// when its claim finds a fresh mark, that statement fails with
+// [ErrDuplicate] and the transaction is rolled back. A first statement
+// that cannot join the batch (one without arguments, a Query, a batch of
+// the caller's, a COPY) runs after the claim instead.
+// [Store.MarkProcessedTx] claims in a transaction of the caller's.
 // [ContextWithTx] and [TxFromContext] carry the transaction to the handler.
 //
 // # Errors

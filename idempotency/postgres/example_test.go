@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 
@@ -93,6 +94,33 @@ func ExampleStore_BeginClaim() {
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 	if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1"); err != nil {
+		log.Fatal(err) // rolls back the claim with the writes
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// DeferClaim saves BEGIN and the claim their round trip: they go with the
+// transaction's first statement, which fails with ErrDuplicate when the
+// message was processed already; middleware.TransactionalIdempotency does
+// this for every delivery.
+func ExampleStore_DeferClaim() {
+	ctx := context.Background()
+	pool, store := exampleStore(ctx)
+	defer pool.Close()
+	defer store.Close()
+
+	tx := store.DeferClaim("0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b", nil)
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - $1 WHERE id = 1", 10)
+	switch {
+	case errors.Is(err, postgres.ErrDuplicate):
+		return // a duplicate: nothing was written, nothing is left open
+	case err != nil:
+		if _, _, claimErr := tx.Outcome(); claimErr != nil {
+			log.Fatal(claimErr) // an outage: nack and retry later
+		}
 		log.Fatal(err) // rolls back the claim with the writes
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -13,6 +13,8 @@ type statements struct {
 	createTable string // the table and its index
 	isProcessed string
 	mark        string // MarkProcessed: claim, with an asynchronous commit of its own
+	checkMany   string // IsProcessed of concurrent callers: the keys of $1 that have a fresh mark
+	markMany    string // MarkProcessed of concurrent callers: mark, for each key of $1
 	claim       string // BeginClaim and MarkProcessedTx: insert or renew; one row when it marks
 	cleanup     string
 }
@@ -36,6 +38,12 @@ func buildStatements(cfg Config) statements {
 			" WHERE message_id = $1 AND processed_at > now() - " + window + ")",
 		mark: "WITH async AS (SELECT set_config('synchronous_commit', 'off', true))" +
 			" INSERT INTO " + qualified + " AS m (message_id) SELECT $1::uuid FROM async" +
+			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
+			" WHERE m.processed_at <= now() - " + window,
+		checkMany: "SELECT message_id FROM " + qualified +
+			" WHERE message_id = ANY($1::uuid[]) AND processed_at > now() - " + window,
+		markMany: "WITH async AS (SELECT set_config('synchronous_commit', 'off', true))" +
+			" INSERT INTO " + qualified + " AS m (message_id) SELECT k FROM async, unnest($1::uuid[]) AS k ORDER BY k" +
 			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
 			" WHERE m.processed_at <= now() - " + window,
 		claim: "INSERT INTO " + qualified + " AS m (message_id) VALUES ($1)" +

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -20,6 +21,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	sql  statements
+
+	checks, marks combiner // IsProcessed and MarkProcessed of concurrent callers
 
 	ready atomic.Bool   // the table is known to exist
 	setup chan struct{} // held by the goroutine creating or checking the table
@@ -52,6 +55,9 @@ func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		setup: make(chan struct{}, 1),
 		stop:  stop,
 	}
+	s.checks.send, s.marks.send = s.sendChecks, s.sendMarks
+	s.checks.limit = inFlightLimit(pool.Config().MaxConns)
+	s.marks.limit = s.checks.limit
 	if cfg.CleanupInterval > 0 {
 		s.wg.Go(func() { s.cleanupLoop(ctx) })
 	}
@@ -59,12 +65,13 @@ func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 }
 
 // IsProcessed reports whether key has a mark younger than the window.
+// Concurrent calls share statements (see the package doc).
 func (s *Store) IsProcessed(ctx context.Context, key string) (bool, error) {
 	if err := s.ensure(ctx); err != nil {
 		return false, err
 	}
-	var done bool
-	if err := s.pool.QueryRow(ctx, s.sql.isProcessed, keyArg(key)).Scan(&done); err != nil {
+	done, err := s.checks.do(ctx, idempotency.KeyUUID(key))
+	if err != nil {
 		return false, unavailable("is processed", err)
 	}
 	return done, nil
@@ -72,15 +79,49 @@ func (s *Store) IsProcessed(ctx context.Context, key string) (bool, error) {
 
 // MarkProcessed marks key as processed now. Marking a key with a fresh mark
 // changes nothing; a mark older than the window is renewed. Its commit does
-// not wait for the WAL flush (see the package doc).
+// not wait for the WAL flush, and concurrent calls share statements (see
+// the package doc).
 func (s *Store) MarkProcessed(ctx context.Context, key string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.mark, keyArg(key)); err != nil {
+	if _, err := s.marks.do(ctx, idempotency.KeyUUID(key)); err != nil {
 		return unavailable("mark processed", err)
 	}
 	return nil
+}
+
+// sendChecks runs the check of keys: the statement of one key alone, or
+// that of several.
+func (s *Store) sendChecks(ctx context.Context, keys []pgtype.UUID) (map[[16]byte]bool, error) {
+	if len(keys) == 1 {
+		var done bool
+		err := s.pool.QueryRow(ctx, s.sql.isProcessed, keys[0]).Scan(&done)
+		return map[[16]byte]bool{keys[0].Bytes: done}, err
+	}
+	rows, err := s.pool.Query(ctx, s.sql.checkMany, keys)
+	if err != nil {
+		return nil, err
+	}
+	found := map[[16]byte]bool{}
+	var k pgtype.UUID
+	_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
+		found[k.Bytes] = true
+		return nil
+	})
+	return found, err
+}
+
+// sendMarks marks keys, in ascending order, so that statements marking
+// some of the same keys lock them in the same order.
+func (s *Store) sendMarks(ctx context.Context, keys []pgtype.UUID) (map[[16]byte]bool, error) {
+	var err error
+	if len(keys) == 1 {
+		_, err = s.pool.Exec(ctx, s.sql.mark, keys[0])
+	} else {
+		_, err = s.pool.Exec(ctx, s.sql.markMany, keys)
+	}
+	return nil, err
 }
 
 // Close stops the background cleanup and waits for it to return. The Store
