@@ -76,19 +76,20 @@
 // runs. Size the pool for one connection per message handled at once (one
 // per partition), plus the store's own use.
 //
-// The claim does not cost a round trip of its own: BEGIN and the claim go
-// to PostgreSQL with the handler's first statement (a postgres.ClaimTx),
-// or with the COMMIT when the handler wrote nothing, so a handler that
-// writes one row costs two round trips (its statement, the commit) instead
-// of three. The handler therefore starts before the claim is decided, and
-// on a duplicate its first statement fails with postgres.ErrDuplicate,
-// everything it did in the transaction rolls back, and whatever it returns
-// the message is acked as a duplicate. The guarantee stays what it was:
-// the effects in the transaction commit once; code of the handler outside
-// the database, which retries already run again, may also run for a
-// duplicate, up to its first statement. Set
-// IdempotencyConfig.ClaimBeforeHandler to claim in a round trip of its own
-// before calling the handler, so that a duplicate never reaches it.
+// By default BEGIN and the claim take a round trip of their own before the
+// handler runs, so a duplicate never reaches the handler. With
+// IdempotencyConfig.DeferClaim they go to PostgreSQL with the handler's
+// first statement instead (a postgres.ClaimTx), or with the COMMIT when
+// the handler wrote nothing, so a handler that writes one row costs two
+// round trips (its statement, the commit) instead of three. The handler
+// then starts before the claim is decided: on a duplicate its first
+// statement fails with postgres.ErrDuplicate, everything it did in the
+// transaction rolls back, and whatever it returns the message is acked as
+// a duplicate. The effects in the transaction still commit once, but code
+// of the handler before its first statement (an HTTP call, an email) runs
+// for every redelivery of a processed message, not only for retries, so
+// DeferClaim suits handlers whose work before their first statement is
+// free of outside effects.
 //
 // A failed begin, claim or commit is an outage, and so is a handler error
 // once the transaction's connection broke; a commit whose outcome is

@@ -59,11 +59,14 @@ type IdempotencyConfig struct {
 	// the order their transactions commit. An error makes the message
 	// poison.
 	LockKeys func(msg *message.Message) ([]string, error)
-	// ClaimBeforeHandler, in the transactional mode only, claims the key
-	// in a round trip of its own before calling the handler, so that a
-	// duplicate never reaches it. By default the claim travels with the
-	// handler's first statement (see the package doc).
-	ClaimBeforeHandler bool
+	// DeferClaim, in the transactional mode only, sends BEGIN and the
+	// claim with the handler's first statement instead of in a round trip
+	// of their own before the handler: a round trip less per message, but
+	// the handler starts before the claim is decided, so its code before
+	// its first statement also runs for a duplicate (see the package doc).
+	// By default the claim comes first and a duplicate never reaches the
+	// handler.
+	DeferClaim bool
 }
 
 func (c *IdempotencyConfig) setDefaults() {
@@ -217,7 +220,10 @@ func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool,
 // mark records key after the handler succeeded. A store error is retried
 // in place, with MarkBackoff, until the mark succeeds or ctx ends, so the
 // handler does not run twice because of an outage; with IgnoreStoreErrors
-// it is returned at once.
+// it is returned at once. Each attempt runs to its StoreTimeout even when
+// ctx ends meanwhile: a router that closes cancels its messages' contexts,
+// and a mark cut short then would make the redelivery run the handler
+// again.
 func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
 	return retry.Do(ctx, d.cfg.MarkBackoff.Delay, func() error {
 		if err := d.markOnce(ctx, key); err != nil {
@@ -234,7 +240,7 @@ func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
 }
 
 func (d *IdempotentConsumer) markOnce(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StoreTimeout)
 	defer cancel()
 	record := telemetry.StoreCall(ctx, telemetry.StoreMark)
 	err := d.store.MarkProcessed(ctx, key)

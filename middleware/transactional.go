@@ -56,7 +56,7 @@ func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (
 		return nil, fmt.Errorf("middleware: TransactionalIdempotency: %w", err)
 	}
 	d := &txDedup{store: store, locking: locking, cfg: cfg}
-	if deferring, ok := store.(DeferringStore); ok && !cfg.ClaimBeforeHandler {
+	if deferring, ok := store.(DeferringStore); ok && cfg.DeferClaim {
 		d.deferring = deferring
 	}
 	return d.middleware, nil
@@ -64,8 +64,8 @@ func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (
 
 // DeferringStore is a [TransactionalStore] that can send a transaction's
 // BEGIN and claim together with its first statement, saving their round
-// trip; [TransactionalIdempotency] uses it unless
-// IdempotencyConfig.ClaimBeforeHandler is set. *postgres.Store is one.
+// trip; [TransactionalIdempotency] uses it when
+// IdempotencyConfig.DeferClaim is set. *postgres.Store is one.
 type DeferringStore interface {
 	TransactionalStore
 	// DeferClaim returns a transaction that begins, runs the statements
@@ -79,7 +79,7 @@ var _ DeferringStore = (*postgres.Store)(nil)
 type txDedup struct {
 	store     TransactionalStore
 	locking   LockingStore   // store, when it is one
-	deferring DeferringStore // store, when it is one and the claim may wait for the first statement
+	deferring DeferringStore // store, when it is one and IdempotencyConfig.DeferClaim is set
 	cfg       IdempotencyConfig
 }
 

@@ -44,14 +44,14 @@ func (e *raceEnv) wrap(t *testing.T, h message.NoPublishHandlerFunc) message.Han
 	return e.wrapWith(t, false, h)
 }
 
-// wrapWith is wrap, with IdempotencyConfig.ClaimBeforeHandler set as
-// claimFirst says.
+// wrapWith is wrap, with IdempotencyConfig.DeferClaim set unless
+// claimFirst.
 func (e *raceEnv) wrapWith(t *testing.T, claimFirst bool, h message.NoPublishHandlerFunc) message.HandlerFunc {
 	t.Helper()
 	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{
-		Scope:              func(*message.Message) string { return "race" },
-		OnDuplicate:        func(*message.Message, string, string) { e.duplicates.Add(1) },
-		ClaimBeforeHandler: claimFirst,
+		Scope:       func(*message.Message) string { return "race" },
+		OnDuplicate: func(*message.Message, string, string) { e.duplicates.Add(1) },
+		DeferClaim:  !claimFirst,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +77,9 @@ func (e *raceEnv) waitingClaims(t *testing.T) int {
 // whose first delivery is still in its handler waits on the claim. When
 // the first commits, the second is a duplicate; when it rolls back, the
 // second runs the handler. Either way the effect is committed once. With
-// the claim deferred to the first statement (the default), the second
+// the claim deferred to the first statement (DeferClaim), the second
 // delivery's handler starts and its statement, which carries the claim,
-// fails with postgres.ErrDuplicate; with ClaimBeforeHandler the handler
+// fails with postgres.ErrDuplicate; with the claim first (the default) the handler
 // is not called for it.
 func TestTransactionalConcurrentDuplicateWaits(t *testing.T) {
 	for _, claimFirst := range []bool{false, true} {

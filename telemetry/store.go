@@ -20,8 +20,9 @@ const (
 	StoreMark StoreOperation = "mark"
 	// StoreClaim begins the transaction of the transactional mode and
 	// claims the key in it (TransactionalStore.BeginClaim), when it runs
-	// apart (IdempotencyConfig.ClaimBeforeHandler); by default the claim
-	// travels with the handler's first statement, or with the commit.
+	// apart, as it does by default; with IdempotencyConfig.DeferClaim the
+	// claim travels with the handler's first statement, or with the
+	// commit, and is not recorded on its own.
 	StoreClaim StoreOperation = "claim"
 	// StoreCommit commits that transaction.
 	StoreCommit StoreOperation = "commit"

@@ -109,6 +109,8 @@ func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, e
 		cfg.Store = e.store
 	case Transactional:
 		cfg.Store, cfg.Transactional = e.store, true
+	case TransactionalDeferred:
+		cfg.Store, cfg.Transactional, cfg.Idempotency.DeferClaim = e.store, true, true
 	}
 	return middleware.Defaults(cfg)
 }
