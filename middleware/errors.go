@@ -21,7 +21,7 @@ func invalid(format string, args ...any) error {
 // fix ([ClassPoison]). Create one with [Poison]; test for one with
 // errors.As.
 type PoisonError struct {
-	Err error
+	Err error // the error marked poison
 }
 
 // Poison marks err as poison: [DeadLetter] sends the message to the
@@ -43,7 +43,7 @@ func (e *PoisonError) Unwrap() error { return e.Err }
 // OutageError marks an error of the infrastructure, not of the message
 // ([ClassOutage]). Create one with [Outage]; test for one with errors.As.
 type OutageError struct {
-	Err error
+	Err error // the error marked an outage
 }
 
 // Outage marks err as an outage: [DeadLetter] retries the message with
