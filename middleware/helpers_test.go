@@ -132,29 +132,6 @@ func newMessages(n int) []*message.Message {
 	return msgs
 }
 
-// withDuplicates returns originals with, after each message i for which
-// dup(i) holds, a re-publication of message i/2: a stream in which some
-// messages come again later on their partition, as Kafka redelivers them.
-func withDuplicates(originals []*message.Message, dup func(i int) bool) []*message.Message {
-	var stream []*message.Message
-	for i, m := range originals {
-		stream = append(stream, m)
-		if dup(i) {
-			stream = append(stream, republish(originals[i/2]))
-		}
-	}
-	return stream
-}
-
-// republish returns a new message with the UUID, payload and metadata of m.
-func republish(m *message.Message) *message.Message {
-	c := message.NewMessage(m.UUID, m.Payload)
-	for k, v := range m.Metadata {
-		c.Metadata.Set(k, v)
-	}
-	return c
-}
-
 // logCapture is a JSON slog logger whose lines a test can read back.
 type logCapture struct{ kafkatest.Buffer }
 

@@ -63,7 +63,7 @@ func TestDuplicatesAreSkipped(t *testing.T) {
 			store := kind.new(t)
 			topic := env.topic(t, "orders")
 			originals := newMessages(1000)
-			env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
+			env.publish(t, topic, kafkatest.WithDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
 
 			handled := new(kafkatest.Counter)
 			var duplicates atomic.Int64

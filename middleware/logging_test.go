@@ -49,7 +49,7 @@ func TestLoggingLine(t *testing.T) {
 	ok := orderMessage(`{"kind":"ok"}`)
 	ok.Metadata.Set(correlation.MetadataKey, "corr-ok")
 	failOnce := orderMessage(`{"kind":"fail-once"}`)
-	dup := republish(ok)
+	dup := kafkatest.Republish(ok)
 	poison := orderMessage(`{"kind":"permanent"}`)
 	outage := orderMessage(`{"kind":"outage-once"}`)
 	last := orderMessage(`{"kind":"ok"}`)

@@ -44,7 +44,7 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 	if string(receipts[0].Payload) != order.UUID {
 		t.Fatalf("receipt for %q, want %s", receipts[0].Payload, order.UUID)
 	}
-	env.publish(t, in, republish(order))
+	env.publish(t, in, kafkatest.Republish(order))
 	kafkatest.WaitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
 	if n := handled.Get(order.UUID); n != 2 {
 		t.Errorf("handler ran %d times, want 2: once before the failed publish, once after", n)

@@ -40,7 +40,7 @@ func TestDeadLetterReplayRunsAgain(t *testing.T) {
 	})
 	dl := env.collect(t, dlq, 1)[0]
 	fixed.Store(true)
-	env.publish(t, topic, republish(dl))
+	env.publish(t, topic, kafkatest.Republish(dl))
 	kafkatest.WaitFor(t, "the replay to be handled", func() bool { return handled.Get(msg.UUID) == 1 || duplicates.Load() > 0 })
 	if d := duplicates.Load(); d != 0 {
 		t.Fatalf("the replay was skipped as a duplicate")

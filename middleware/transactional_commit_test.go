@@ -11,6 +11,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -72,12 +73,12 @@ func TestTransactionalPanicRollsBack(t *testing.T) {
 		_, _ = handler(msg)
 	}()
 	fail.Store(1)
-	if _, err := handler(republish(msg)); err == nil {
+	if _, err := handler(kafkatest.Republish(msg)); err == nil {
 		t.Error("a failing handler's error was dropped")
 	}
 	fail.Store(0)
 	for range 2 { // handled, then a duplicate
-		if _, err := handler(republish(msg)); err != nil {
+		if _, err := handler(kafkatest.Republish(msg)); err != nil {
 			t.Fatal(err)
 		}
 	}

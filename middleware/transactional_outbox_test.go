@@ -111,7 +111,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 		return receipts, nil
 	}
 	e.runRouter(t, handlerSpec{name: kafkatest.Group(t, "receipts"), topic: in, middlewares: chain, produce: handle, publishTopic: out})
-	e.publish(t, in, a, b, republish(a))
+	e.publish(t, in, a, b, kafkatest.Republish(a))
 
 	kafkatest.WaitFor(t, "both messages committed and the duplicate skipped", func() bool {
 		return afterCommit.Load() == 2 && duplicates.Load() == 1

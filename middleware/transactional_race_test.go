@@ -119,7 +119,7 @@ func testConcurrentDuplicate(t *testing.T, claimFirst, firstFails bool) {
 	errs := make(chan error, 2)
 	go func() { _, err := handler(msg); errs <- err }()
 	<-inside
-	go func() { _, err := handler(republish(msg)); errs <- err }()
+	go func() { _, err := handler(kafkatest.Republish(msg)); errs <- err }()
 	kafkatest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
 	close(release)
 	first, second := <-errs, <-errs
@@ -154,7 +154,7 @@ func TestTransactionalRacingDeliveries(t *testing.T) {
 	for g := range deliveries {
 		wg.Go(func() {
 			for i := range msgs {
-				m := republish(msgs[(i+g*7)%len(msgs)]) // each goroutine in its own order
+				m := kafkatest.Republish(msgs[(i+g*7)%len(msgs)]) // each goroutine in its own order
 				if _, err := handler(m); err != nil {
 					t.Errorf("delivery of %s: %v", m.UUID, err)
 				}
@@ -182,7 +182,7 @@ func TestTransactionalDeferredClaim(t *testing.T) {
 	noop := e.wrap(t, func(*message.Message) error { calls.Add(1); return nil })
 	msg := newMessages(1)[0]
 	for range 2 {
-		if _, err := noop(republish(msg)); err != nil {
+		if _, err := noop(kafkatest.Republish(msg)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,7 +27,7 @@ func TestTransactionalEffectsHappenOnce(t *testing.T) {
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
 	originals := newMessages(500)
-	env.publish(t, topic, withDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
+	env.publish(t, topic, kafkatest.WithDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
 
 	var duplicates atomic.Int64
 	logs := &logCapture{}

@@ -214,7 +214,7 @@ func startRetryingStream(t testing.TB, pub message.Publisher, topic string, msgs
 				}
 				continue
 			}
-			m := sameMessage(msgs[i])
+			m := kafkatest.Republish(msgs[i])
 			mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
 			m.SetContext(mctx)
 			err := pub.Publish(topic, m)

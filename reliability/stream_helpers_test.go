@@ -44,23 +44,7 @@ func keyedMessages(prefix string, n int) []*message.Message {
 // payload and metadata) of message i/2 after every fifth message i: 20 %
 // duplicates, each later on its partition than its original.
 func withRepublished(originals []*message.Message) []*message.Message {
-	stream := make([]*message.Message, 0, len(originals)*6/5+1)
-	for i, m := range originals {
-		stream = append(stream, m)
-		if i%5 == 4 {
-			stream = append(stream, sameMessage(originals[i/2]))
-		}
-	}
-	return stream
-}
-
-// sameMessage returns a new message with the UUID, payload and metadata of m.
-func sameMessage(m *message.Message) *message.Message {
-	c := message.NewMessage(m.UUID, m.Payload)
-	for k, v := range m.Metadata {
-		c.Metadata.Set(k, v)
-	}
-	return c
+	return kafkatest.WithDuplicates(originals, func(i int) bool { return i%5 == 4 })
 }
 
 // effectLedger records the effects of handlers: one entry per run of a handler
