@@ -11,15 +11,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// crashMessages is how many distinct messages the crash scenarios send,
-// each fifth sent twice more.
-func crashMessages() int {
-	if testing.Short() {
-		return 1000
-	}
-	return 5000
-}
-
 // kills is how many times the crash scenarios kill a consumer while
 // messages remain to be handled.
 const kills = 6
@@ -48,16 +39,16 @@ type crash struct {
 }
 
 // crashRun runs two consumer subprocesses of one group on a stream of
-// crashMessages, kills one of them that has deliveries in flight with
-// SIGKILL, kills times at random moments while the ledger is incomplete,
-// starting a new one each time, and waits until the group has consumed
-// everything.
+// distinct messages, a fifth of them re-published; kills times, at random
+// moments while the ledger is incomplete, it kills one that has deliveries
+// in flight with SIGKILL and starts a new one; then it waits until the
+// group has consumed everything.
 func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *crash {
 	t.Helper()
-	c := &crash{total: crashMessages()}
+	c := &crash{total: fullOrShort(5000, 1000)} // distinct messages; a fifth come again
 	c.cfg = r.consumer(t, "crash", transactional, events)
 	procs := []*process{spawn(t, c.cfg), spawn(t, c.cfg)}
-	msgs := stream(c.total)
+	msgs := withRepublished(keyedMessages("crash", c.total))
 	c.records = len(msgs)
 	pub := r.publish(msgs, 3*time.Second)
 
