@@ -113,9 +113,10 @@ func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *cr
 
 // TestKillTransactional (scenario 1): two consumers in the transactional
 // mode, each a subprocess (this test binary, run again), share a group
-// and handle 5 000 messages plus 1 000 re-published duplicates (same
-// UUID); one of them is killed with SIGKILL at random moments, at least
-// five times while messages remain, and replaced. Each writes a ledger row
+// and handle 5 000 messages (-short: 1 000) plus a re-publication (same
+// UUID) of a fifth of them; a consumer with deliveries in flight is killed
+// with SIGKILL at random moments, [kills] times while messages remain, and
+// replaced. Each writes a ledger row
 // and publishes an event through the outbox in the transaction of its
 // claim; a forwarder in the test's process sends the events to Kafka.
 // The ledger holds each message exactly once, and Kafka exactly one event
