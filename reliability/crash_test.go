@@ -11,15 +11,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// crashMessages is how many distinct messages the crash scenarios send,
-// each fifth sent twice more.
-func crashMessages() int {
-	if testing.Short() {
-		return 1000
-	}
-	return 5000
-}
-
 // kills is how many times the crash scenarios kill a consumer while
 // messages remain to be handled.
 const kills = 6
@@ -48,16 +39,16 @@ type crash struct {
 }
 
 // crashRun runs two consumer subprocesses of one group on a stream of
-// crashMessages, kills one of them that has deliveries in flight with
-// SIGKILL, kills times at random moments while the ledger is incomplete,
-// starting a new one each time, and waits until the group has consumed
-// everything.
+// distinct messages, a fifth of them re-published; kills times, at random
+// moments while the ledger is incomplete, it kills one that has deliveries
+// in flight with SIGKILL and starts a new one; then it waits until the
+// group has consumed everything.
 func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *crash {
 	t.Helper()
-	c := &crash{total: crashMessages()}
+	c := &crash{total: fullOrShort(5000, 1000)} // distinct messages; a fifth come again
 	c.cfg = r.consumer(t, "crash", transactional, events)
 	procs := []*process{spawn(t, c.cfg), spawn(t, c.cfg)}
-	msgs := stream(c.total)
+	msgs := withRepublished(keyedMessages("crash", c.total))
 	c.records = len(msgs)
 	pub := r.publish(msgs, 3*time.Second)
 
@@ -122,9 +113,10 @@ func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *cr
 
 // TestKillTransactional (scenario 1): two consumers in the transactional
 // mode, each a subprocess (this test binary, run again), share a group
-// and handle 5 000 messages plus 1 000 re-published duplicates (same
-// UUID); one of them is killed with SIGKILL at random moments, at least
-// five times while messages remain, and replaced. Each writes a ledger row
+// and handle 5 000 messages (-short: 1 000) plus a re-publication (same
+// UUID) of a fifth of them; a consumer with deliveries in flight is killed
+// with SIGKILL at random moments, [kills] times while messages remain, and
+// replaced. Each writes a ledger row
 // and publishes an event through the outbox in the transaction of its
 // claim; a forwarder in the test's process sends the events to Kafka.
 // The ledger holds each message exactly once, and Kafka exactly one event

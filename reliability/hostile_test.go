@@ -149,7 +149,7 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 		}
 	}
 	letters := hostileLetters(t, brokers, dlq, len(poison))
-	kafkatest.WaitFor(t, "the good records after the garbage to be handled", func() bool { return handled.count("good-3") > 0 })
+	kafkatest.WaitFor(t, "the good records after the garbage to be handled", func() bool { return handled.Get("good-3") > 0 })
 
 	losses, dups := 0, 0
 	for _, r := range records {
@@ -158,7 +158,7 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 		}
 		var o hostileOrder
 		_ = json.Unmarshal(r.rec.Value, &o)
-		switch n := handled.count(o.ID); {
+		switch n := handled.Get(o.ID); {
 		case n == 0:
 			losses++
 			t.Errorf("%s: never handled", r.name)
@@ -185,22 +185,11 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 	})
 }
 
-// hostileHandled counts the handled orders by ID.
-type hostileHandled struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (h *hostileHandled) count(id string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n[id]
-}
-
 // hostileRun runs a router whose handler, behind middleware.Defaults
-// with cfg's store and mode, decodes orders from topic and rejects what does not decode as poison.
-func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middleware.Config) *hostileHandled {
-	handled := &hostileHandled{n: map[string]int{}}
+// with cfg's store and mode, decodes orders from topic and rejects what
+// does not decode as poison; it returns the handled orders' counts by ID.
+func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middleware.Config) *kafkatest.Counter {
+	handled := &kafkatest.Counter{}
 	cfg.Publisher = kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
 	cfg.Logger = kafkatest.Logger(slog.LevelError + 1)
 	cfg.DeadLetter.Topic = dlq
@@ -224,9 +213,7 @@ func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middlewar
 		if o.ID == "" {
 			return middleware.Poison(errors.New("order without id"))
 		}
-		handled.mu.Lock()
-		handled.n[o.ID]++
-		handled.mu.Unlock()
+		handled.Add(o.ID)
 		return nil
 	}).AddMiddleware(chain.Middlewares()...)
 	kafkatest.RunRouter(t, router)

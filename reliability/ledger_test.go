@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -101,34 +100,6 @@ func (r *ledgerRun) consumer(t *testing.T, prefix string, transactional bool, ev
 // deadLetters returns how many messages the group of cfg dead-lettered.
 func (r *ledgerRun) deadLetters(cfg consumerConfig) int64 {
 	return kafkatest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
-}
-
-// distinctMessages returns n new messages, each its own partition key.
-func distinctMessages(n int) []*message.Message {
-	msgs := make([]*message.Message, n)
-	for i := range msgs {
-		msgs[i] = message.NewMessage(uuid.NewString(), []byte(strconv.Itoa(i)))
-		msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, msgs[i].UUID)
-	}
-	return msgs
-}
-
-// stream returns n distinct messages followed, after every fifth, by a
-// re-publication of an earlier one with the same UUID, payload and
-// partition key (so that it lands on the same partition, as a redelivery
-// would): n distinct messages in n + n/5 records.
-func stream(n int) (msgs []*message.Message) {
-	originals := distinctMessages(n)
-	for i, m := range originals {
-		msgs = append(msgs, m)
-		if i%5 == 4 {
-			o := originals[i/2]
-			again := message.NewMessage(o.UUID, o.Payload)
-			again.Metadata.Set(broker.PartitionKeyMetadataKey, o.UUID)
-			msgs = append(msgs, again)
-		}
-	}
-	return msgs
 }
 
 // publishing is a stream being published; finished closes when it is

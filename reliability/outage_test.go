@@ -12,15 +12,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
 )
 
-// outageMessages is how many distinct messages TestPostgresOutage sends,
-// each fifth sent twice more.
-func outageMessages() int {
-	if testing.Short() {
-		return 1000
-	}
-	return 3000
-}
-
 // outageLength is how long each cut of PostgreSQL lasts.
 const outageLength = 5 * time.Second
 
@@ -34,7 +25,7 @@ const outageLength = 5 * time.Second
 // message exactly once and Kafka one event UUID per message.
 func TestPostgresOutage(t *testing.T) {
 	r := newLedgerRun(t, 4)
-	total := outageMessages()
+	total := fullOrShort(3000, 1000) // distinct messages; a fifth come again
 	events := kafkatest.Topic(t, "events")
 	seen := r.watchEvents(events)
 
@@ -61,7 +52,7 @@ func TestPostgresOutage(t *testing.T) {
 	r.forward(fwdPool, slog.New(slog.NewTextHandler(fwdLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	forwarderRetries := func() int { return strings.Count(fwdLogs.String(), "outbox forwarder failed; retrying") }
 
-	msgs := stream(total)
+	msgs := withRepublished(keyedMessages("outage", total))
 	pub := r.publish(msgs, 6*time.Second)
 	outageRetries := func() int { return strings.Count(logs.String(), `"error_class":"outage"`) }
 	for cut := range 2 {

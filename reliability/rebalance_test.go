@@ -13,14 +13,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-// rebalanceMessages is how many distinct messages TestRebalance sends.
-func rebalanceMessages() int {
-	if testing.Short() {
-		return 2000
-	}
-	return 10000
-}
-
 // rebalancePartitions is the partitions of TestRebalance's topic: enough
 // for four consumers.
 const rebalancePartitions = 8
@@ -35,7 +27,7 @@ const rebalancePartitions = 8
 // delivery still running on the old owner.
 func TestRebalance(t *testing.T) {
 	r := newLedgerRun(t, rebalancePartitions)
-	total := rebalanceMessages()
+	total := fullOrShort(10000, 2000) // distinct messages
 	logger := kafkatest.Logger(slog.LevelWarn)
 	groups := []consumerConfig{r.consumer(t, "rebalance-tx", true, ""), r.consumer(t, "rebalance-chm", false, "")}
 	groups[1].Schema = pgtest.Schema(t, r.pool)
@@ -50,7 +42,7 @@ func TestRebalance(t *testing.T) {
 			stops[g] = append(stops[g], runConsumer(t, pools[g], cfg, logger))
 		}
 	}
-	pub := r.publish(distinctMessages(total), 8*time.Second)
+	pub := r.publish(keyedMessages("rebalance", total), 8*time.Second)
 
 	r.waitLedgers(groups, total/3, time.Minute)
 	for g, cfg := range groups {

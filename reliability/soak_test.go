@@ -103,6 +103,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	end, endG := heapInUse(), runtime.NumGoroutine()
+	s.settle(t)
 
 	orders := int(placed.Load())
 	charges := int(pgtest.QueryInt(t, s.pool, "SELECT count(*) FROM "+s.table("payments_ledger")))
@@ -146,14 +147,15 @@ func heapInUse() uint64 {
 // orderPlaced in the transactional mode of the durable outbox, orders
 // counts each paymentProcessed.
 type soakShop struct {
-	brokers  []string
-	pool     *pgxpool.Pool
-	schema   string
-	payments string // the payments service's name
-	durable  *cqrs.DurableOutbox
-	orders   *cqrs.EventPublisher
-	commands *cqrs.CommandDispatcher
-	paid     kafkatest.Counter // paymentProcessed by order ID
+	brokers   []string
+	pool      *pgxpool.Pool
+	schema    string
+	payments  string // the payments service's name
+	ordersSvc string // the orders service's name
+	durable   *cqrs.DurableOutbox
+	orders    *cqrs.EventPublisher
+	commands  *cqrs.CommandDispatcher
+	paid      kafkatest.Counter // paymentProcessed by order ID
 }
 
 func newSoakShop(t *testing.T) *soakShop {
@@ -163,6 +165,7 @@ func newSoakShop(t *testing.T) *soakShop {
 	pool := pgtest.PoolWith(t, cfg)
 	s := &soakShop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
 	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
+	s.ordersSvc = orders
 	base := broker.Config{Brokers: s.brokers}
 	logger := kafkatest.Logger(slog.LevelError)
 	var err error
@@ -225,6 +228,30 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 		Service: orders, Routes: reserveRoutes(inventory), AutoProvisionTopics: true, Logger: logger,
 	}))
 	return s
+}
+
+// settle waits until every event the orders placed is forwarded and
+// consumed, the second placing of the last orders included: a client
+// returns once its order is paid, possibly before the duplicate is handled,
+// whose charge must be counted too. Each poll checks in causal order: the
+// outbox empty (every orderPlaced out, no order being placed), payments
+// done with them (every paymentProcessed in the outbox), the outbox empty
+// again, orders done with the payments.
+func (s *soakShop) settle(t *testing.T) {
+	t.Helper()
+	placed := topics.Event(s.ordersSvc, topics.TypeName(orderPlaced{}))
+	paid := topics.Event(s.payments, topics.TypeName(paymentProcessed{}))
+	consumed := func(service, topic string, event any) bool {
+		group := topics.ConsumerGroup(service, topics.TypeName(event))
+		return kafkatest.Committed(t, s.brokers, group, topic) == kafkatest.Records(t, s.brokers, topic)
+	}
+	outboxEmpty := func() bool {
+		return pgtest.QueryInt(t, s.pool, "SELECT count(*) FROM "+s.durable.Outbox().Table()) == 0
+	}
+	kafkatest.WaitFor(t, "every order's events forwarded and consumed", func() bool {
+		return outboxEmpty() && consumed(s.payments, placed, orderPlaced{}) &&
+			outboxEmpty() && consumed(s.ordersSvc, paid, paymentProcessed{})
+	})
 }
 
 // table returns the quoted name of one of the shop's tables.

@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func allCommand() command {
@@ -86,12 +84,11 @@ func runAll(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("all", flag.ContinueOnError)
 	quick := fs.Bool("quick", false, "small sizes: a check that everything runs, in well under 30 s; its figures are rough")
 	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,outbox,reqreply)")
-	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
-		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker per section)")
+	brokers := brokersFlag(fs, "section")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	sections, err := pick(allSections(*quick, broker.SplitBrokers(*brokers)), *only)
+	sections, err := pick(allSections(*quick, brokers()), *only)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func runAllocs(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func measureAllocs(benchtime time.Duration) ([]benchmarks.AllocsResult, error) {
-	if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
+	if err := setBenchtime(benchtime); err != nil {
 		return nil, err
 	}
 	return benchmarks.CompareAllocs()

@@ -5,12 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -44,8 +41,7 @@ func parseE2EFlags(args []string) (e2eFlags, error) {
 	conns := fs.Int("conns", 2*benchmarks.E2EPartitions, "PostgreSQL pool size (at least partitions + 2)")
 	direct := fs.Bool("direct", true, "also run each variant's chain and handler without Kafka and the router")
 	tel := fs.Bool("telemetry", false, "also run the write and no-op variants with the OpenTelemetry SDK configured and without the telemetry middleware, and report the cost per message")
-	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
-		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker)")
+	brokers := brokersFlag(fs, "")
 	if err := fs.Parse(args); err != nil {
 		return e2eFlags{}, err
 	}
@@ -53,7 +49,7 @@ func parseE2EFlags(args []string) (e2eFlags, error) {
 	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
 		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
 	}
-	f.brokers = broker.SplitBrokers(*brokers)
+	f.brokers = brokers()
 	return f, nil
 }
 

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"strings"
+	"time"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 // kafkaFor returns brokers, or starts an embedded broker when there are
@@ -19,4 +23,21 @@ func kafkaFor(ctx context.Context, brokers []string) (addrs []string, where stri
 		return nil, "", nil, err
 	}
 	return b.Addrs(), "an embedded broker", func() { _ = b.Close() }, nil
+}
+
+// brokersFlag defines -brokers on fs, defaulting to KAFKA_BROKERS, and
+// returns a function that gives the parsed list; empty means an embedded
+// broker, started by kafkaFor. per names what gets one ("" for the run).
+func brokersFlag(fs *flag.FlagSet, per string) func() []string {
+	usage := "comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker"
+	if per != "" {
+		usage += " per " + per
+	}
+	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","), usage+")")
+	return func() []string { return broker.SplitBrokers(*brokers) }
+}
+
+// setBenchtime sets the time testing.Benchmark runs each benchmark for.
+func setBenchtime(d time.Duration) error {
+	return flag.Set("test.benchtime", d.String())
 }

@@ -67,7 +67,7 @@ type memoryResult struct {
 
 func measureMemory(f memoryFlags) (memoryResult, error) {
 	var r memoryResult
-	if err := flag.Set("test.benchtime", f.benchtime.String()); err != nil {
+	if err := setBenchtime(f.benchtime); err != nil {
 		return r, err
 	}
 	var err error

@@ -5,13 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -45,8 +42,7 @@ func parseOutboxFlags(args []string) (outboxFlags, error) {
 	rounds := fs.Int("rounds", 3, "throughput rounds")
 	latency := fs.Int("latency-messages", 500, "messages per latency variant, one per transaction")
 	interval := fs.Duration("interval", 5*time.Millisecond, "time between the latency variants' commits")
-	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
-		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker)")
+	brokers := brokersFlag(fs, "")
 	if err := fs.Parse(args); err != nil {
 		return outboxFlags{}, err
 	}
@@ -55,7 +51,7 @@ func parseOutboxFlags(args []string) (outboxFlags, error) {
 		return outboxFlags{}, fmt.Errorf("-messages, -rounds, -latency-messages and -interval must be positive, " +
 			"-watermill-messages between 1 and -messages")
 	}
-	f.brokers = broker.SplitBrokers(*brokers)
+	f.brokers = brokers()
 	return f, nil
 }
 

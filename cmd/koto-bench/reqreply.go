@@ -7,13 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 // reqreplyTarget is the most that request/reply may take: a round trip
@@ -42,8 +39,7 @@ func parseReqReplyFlags(args []string) (reqreplyFlags, error) {
 	rounds := fs.Int("rounds", 2000, "measured rounds; each runs one raw round trip, one ping-pong and one request")
 	warmup := fs.Int("warmup", 200, "rounds run before measuring")
 	size := fs.Int("size", 100, "payload size in bytes")
-	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","),
-		"comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker)")
+	brokers := brokersFlag(fs, "")
 	if err := fs.Parse(args); err != nil {
 		return reqreplyFlags{}, err
 	}
@@ -51,7 +47,7 @@ func parseReqReplyFlags(args []string) (reqreplyFlags, error) {
 	if f.rounds < 1 || f.warmup < 0 || f.size < 0 {
 		return reqreplyFlags{}, fmt.Errorf("-rounds must be at least 1, -warmup and -size not negative")
 	}
-	f.brokers = broker.SplitBrokers(*brokers)
+	f.brokers = brokers()
 	return f, nil
 }
 

@@ -69,7 +69,7 @@ func runStore(ctx context.Context, args []string, out io.Writer) error {
 
 // measureStore runs the comparison and writes what it runs to out.
 func measureStore(ctx context.Context, f storeFlags, out io.Writer) ([]benchmarks.StoreResult, error) {
-	if err := flag.Set("test.benchtime", f.benchtime.String()); err != nil {
+	if err := setBenchtime(f.benchtime); err != nil {
 		return nil, err
 	}
 	pool, cleanup, err := benchPool(ctx, int32(slicesMax(f.callers)))
