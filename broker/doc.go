@@ -5,7 +5,8 @@
 // # Defaults
 //
 // One [Config] feeds every client: [NewPublisher], [NewSubscriber],
-// [ProvisionTopics] and [NewTailReader].
+// [ProvisionTopics], [NewTailReader], and the sarama clients for what
+// Watermill does not offer, [NewProducer] and [NewSaramaClient].
 //
 //   - A new consumer group starts at the oldest offset, so it also receives
 //     what was published before it first joined (sarama would start at the
