@@ -315,6 +315,8 @@ func TestDispatcherLifecycle(t *testing.T) {
 	}
 	if err := d.Send(context.Background(), ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	} else if class := middleware.Classify(err); class != middleware.ClassOutage {
+		t.Errorf("Send after Close: %v classifies as %v, want an outage: a handler stopping with its service is nacked, not dead-lettered", err, class)
 	}
 	if err := d.Err(); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Err after Close: %v, want ErrClosed", err)
