@@ -458,3 +458,28 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
 	}
 }
+
+// TestNilMessagesAreRefused: a nil command or event fails the call with an
+// error that says so, and nothing is sent.
+func TestNilMessagesAreRefused(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
+		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+	})
+	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kafkatest.Context(t)
+	calls := map[string]error{
+		"Send":    d.Send(ctx, nil),
+		"Publish": events.Publish(ctx, nil),
+	}
+	_, calls["Request"] = cqrs.Request[CardCharged](ctx, d, nil)
+	for name, err := range calls {
+		if err == nil || !strings.Contains(err.Error(), "nil") {
+			t.Errorf("%s of nil: %v, want an error naming the nil message", name, err)
+		}
+	}
+}
