@@ -5,7 +5,8 @@
 // # Defaults
 //
 // One [Config] feeds every client: [NewPublisher], [NewSubscriber],
-// [ProvisionTopics] and [NewTailReader].
+// [ProvisionTopics], [NewTailReader], and the sarama clients for what
+// Watermill does not offer, [NewProducer] and [NewSaramaClient].
 //
 //   - A new consumer group starts at the oldest offset, so it also receives
 //     what was published before it first joined (sarama would start at the
@@ -66,10 +67,11 @@
 // data, or records were truncated or deleted. (Leader changes and broker
 // restarts that keep the data are retried by sarama itself.) The reader
 // logs the stop, then consumes the partition again from the first record
-// written since the last one it read, less a few seconds for producers'
-// clocks, or from the newest offset when none was: records written while
-// it was down are read, and a few read before may be handed to the
-// function again. It retries every Config.ReconnectRetrySleep until it
+// written since the last one it read (or since Start, when it read none),
+// less a few seconds for producers' clocks, or from the newest offset when
+// no record was written since: records written while it was down are
+// read, and a few read before, or written just before Start, may be handed
+// to the function. It retries every Config.ReconnectRetrySleep until it
 // succeeds, and logs the recovery. Meanwhile [TailReader.Err] returns an
 // error that wraps [ErrReaderDown] and the cause.
 //

@@ -7,6 +7,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -182,4 +183,61 @@ func ExampleNewTailReader() {
 	}
 	fmt.Println(string((<-replies).Payload))
 	// Output: stock reserved
+}
+
+// A Producer sends what a Watermill publisher cannot in one call: here a
+// batch of messages for two topics, marshaled as NewPublisher would, which
+// a tool such as an outbox forwarder needs.
+func ExampleNewProducer() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kafkaBroker, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer kafkaBroker.Close()
+	cfg := broker.Config{Brokers: kafkaBroker.Addrs()}
+
+	producer, err := broker.NewProducer(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer producer.Close()
+	var batch []*sarama.ProducerMessage
+	for _, topic := range []string{"orders.order-placed", "payments.payment-requested"} {
+		msg := message.NewMessage(watermill.NewUUID(), []byte("order o-1"))
+		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "o-1")
+		rec, err := producer.Marshaler.Marshal(topic, msg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		batch = append(batch, rec)
+	}
+	if err := producer.SendMessages(batch); err != nil { // all written, or an error per failed record
+		log.Fatal(err)
+	}
+
+	// NewSaramaClient reads a partition from an offset, without a group.
+	client, err := broker.NewSaramaClient(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer consumer.Close()
+	for _, rec := range batch { // SendMessages set each record's partition and offset
+		pc, err := consumer.ConsumePartition(rec.Topic, rec.Partition, rec.Offset)
+		if err != nil {
+			log.Fatal(err)
+		}
+		got := <-pc.Messages()
+		_ = pc.Close()
+		fmt.Printf("%s: %s, key %s\n", got.Topic, got.Value, got.Key)
+	}
+	// Output:
+	// orders.order-placed: order o-1, key o-1
+	// payments.payment-requested: order o-1, key o-1
 }

@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"fmt"
-
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 )
@@ -32,7 +30,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	}
 	sp, err := sarama.NewSyncProducer(cfg.Brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("broker: new Kafka producer for %v: %w", cfg.Brokers, err)
+		return nil, connectError(cfg, "new Kafka producer", err)
 	}
 	return &Producer{SyncProducer: sp, Marshaler: cfg.Marshaler}, nil
 }

@@ -41,7 +41,7 @@ func TestSecuredBroker(t *testing.T) {
 				bad.SASL.User = "mallory"
 				assertEveryClientRejected(t, bad)
 			})
-			t.Logf("%s: %d SaslAuthenticate requests for 8 rejected calls", mechanism, attempts.Hits())
+			t.Logf("%s: %d SaslAuthenticate requests for %d rejected calls", mechanism, attempts.Hits(), 2*rejectedCalls)
 		})
 	}
 }
@@ -80,6 +80,9 @@ func useEveryClient(t *testing.T, kafka *embedded.Broker, cfg broker.Config) {
 	}
 }
 
+// rejectedCalls is how many clients assertEveryClientRejected tries.
+const rejectedCalls = 6
+
 // assertEveryClientRejected checks that each client fails with
 // ErrAuthenticationFailed, each within the test's bound.
 func assertEveryClientRejected(t *testing.T, bad broker.Config) {
@@ -90,6 +93,20 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 			pub, err := broker.NewPublisher(bad, nil)
 			if err == nil {
 				_ = pub.Close()
+			}
+			return err
+		},
+		"NewProducer": func(context.Context) error {
+			p, err := broker.NewProducer(bad)
+			if err == nil {
+				_ = p.Close()
+			}
+			return err
+		},
+		"NewSaramaClient": func(context.Context) error {
+			c, err := broker.NewSaramaClient(bad)
+			if err == nil {
+				_ = c.Close()
 			}
 			return err
 		},
@@ -108,6 +125,9 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 			_, err := sub.Subscribe(ctx, topic)
 			return err
 		},
+	}
+	if len(calls) != rejectedCalls {
+		t.Fatalf("%d clients tried, rejectedCalls says %d", len(calls), rejectedCalls)
 	}
 	for name, call := range calls {
 		err := returnsWithin(t, name, call)

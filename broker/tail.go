@@ -28,7 +28,8 @@ const resumeSkew = 10 * time.Second
 //
 // It suits messages meant for whoever listens now, such as replies: every
 // reader of a topic gets every message, nothing is committed, and what was
-// published before Start is not read. Messages reach the function with no
+// published before Start is not read (but for the few seconds before it,
+// when a partition is resumed). Messages reach the function with no
 // ack to give and no extra hand-off between goroutines, which keeps a
 // request/reply round trip short. Partitions added to the topic after Start
 // are not read. A partition that stops being read is resumed by the reader
@@ -258,9 +259,9 @@ func (r *TailReader) deliver(rec *sarama.ConsumerMessage) {
 }
 
 // resume consumes partition p again from the first record written since
-// the last one read (less resumeSkew), or from the newest offset when there
-// is none, retrying every cfg.ReconnectRetrySleep. Meanwhile Err reports
-// the partition. It returns nil when the reader closes first.
+// since (the latest record read, or Start when none was) less resumeSkew,
+// or from the newest offset when there is none, retrying every
+// cfg.ReconnectRetrySleep. Meanwhile Err reports the partition. It returns nil when the reader closes first.
 func (r *TailReader) resume(p int32, since time.Time, cause error) sarama.PartitionConsumer {
 	if cause == nil {
 		cause = errors.New("partition consumer stopped")

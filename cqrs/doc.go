@@ -23,7 +23,9 @@
 // middleware.Classify sees it: a broker that cannot be reached is an
 // outage, and a handler that returns it is retried until the broker is
 // back, never dead-lettered; a message the broker refuses for good (too
-// large, say) is not, and is dead-lettered after its retries.
+// large, say) is not, and is dead-lettered after its retries. A call that
+// its deadline or Close ended returns [ErrTimeout] or [ErrClosed] instead
+// (see Deadlines and broker faults), both outages too.
 //
 // # Commands and request/reply
 //

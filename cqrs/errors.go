@@ -2,6 +2,8 @@ package cqrs
 
 import (
 	"errors"
+
+	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 var (
@@ -40,8 +42,11 @@ var (
 	// Start already started.
 	ErrAlreadyStarted = errors.New("cqrs: command dispatcher already started")
 
-	// ErrClosed is returned by a dispatcher or service after Close.
-	ErrClosed = errors.New("cqrs: closed")
+	// ErrClosed is returned by a dispatcher or service after Close, and
+	// wrapped by the error of a call that Close ended. It is marked
+	// middleware.Outage: a handler whose Send or Request fails because its
+	// service is stopping is nacked and redelivered, never dead-lettered.
+	ErrClosed = middleware.Outage(errors.New("cqrs: closed"))
 )
 
 // KindInternal is the kind of a HandlerError for a handler error that

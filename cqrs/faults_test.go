@@ -60,6 +60,8 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	}
 	if err := kafkatest.Receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Fatalf("request pending at Close: %v, want ErrClosed", err)
+	} else if class := middleware.Classify(err); class != middleware.ClassOutage {
+		t.Errorf("request pending at Close: %v classifies as %v, want an outage", err, class)
 	}
 
 	calls := []struct {

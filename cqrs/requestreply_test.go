@@ -315,6 +315,8 @@ func TestDispatcherLifecycle(t *testing.T) {
 	}
 	if err := d.Send(context.Background(), ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
+	} else if class := middleware.Classify(err); class != middleware.ClassOutage {
+		t.Errorf("Send after Close: %v classifies as %v, want an outage: a handler stopping with its service is nacked, not dead-lettered", err, class)
 	}
 	if err := d.Err(); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Err after Close: %v, want ErrClosed", err)
@@ -454,5 +456,30 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 	err = events.Publish(ctx, Unencodable{})
 	if err == nil || middleware.Classify(err) == middleware.ClassOutage {
 		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
+	}
+}
+
+// TestNilMessagesAreRefused: a nil command or event fails the call with an
+// error that says so, and nothing is sent.
+func TestNilMessagesAreRefused(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
+		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+	})
+	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := kafkatest.Context(t)
+	calls := map[string]error{
+		"Send":    d.Send(ctx, nil),
+		"Publish": events.Publish(ctx, nil),
+	}
+	_, calls["Request"] = cqrs.Request[CardCharged](ctx, d, nil)
+	for name, err := range calls {
+		if err == nil || !strings.Contains(err.Error(), "nil") {
+			t.Errorf("%s of nil: %v, want an error naming the nil message", name, err)
+		}
 	}
 }

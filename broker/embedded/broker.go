@@ -27,7 +27,9 @@ type Broker struct {
 // automatically when a client first produces to or asks for them.
 //
 // ctx bounds the start only: cancelling it later does not stop the broker,
-// [Broker.Close] does.
+// [Broker.Close] does. An option value it cannot use fails the start, before
+// anything listens, with an error that wraps [ErrInvalidConfig] and names
+// the option.
 func Start(ctx context.Context, opts ...Option) (*Broker, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validate(); err != nil {

@@ -32,9 +32,32 @@ func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	assertTopics(t, stdout.String(), 2, "a", "b")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
+	}
+}
+
+// assertTopics checks, on the broker whose address run printed in out, that
+// each of names exists with the given number of partitions: the -topics and
+// -partitions flags reached the broker.
+func assertTopics(t *testing.T, out string, partitions int, names ...string) {
+	t.Helper()
+	_, addr, _ := strings.Cut(strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), "listening on ")
+	details, err := kafkatest.Admin(t, strings.Split(addr, ",")).ListTopics(kafkatest.Context(t), names...)
+	if err != nil {
+		t.Fatalf("list topics on %s: %v", addr, err)
+	}
+	for _, name := range names {
+		d, ok := details[name]
+		if !ok || d.Err != nil {
+			t.Errorf("topic %s on %s: exists %v, error %v; want it created by -topics", name, addr, ok, d.Err)
+			continue
+		}
+		if n := len(d.Partitions); n != partitions {
+			t.Errorf("topic %s has %d partitions, want %d (-partitions)", name, n, partitions)
+		}
 	}
 }
 
