@@ -13,7 +13,8 @@ import (
 
 // TestListWhileKafkaHangs: when no fetch of the dead-letter topic is
 // answered, List fails instead of returning an empty list as if the topic
-// held nothing.
+// held nothing, and Replay fails instead of reporting that it scanned
+// everything.
 func TestListWhileKafkaHangs(t *testing.T) {
 	b := kafkatest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
@@ -32,9 +33,11 @@ func TestListWhileKafkaHangs(t *testing.T) {
 		return nil, nil, hang.Load()
 	})
 	letters, err := q.List(kafkatest.Context(t), deadletter.Filter{})
-	hang.Store(false)
 	if err == nil {
 		t.Fatalf("List while Kafka hangs = %d dead letters and no error, want an error", len(letters))
 	}
-	t.Log(err)
+	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err == nil || res.Scanned != 0 || res.Sent != 0 {
+		t.Fatalf("Replay while Kafka hangs = %+v, %v; want an error, nothing scanned", res, err)
+	}
 }
