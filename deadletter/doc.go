@@ -14,7 +14,10 @@
 // (failed at, error class and type, reason, original topic, partition and
 // offset, consumer group, handler, attempts). A record that another
 // producer wrote shows with those fields empty. [Filter] selects by time,
-// reason text, error class, type name and UUID.
+// reason text, error class, type name and UUID. A read that Kafka leaves
+// unanswered for 5 s fails the call (Config.Broker.Sarama may set
+// Net.ReadTimeout otherwise), rather than end it as if the topic held
+// nothing more.
 //
 // # Replay
 //

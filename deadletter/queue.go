@@ -69,12 +69,20 @@ func NewQueue(cfg Config) (*Queue, error) {
 // shorter than sarama's default (500 ms).
 const readMaxWait = 100 * time.Millisecond
 
+// readTimeout bounds how long the reading client waits for an answer. A
+// scan takes a partition whose records stop coming for tailGapWait to be
+// at its end, so a broker that hangs must fail the read before that:
+// otherwise a listing or a replay would end early, as if the topic held
+// nothing more.
+const readTimeout = tailGapWait / 2
+
 // readerConfig is cfg for the client that reads the topic; Config.Sarama
 // still has the last word.
 func readerConfig(cfg broker.Config) broker.Config {
 	user := cfg.Sarama
 	cfg.Sarama = func(sc *sarama.Config) {
 		sc.Consumer.MaxWaitTime = readMaxWait
+		sc.Net.ReadTimeout = readTimeout
 		if user != nil {
 			user(sc)
 		}

@@ -295,6 +295,9 @@ func TestFilter(t *testing.T) {
 		if _, err := (&deadletter.Queue{}).List(context.Background(), f); !errors.Is(err, deadletter.ErrInvalidFilter) {
 			t.Errorf("List(%+v) = %v, want ErrInvalidFilter", f, err)
 		}
+		if _, err := (&deadletter.Queue{}).Replay(context.Background(), f, deadletter.ReplayOptions{}); !errors.Is(err, deadletter.ErrInvalidFilter) {
+			t.Errorf("Replay(%+v) = %v, want ErrInvalidFilter", f, err)
+		}
 	}
 }
 

@@ -23,12 +23,12 @@
 // with IdempotencyConfig.Outbox) binds its transaction with
 // [Outbox.BindTx], writes the messages a handler returns with
 // [Outbox.PublishTx] and takes key locks before its claim with
-// [Outbox.QueueLockKeys]. A message keeps its UUID (one without gets a UUIDv7), its payload and
-// its metadata, gains the correlation ID of its context if it has none, and
-// its partition_key metadata becomes the Kafka record key, exactly as with
-// a direct publish through the broker package. Each write also queues a
-// pg_notify, which PostgreSQL delivers on commit and which wakes the
-// forwarder at once.
+// [Outbox.QueueLockKeys]. A message keeps its UUID (one without gets a
+// UUIDv7), its payload and its metadata, gains the correlation ID of its
+// context if it has none, and its partition_key metadata becomes the Kafka
+// record key, exactly as with a direct publish through the broker package.
+// Each write also queues a pg_notify, which PostgreSQL delivers on commit
+// and which wakes the forwarder at once.
 //
 // Aggregates that collect domain events ([Aggregate], [Events]) have them
 // written by [PublishDomainEvents] in the transaction that saves them; they
@@ -101,10 +101,10 @@
 // over Config.MaxMessageBytes, metadata that is not UTF-8: ErrInvalidMessage,
 // marked middleware.Poison, so that a handler that returns the error is
 // dead-lettered at once rather than retried) so that a row Kafka refuses
-// should not happen; if it does, the forwarder
-// retries it and logs the error until Kafka's limit is raised. A row that is
-// not a message envelope at all, or names a topic Kafka would refuse, which
-// no Publisher writes, is logged and skipped.
+// should not happen; if it does, the forwarder retries it and logs the
+// error until Kafka's limit is raised. A row that is not a message envelope
+// at all, or names a topic Kafka would refuse, which no Publisher writes,
+// is logged and skipped.
 //
 // # Status and metrics
 //
@@ -120,9 +120,8 @@
 // counts the backlog, so its cost grows with it. created_at is a
 // timestamp without time zone, written in the writer's TimeZone setting
 // and read in Status's: keep them the same (the server's default) for a
-// true lag. [FindTables] lists the
-// outbox tables of a schema by their columns, and `koto outbox status`
-// (cmd/koto) prints the status of each.
+// true lag. [FindTables] lists the outbox tables of a schema by their
+// columns, and `koto outbox status` (cmd/koto) prints the status of each.
 //
 // Every running [Forwarder], standing by or active, reports its table's
 // backlog to ForwarderConfig.Telemetry through telemetry's

@@ -59,7 +59,9 @@ type EventPublisher interface {
 // each aggregate's events are cleared only after that transaction commits,
 // so a rollback leaves them on the aggregate and publishes none, ready for
 // a retry. Calling it again for the same aggregate in the same transaction
-// writes only the events recorded since.
+// writes only the events recorded since. The commit clears every event of
+// the aggregate, so an event recorded after the transaction's last call is
+// cleared without being written: call it after the last change.
 //
 // Aggregates must be pointers. It returns an error wrapping
 // ErrNoTransaction without a bound transaction, and one wrapping

@@ -7,9 +7,11 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -82,6 +84,38 @@ func TestWithTxAfterCommit(t *testing.T) {
 	tx := begin(t, e)
 	if err := outbox.AfterCommit(postgres.ContextWithTx(context.Background(), tx), func() {}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("AfterCommit with a transaction not bound by WithTx = %v", err)
+	}
+}
+
+// TestTransactCommitFails: when the commit itself fails (here a deferred
+// constraint), Transact returns the error, the messages written in the
+// transaction are gone with it and no AfterCommit function runs.
+func TestTransactCommitFails(t *testing.T) {
+	e := newEnv(t)
+	topic := kafkatest.Topic(t, "commit")
+	table := pgx.Identifier{e.schema, "once"}.Sanitize()
+	pgtest.Exec(t, e.pool, "CREATE TABLE "+table+" (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
+	ran := false
+	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1), (1)"); err != nil {
+			return err
+		}
+		if err := outbox.AfterCommit(ctx, func() { ran = true }); err != nil {
+			return err
+		}
+		in := newMsg("x", "")
+		in.SetContext(ctx)
+		return e.o.ContextPublisher().Publish(topic, in)
+	})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("Transact = %v, want the commit's unique_violation", err)
+	}
+	if ran {
+		t.Fatal("an AfterCommit function ran after a failed commit")
+	}
+	if n := e.rows(); n != 0 {
+		t.Fatalf("%d rows after a failed commit, want 0", n)
 	}
 }
 

@@ -10,9 +10,10 @@
 //	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
 //
 // The dlq commands connect with the same Kafka settings as the services:
-// -brokers (default $KAFKA_BROKERS), SASL (-sasl-user, -sasl-mechanism, and
-// the password in $KAFKA_SASL_PASSWORD or -sasl-password) and TLS (-tls,
-// -tls-ca, -tls-server-name, -tls-insecure-skip-verify). Flags may come
+// -brokers (default $KAFKA_BROKERS), SASL (-sasl-user and -sasl-mechanism,
+// default $KAFKA_SASL_USER and $KAFKA_SASL_MECHANISM, and the password in
+// $KAFKA_SASL_PASSWORD or -sasl-password) and TLS (-tls, -tls-ca,
+// -tls-server-name, -tls-insecure-skip-verify). Flags may come
 // before or after the arguments; `koto <command> <subcommand> -h` lists
 // them all. -json prints JSON for scripts instead of text.
 //

@@ -211,6 +211,20 @@ func TestDLQAgainstKotoKafka(t *testing.T) {
 		t.Fatalf("show -json (exit %d, %v): %s", code, err, out)
 	}
 
+	for _, tc := range []struct {
+		arg, want string
+		code      int
+	}{
+		{fmt.Sprintf("%v/999", jsonLetter["partition"]), "no such dead letter", 1},
+		{"99/0", "no such dead letter", 1},
+		{"0/99999999999999999999", "out of range", 2},
+		{"no-such-uuid", `no such dead letter with UUID "no-such-uuid"`, 1},
+	} {
+		if _, stderr, code := koto(t, addr, "dlq", "show", "-group", group, tc.arg); code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Fatalf("show %s: exit %d, stderr %q; want exit %d with %q", tc.arg, code, stderr, tc.code, tc.want)
+		}
+	}
+
 	p.fix()
 	out, _, code = koto(t, addr, "dlq", "replay", "-group", group, "-reason", "NEGATIVE", "-dry-run")
 	if code != 0 || !strings.Contains(out, "dry run: would send 2 dead letters from") || !strings.Contains(out, "TO") || !strings.Contains(out, uuids[0]) {

@@ -1,0 +1,43 @@
+package deadletter_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/koto-dev/watermill-koto/deadletter"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestListWhileKafkaHangs: when no fetch of the dead-letter topic is
+// answered, List fails instead of returning an empty list as if the topic
+// held nothing, and Replay fails instead of reporting that it scanned
+// everything.
+func TestListWhileKafkaHangs(t *testing.T) {
+	b := kafkatest.Embedded(t)
+	e := newEnvOn(t, b.Addrs())
+	if err := e.pub.Publish(e.dlq, message.NewMessage("dead-1", []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	q := e.queue(t, deadletter.Config{})
+	// Every fetch is left unanswered, as by a broker that hangs; the
+	// metadata and offset requests are answered.
+	var hang atomic.Bool
+	hang.Store(true)
+	t.Cleanup(func() { hang.Store(false) })
+	c := b.Cluster()
+	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, nil, hang.Load()
+	})
+	letters, err := q.List(kafkatest.Context(t), deadletter.Filter{})
+	if err == nil {
+		t.Fatalf("List while Kafka hangs = %d dead letters and no error, want an error", len(letters))
+	}
+	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err == nil || res.Scanned != 0 || res.Sent != 0 {
+		t.Fatalf("Replay while Kafka hangs = %+v, %v; want an error, nothing scanned", res, err)
+	}
+}
