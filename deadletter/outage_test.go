@@ -1,7 +1,6 @@
 package deadletter_test
 
 import (
-	"sync/atomic"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -22,16 +21,9 @@ func TestListWhileKafkaHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := e.queue(t, deadletter.Config{})
-	// Every fetch is left unanswered, as by a broker that hangs; the
-	// metadata and offset requests are answered.
-	var hang atomic.Bool
-	hang.Store(true)
-	t.Cleanup(func() { hang.Store(false) })
-	c := b.Cluster()
-	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		return nil, nil, hang.Load()
-	})
+	// Every fetch of the topic is left unanswered, as by a broker that
+	// hangs; the metadata and offset requests are answered.
+	stall := kafkatest.StallRequests(t, b, kmsg.Fetch, e.dlq)
 	letters, err := q.List(kafkatest.Context(t), deadletter.Filter{})
 	if err == nil {
 		t.Fatalf("List while Kafka hangs = %d dead letters and no error, want an error", len(letters))
@@ -39,5 +31,8 @@ func TestListWhileKafkaHangs(t *testing.T) {
 	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err == nil || res.Scanned != 0 || res.Sent != 0 {
 		t.Fatalf("Replay while Kafka hangs = %+v, %v; want an error, nothing scanned", res, err)
+	}
+	if stall.Count() == 0 {
+		t.Error("no fetch was left unanswered: the test did not make Kafka hang")
 	}
 }

@@ -24,8 +24,8 @@ type Stall struct {
 	released bool
 }
 
-// StallRequests makes b leave every request of key (Produce, ListOffsets,
-// CreateTopics…) that names one of the topics unanswered until Release is
+// StallRequests makes b leave every request of key (Produce, Fetch,
+// ListOffsets, CreateTopics…) that names one of the topics unanswered until Release is
 // called or t ends. The client waits for the answer until its own read
 // timeout (sarama's Net.ReadTimeout, 30 s by default), or until it drops
 // the connection; a retry after Release is answered. (kfake's SleepControl
@@ -81,6 +81,10 @@ func namesTopic(req kmsg.Request, topics []string) bool {
 			names = append(names, t.Topic)
 		}
 	case *kmsg.CreateTopicsRequest:
+		for _, t := range r.Topics {
+			names = append(names, t.Topic)
+		}
+	case *kmsg.FetchRequest:
 		for _, t := range r.Topics {
 			names = append(names, t.Topic)
 		}
