@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // unlockTimeout bounds releasing the cleanup lock after a pass.
@@ -67,21 +69,9 @@ func (s *Store) deleteExpired(ctx context.Context, conn *pgxpool.Conn) (int64, e
 		if n < int64(s.cfg.CleanupBatchSize) {
 			return total, nil
 		}
-		if err := pause(ctx, min(time.Since(start), maxCleanupPause)); err != nil {
+		if err := retry.Sleep(ctx, min(time.Since(start), maxCleanupPause)); err != nil {
 			return total, unavailable("cleanup", err)
 		}
-	}
-}
-
-// pause waits for d or until ctx ends, and returns ctx's error then.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
