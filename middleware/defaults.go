@@ -50,6 +50,9 @@ func (c Config) Validate() error {
 	case !c.Transactional && (c.Idempotency.Outbox != nil || c.Idempotency.LockKeys != nil):
 		return invalid("IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode writes into an outbox; " +
 			"set Config.Transactional (with Store the postgres.Store of the outbox's database), or unset them")
+	case !c.Transactional && c.Idempotency.DeferClaim:
+		return invalid("IdempotencyConfig.DeferClaim is set, but only the transactional mode has a claim to defer; " +
+			"set Config.Transactional (with Store the postgres.Store of the handler's database), or unset it")
 	case c.Transactional && c.Idempotency.IgnoreStoreErrors:
 		return invalid("Config.Transactional is set with IdempotencyConfig.IgnoreStoreErrors, " +
 			"but the transactional mode cannot run a handler without its database; unset IgnoreStoreErrors")

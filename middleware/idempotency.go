@@ -126,6 +126,10 @@ func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (*Idempotent
 		return nil, invalid("Idempotency: IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode " +
 			"writes into an outbox; use TransactionalIdempotency (Config.Transactional), or unset them and publish with outbox.Transact in the handler")
 	}
+	if cfg.DeferClaim {
+		return nil, invalid("Idempotency: IdempotencyConfig.DeferClaim is set, but only the transactional mode has a claim to defer; " +
+			"use TransactionalIdempotency (Config.Transactional), or unset it")
+	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -30,12 +30,14 @@ var _ TransactionalStore = (*postgres.Store)(nil)
 // when cfg.Outbox is set: they are written into the outbox in the
 // transaction ([ErrReturnedMessagesInTx] otherwise).
 //
-// Of cfg, Key, Scope, OnDuplicate, Outbox and LockKeys apply; StoreTimeout
-// bounds the begin with the claim (and the key locks), the write of the
-// returned messages, and the commit; the fields that tune the mark of
+// Of cfg, Key, Scope, OnDuplicate, Outbox, LockKeys and DeferClaim apply;
+// StoreTimeout bounds the begin with the claim (and the key locks), the
+// write of the returned messages, and the commit (with DeferClaim, the
+// begin and the claim go with the handler's first statement, under the
+// handler's context, or with the commit); the fields that tune the mark of
 // [Idempotency] are not used, and IgnoreStoreErrors is refused: the
 // handler's writes need the database. LockKeys needs Outbox, and a store
-// that is a [LockingStore].
+// that is a [LockingStore]; DeferClaim a store that is a [DeferringStore].
 func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
 	switch {
 	case store == nil:
@@ -51,12 +53,17 @@ func TransactionalIdempotency(store TransactionalStore, cfg IdempotencyConfig) (
 	if cfg.LockKeys != nil && locking == nil {
 		return nil, invalid("TransactionalIdempotency: IdempotencyConfig.LockKeys needs a LockingStore (a *postgres.Store), not %T", store)
 	}
+	deferring, _ := store.(DeferringStore)
+	if cfg.DeferClaim && deferring == nil {
+		return nil, invalid("TransactionalIdempotency: IdempotencyConfig.DeferClaim needs a DeferringStore (a *postgres.Store), not %T; "+
+			"unset DeferClaim to claim before the handler", store)
+	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("middleware: TransactionalIdempotency: %w", err)
 	}
 	d := &txDedup{store: store, locking: locking, cfg: cfg}
-	if deferring, ok := store.(DeferringStore); ok && cfg.DeferClaim {
+	if cfg.DeferClaim {
 		d.deferring = deferring
 	}
 	return d.middleware, nil

@@ -36,6 +36,19 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{StoreTimeout: -1})
 			return err
 		}},
+		{"IdempotencyConfig.DeferClaim needs a DeferringStore", func() error {
+			notDeferring := struct{ middleware.TransactionalStore }{store}
+			_, err := middleware.TransactionalIdempotency(notDeferring, middleware.IdempotencyConfig{DeferClaim: true})
+			return err
+		}},
+		{"Idempotency: IdempotencyConfig.DeferClaim", func() error {
+			_, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{DeferClaim: true})
+			return err
+		}},
+		{"IdempotencyConfig.DeferClaim is set, but only the transactional mode", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{DeferClaim: true}})
+			return err
+		}},
 		{"Config.Store must be a TransactionalStore", func() error {
 			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: memoryStore(t), Transactional: true})
 			return err

@@ -29,45 +29,14 @@ func (s *Store) BeginClaim(ctx context.Context, key string) (tx pgx.Tx, claimed 
 // that fails ends the transaction, and the error says so. A nil before
 // queues nothing.
 func (s *Store) BeginClaimAfter(ctx context.Context, key string, before func(b *pgx.Batch)) (tx pgx.Tx, claimed bool, err error) {
-	if err := s.ensure(ctx); err != nil {
+	tx, err = s.DeferClaim(key, before).begun(ctx)
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		return nil, false, nil
+	case err != nil:
 		return nil, false, err
 	}
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	if before != nil {
-		before(b)
-	}
-	first := b.Len() - 1 // statements of before's
-	b.Queue(s.sql.claim, keyArg(key))
-	br := s.pool.SendBatch(ctx, b)
-	tx = br.Tx()
-	claimed, err = readClaim(br, first)
-	if err != nil || !claimed {
-		// A failed rollback closes the connection, which ends tx as well.
-		_ = tx.Rollback(ctx)
-		if err != nil {
-			return nil, false, unavailable("begin and claim", err)
-		}
-		return nil, false, nil
-	}
 	return tx, true, nil
-}
-
-// readClaim reads the results of the begin-and-claim batch, with first
-// statements between BEGIN and the claim, and closes it: whether the claim
-// inserted (or renewed) the mark.
-func readClaim(br pgx.BatchResults, first int) (bool, error) {
-	for range 1 + first {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return false, err
-		}
-	}
-	tag, err := br.Exec()
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
-	}
-	return err == nil && tag.RowsAffected() == 1, err
 }
 
 // MarkProcessedTx claims key inside tx, a transaction of the caller's on

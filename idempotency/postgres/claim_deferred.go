@@ -299,11 +299,17 @@ func (c *ClaimTx) Begin(ctx context.Context) (pgx.Tx, error) {
 
 // LargeObjects returns the large objects of the transaction, begun and
 // claimed first if needed (within the store's pool's own limits, since
-// it takes no context). When that fails, its methods fail.
+// it takes no context). When that fails, its methods fail with
+// pgx.ErrTxClosed.
 func (c *ClaimTx) LargeObjects() pgx.LargeObjects {
 	tx, err := c.begun(context.Background())
 	if err != nil {
-		return pgx.LargeObjects{}
+		// A zero pgx.LargeObjects has no transaction and its methods
+		// panic; the closed transaction of a batch that never ran is the
+		// only one pgx lets a caller make.
+		b := &pgx.Batch{}
+		b.BeginTx(pgx.TxOptions{})
+		return pgx.FailedBatchResults(b, err).Tx().LargeObjects()
 	}
 	return tx.LargeObjects()
 }

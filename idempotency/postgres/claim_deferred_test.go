@@ -64,6 +64,13 @@ func TestDeferClaimWithFirstStatement(t *testing.T) {
 	if err := dup.QueryRow(ctxT(t), "SELECT $1::int", 1).Scan(new(int)); !errors.Is(err, postgres.ErrDuplicate) {
 		t.Fatalf("a later statement of a duplicate: %v, want ErrDuplicate", err)
 	}
+	lo := dup.LargeObjects()
+	if _, err := lo.Create(ctxT(t), 0); err == nil {
+		t.Fatal("a large object of a duplicate was created")
+	}
+	if conn := dup.Conn(); conn != nil {
+		t.Fatal("a duplicate has a connection")
+	}
 	if err := dup.Commit(ctxT(t)); !errors.Is(err, postgres.ErrDuplicate) {
 		t.Fatalf("Commit of a duplicate: %v, want ErrDuplicate", err)
 	}

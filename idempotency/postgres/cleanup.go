@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // unlockTimeout bounds releasing the cleanup lock after a pass.
@@ -43,19 +45,6 @@ func (s *Store) Cleanup(ctx context.Context) (deleted int64, err error) {
 	return s.deleteExpired(ctx, conn)
 }
 
-// deleteBatchSQL returns the statement of one batch: it locks up to $1 of
-// the oldest expired marks, skipping rows that a concurrent claim holds,
-// and deletes them by ctid. Deleting through a TID scan keeps the cost of
-// a batch proportional to the batch; the form `message_id IN (subquery)`
-// is planned as a hash semi join over a sequential scan of the whole
-// table, once per batch, which made a pass quadratic in the table's size.
-// The locked rows cannot move before the DELETE, so their ctids stay valid.
-func deleteBatchSQL(qualified string, window time.Duration) string {
-	return "DELETE FROM " + qualified + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + qualified +
-		" WHERE processed_at <= now() - " + intervalLiteral(window) +
-		" ORDER BY processed_at LIMIT $1 FOR UPDATE SKIP LOCKED))"
-}
-
 // maxCleanupPause bounds the pause between two batches.
 const maxCleanupPause = time.Second
 
@@ -65,10 +54,9 @@ const maxCleanupPause = time.Second
 // busy and the marks that consumers make meanwhile keep their latency.
 func (s *Store) deleteExpired(ctx context.Context, conn *pgxpool.Conn) (int64, error) {
 	var total int64
-	batch := deleteBatchSQL(s.sql.qualified, s.cfg.Window)
 	for {
 		start := time.Now()
-		tag, err := conn.Exec(ctx, batch, s.cfg.CleanupBatchSize)
+		tag, err := conn.Exec(ctx, s.sql.cleanup, s.cfg.CleanupBatchSize)
 		if err != nil {
 			return total, unavailable("cleanup", err)
 		}
@@ -81,21 +69,9 @@ func (s *Store) deleteExpired(ctx context.Context, conn *pgxpool.Conn) (int64, e
 		if n < int64(s.cfg.CleanupBatchSize) {
 			return total, nil
 		}
-		if err := pause(ctx, min(time.Since(start), maxCleanupPause)); err != nil {
+		if err := retry.Sleep(ctx, min(time.Since(start), maxCleanupPause)); err != nil {
 			return total, unavailable("cleanup", err)
 		}
-	}
-}
-
-// pause waits for d or until ctx ends, and returns ctx's error then.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -221,3 +221,34 @@ func TestCleanupSkipsMarksBeingRenewed(t *testing.T) {
 		t.Fatalf("%d marks left after the pass, want only the renewed one", n)
 	}
 }
+
+// TestCleanupEndsWithContextBetweenBatches cancels a pass after its first
+// batch: Cleanup returns in its pause with that batch counted, the rows of
+// the batches it did not run left, and an error that wraps the
+// cancellation; a later pass deletes the rest.
+func TestCleanupEndsWithContextBetweenBatches(t *testing.T) {
+	pool := pgtest.Pool(t)
+	log := &batchLog{}
+	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool), Window: time.Hour, CleanupBatchSize: 5, Logger: slogger(log)})
+	if err := s.EnsureSchema(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, pool, "INSERT INTO "+s.Table()+" SELECT gen_random_uuid(), now() - interval '2 hours' FROM generate_series(1, 20)")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	log.onBatch = func(n int) {
+		if n == 1 {
+			cancel()
+		}
+	}
+	deleted, err := s.Cleanup(ctx)
+	if deleted != 5 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Cleanup cancelled after its first batch = %d, %v; want 5 and context.Canceled", deleted, err)
+	}
+	if n := pgtest.QueryInt(t, pool, "SELECT count(*) FROM "+s.Table()); n != 15 {
+		t.Fatalf("%d marks left after the cancelled pass, want 15", n)
+	}
+	log.onBatch = nil
+	if deleted, err := s.Cleanup(ctxT(t)); deleted != 15 || err != nil {
+		t.Fatalf("the next pass = %d, %v; want 15, nil", deleted, err)
+	}
+}

@@ -63,37 +63,44 @@ func (c *combiner) do(ctx context.Context, key [16]byte) (bool, error) {
 		return cl.found, cl.err
 	}
 	c.mu.Unlock()
+	return c.await(ctx, cl)
+}
+
+// await waits for the statement of cl, a call queued behind the limit. A
+// promoted call holds a place in flight and sends the next statement,
+// also when a leader sent its key before it woke: the select may then
+// take done rather than promote, so it reads promoted, which no longer
+// changes once cl has left the queue.
+func (c *combiner) await(ctx context.Context, cl *call) (bool, error) {
 	select {
 	case <-cl.done:
 	case <-cl.promote:
-		c.lead()
-		<-cl.done
 	case <-ctx.Done():
 		if c.abandon(cl) {
 			return false, ctx.Err()
 		}
-		<-cl.done // promoted, or already in a statement that ends within its deadlines
 	}
-	return cl.found, cl.err
-}
-
-// abandon takes cl out of the queue, unless it was promoted or sent
-// already; then it returns false and, if promoted, sends the next
-// statement as it must.
-func (c *combiner) abandon(cl *call) bool {
 	c.mu.Lock()
-	i := slices.Index(c.waiting, cl)
-	if i >= 0 && !cl.promoted {
-		c.waiting = slices.Delete(c.waiting, i, i+1)
-		c.mu.Unlock()
-		return true
-	}
 	promoted := cl.promoted
 	c.mu.Unlock()
 	if promoted {
 		c.lead()
 	}
-	return false
+	<-cl.done // in a statement that ends within its deadlines
+	return cl.found, cl.err
+}
+
+// abandon takes cl out of the queue, unless it was promoted or sent
+// already.
+func (c *combiner) abandon(cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.waiting, cl)
+	if i < 0 || cl.promoted {
+		return false
+	}
+	c.waiting = slices.Delete(c.waiting, i, i+1)
+	return true
 }
 
 // lead sends every waiting call's key in one statement, then promotes the

@@ -235,3 +235,31 @@ func TestCombinerLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCombinerReleasesEveryPromotion: a call promoted to send the next
+// statement holds a place in flight and gives it back, also when another
+// leader sent its key before it woke (its done and promote both closed);
+// otherwise the places run out and later calls wait for ever.
+func TestCombinerReleasesEveryPromotion(t *testing.T) {
+	c := &combiner{limit: 1, send: func(context.Context, []pgtype.UUID) (map[[16]byte]bool, error) {
+		return nil, nil
+	}}
+	for round := range 64 {
+		cl := &call{key: key(1), promote: make(chan struct{}), done: make(chan struct{})}
+		c.mu.Lock()
+		cl.promoted = true // promoted: its place in flight is counted
+		c.inFlight = 1
+		close(cl.promote)
+		close(cl.done) // and sent by another leader already
+		c.mu.Unlock()
+		if _, err := c.await(context.Background(), cl); err != nil {
+			t.Fatal(err)
+		}
+		c.mu.Lock()
+		inFlight := c.inFlight
+		c.mu.Unlock()
+		if inFlight != 0 {
+			t.Fatalf("round %d: %d statements in flight after the promoted call returned, want 0", round, inFlight)
+		}
+	}
+}

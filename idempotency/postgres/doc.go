@@ -48,10 +48,10 @@
 // (committed as the previous section says) before MarkProcessed returns,
 // and a failed statement fails every call in it, for each caller to retry
 // as before. No goroutine runs for this: the first caller of a statement
-// sends it and, once it ends, hands that role to the next caller waiting. A statement runs to the latest
-// deadline of its callers: one caller giving up does not fail the others;
-// a caller whose context ends before its statement is sent returns at
-// once.
+// sends it and, once it ends, hands that role to the next caller waiting.
+// A statement runs to the latest deadline of its callers: one caller
+// giving up does not fail the others; a caller whose context ends before
+// its statement is sent returns at once.
 //
 // # Transactional claim
 //

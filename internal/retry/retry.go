@@ -31,7 +31,7 @@ func Do(ctx context.Context, delay func(retry int) time.Duration, op func() erro
 		if stop := next(f); stop != nil {
 			return stop
 		}
-		if !sleep(ctx, f.Delay) {
+		if Sleep(ctx, f.Delay) != nil {
 			if interrupted != nil {
 				return interrupted(err)
 			}
@@ -40,15 +40,14 @@ func Do(ctx context.Context, delay func(retry int) time.Duration, op func() erro
 	}
 }
 
-// sleep waits for d or until ctx ends, and reports whether it waited the
-// whole time.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d or until ctx ends, and then returns ctx's error.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return nil
 	case <-ctx.Done():
-		return false
+		return ctx.Err()
 	}
 }

@@ -70,3 +70,16 @@ func TestDoEndsWithTheContext(t *testing.T) {
 		t.Fatalf("Do without interrupted = %v, want the last error as is", err)
 	}
 }
+
+// TestSleepEndsWithContext: Sleep returns as soon as ctx ends, with its
+// error, and nil after a whole wait.
+func TestSleepEndsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := retry.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep after cancel = %v, want context.Canceled", err)
+	}
+	if err := retry.Sleep(context.Background(), time.Nanosecond); err != nil {
+		t.Fatalf("Sleep of a whole wait = %v, want nil", err)
+	}
+}
