@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -135,7 +136,7 @@ func (b *Outbox) ForwardKoto(ctx context.Context, n int) (Forwarded, error) {
 		if done >= int64(n) {
 			return Forwarded{Messages: int(done - first), Time: time.Since(start)}, nil
 		}
-		if err := pause(ctx, 100*time.Microsecond); err != nil {
+		if err := retry.Sleep(ctx, 100*time.Microsecond); err != nil {
 			return Forwarded{}, err
 		}
 	}
@@ -210,16 +211,4 @@ func run(fn func(context.Context) error) (wait func()) {
 		_ = fn(context.Background())
 	}()
 	return func() { <-done }
-}
-
-// pause waits d, or returns ctx's error.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

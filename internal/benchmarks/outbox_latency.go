@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -100,7 +101,7 @@ func (b *Outbox) startForwarder(ctx context.Context, v OutboxVariant) (stop func
 	}
 	wait := run(f.Run)
 	for !f.Active() && ctx.Err() == nil {
-		_ = pause(ctx, time.Millisecond)
+		_ = retry.Sleep(ctx, time.Millisecond)
 	}
 	return func() { _ = f.Close(); wait() }, ctx.Err()
 }
@@ -111,7 +112,7 @@ func (b *Outbox) commitPaced(ctx context.Context, v OutboxVariant, topic string,
 	committed := make(map[string]time.Time, n)
 	start := time.Now()
 	for i := range n {
-		if err := pause(ctx, time.Until(start.Add(time.Duration(i)*interval))); err != nil {
+		if err := retry.Sleep(ctx, time.Until(start.Add(time.Duration(i)*interval))); err != nil {
 			return nil, err
 		}
 		msg := b.newMessage(i)
