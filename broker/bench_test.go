@@ -47,13 +47,13 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 	_ = router.Close()
 }
 
-func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *kafka.Subscriber) {
+func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *broker.Subscriber) {
 	b.Helper()
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	if err != nil {
 		b.Fatalf("NewRouter: %v", err)
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(b, "bench")}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(b, "bench")})
 	if err != nil {
 		b.Fatalf("NewSubscriber: %v", err)
 	}
@@ -92,7 +92,7 @@ func fill(ctx context.Context, b *testing.B, brokers []string, topic string, n i
 func BenchmarkPublishParallel(b *testing.B) {
 	brokers := kafkatest.Brokers(b)
 	topic := kafkatest.Topic(b, "bench-pub")
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers})
 	if err != nil {
 		b.Fatalf("NewPublisher: %v", err)
 	}

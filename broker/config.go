@@ -3,12 +3,15 @@ package broker
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // Defaults applied to the zero values of [Config].
@@ -89,6 +92,9 @@ type Config struct {
 	// Provision configures the topics ProvisionTopics creates.
 	Provision ProvisionConfig
 
+	// Logger receives the clients' logs. Nil means slog.Default().
+	Logger *slog.Logger
+
 	// Sarama, if set, is called with the sarama configuration after this
 	// package has applied its defaults, SASL and TLS included, to change
 	// anything else (other SASL mechanisms, compression, timeouts). It is
@@ -133,72 +139,69 @@ func (c *Config) setDefaults() {
 	if c.Marshaler == nil {
 		c.Marshaler = NewPartitionKeyMarshaler()
 	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	if c.SASL.User != "" && c.SASL.Mechanism == "" {
 		c.SASL.Mechanism = sarama.SASLTypePlaintext
 	}
 	c.Provision.setDefaults()
 }
 
-// Validate reports the first field that cannot be used, zero values
-// counting as their defaults, sub-configurations included. It checks what
-// all clients share; NewSubscriber also requires ConsumerGroup. The
-// constructors call it; call it yourself to check a configuration early.
+// Validate reports every field that cannot be used, zero values counting
+// as their defaults, sub-configurations included, in one error that wraps
+// koto.ErrInvalidConfig. It checks what all clients share; NewSubscriber
+// also requires ConsumerGroup.
 func (c Config) Validate() error {
-	if err := validateBrokers(c.Brokers); err != nil {
-		return err
+	p := config.For("broker.Config")
+	c.validate(p)
+	return p.Err()
+}
+
+func (c Config) validate(p *config.Problems) {
+	if len(c.Brokers) == 0 {
+		p.Add("Brokers", "is empty; list at least one host:port, e.g. []string{\"127.0.0.1:9092\"}")
+	}
+	for i, addr := range c.Brokers {
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			p.Add(fmt.Sprintf("Brokers[%d]", i), "is %q; want host:port, e.g. \"127.0.0.1:9092\"", addr)
+		}
 	}
 	switch c.InitialOffset {
 	case 0, sarama.OffsetOldest, sarama.OffsetNewest:
 	default:
-		return fmt.Errorf("%w: Config.InitialOffset is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
-			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, DefaultInitialOffset)
+		p.Add("InitialOffset", "is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
+			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, DefaultInitialOffset)
 	}
-	if err := c.SASL.Validate(); err != nil {
-		return err
-	}
-	return c.Provision.Validate()
+	p.Nest("SASL", c.SASL.Validate())
+	p.Nest("Provision", c.Provision.Validate())
 }
 
 // Validate reports what stops the SASL configuration from being used.
 func (c SASLConfig) Validate() error {
+	p := config.For("broker.SASLConfig")
 	switch {
 	case c.User == "" && (c.Password != "" || c.Mechanism != ""):
-		return fmt.Errorf("%w: Config.SASL.User is empty but Password or Mechanism is set; set User to turn SASL on", ErrInvalidConfig)
-	case c.User == "":
-		return nil
-	case c.Password == "":
-		return fmt.Errorf("%w: Config.SASL.Password is empty for user %q", ErrInvalidConfig, c.User)
+		p.Add("User", "is empty but Password or Mechanism is set; set User to turn SASL on")
+	case c.User != "" && c.Password == "":
+		p.Add("Password", "is empty for user %q", c.User)
 	}
 	switch c.Mechanism {
 	case "", sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512:
-		return nil
+	default:
+		p.Add("Mechanism", "is %q; use %s, %s or %s, or configure other mechanisms in Config.Sarama",
+			c.Mechanism, sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512)
 	}
-	return fmt.Errorf("%w: Config.SASL.Mechanism is %q; use %s, %s or %s, or configure other mechanisms in Config.Sarama",
-		ErrInvalidConfig, c.Mechanism, sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512)
+	return p.Err()
 }
 
 func (c Config) validateSubscriber() error {
-	if err := c.Validate(); err != nil {
-		return err
-	}
+	p := config.For("broker.Config")
+	c.validate(p)
 	if c.ConsumerGroup == "" {
-		return fmt.Errorf("%w: Config.ConsumerGroup is empty; set it to the group this subscriber consumes in, e.g. topics.ConsumerGroup(service, eventType)", ErrNoConsumerGroup)
+		p.Add("ConsumerGroup", "is empty; set it to the group this subscriber consumes in, e.g. topics.ConsumerGroup(service, eventType)")
 	}
-	return nil
-}
-
-// validateBrokers checks that Config.Brokers lists at least one host:port
-// address.
-func validateBrokers(brokers []string) error {
-	if len(brokers) == 0 {
-		return fmt.Errorf("%w: Config.Brokers is empty; list at least one host:port, e.g. []string{\"127.0.0.1:9092\"}", ErrNoBrokers)
-	}
-	for i, addr := range brokers {
-		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
-			return fmt.Errorf("%w: Config.Brokers[%d] is %q; want host:port, e.g. \"127.0.0.1:9092\"", ErrInvalidConfig, i, addr)
-		}
-	}
-	return nil
+	return p.Err()
 }
 
 // SplitBrokers splits a comma-separated list of host:port addresses, such

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -19,36 +21,36 @@ func TestConstructorsRejectBadConfig(t *testing.T) {
 		wantErr   error
 		wantField string
 	}{
-		{"no brokers", func(c *broker.Config) { c.Brokers = nil }, broker.ErrNoBrokers, "Config.Brokers"},
-		{"broker without port", func(c *broker.Config) { c.Brokers = []string{"localhost"} }, broker.ErrInvalidConfig, "Config.Brokers[0]"},
-		{"bad initial offset", func(c *broker.Config) { c.InitialOffset = 42 }, broker.ErrInvalidConfig, "Config.InitialOffset"},
+		{"no brokers", func(c *broker.Config) { c.Brokers = nil }, koto.ErrInvalidConfig, "Config.Brokers"},
+		{"broker without port", func(c *broker.Config) { c.Brokers = []string{"localhost"} }, koto.ErrInvalidConfig, "Config.Brokers[0]"},
+		{"bad initial offset", func(c *broker.Config) { c.InitialOffset = 42 }, koto.ErrInvalidConfig, "Config.InitialOffset"},
 		{"SASL mechanism not supported", func(c *broker.Config) {
 			c.SASL = broker.SASLConfig{Mechanism: sarama.SASLTypeOAuth, User: "u", Password: "p"}
-		}, broker.ErrInvalidConfig, "Config.SASL.Mechanism"},
-		{"SASL password without user", func(c *broker.Config) { c.SASL.Password = "p" }, broker.ErrInvalidConfig, "Config.SASL.User"},
-		{"negative partitions", func(c *broker.Config) { c.Provision.Partitions = -2 }, broker.ErrInvalidConfig, "Config.Provision.Partitions"},
+		}, koto.ErrInvalidConfig, "Config.SASL.Mechanism"},
+		{"SASL password without user", func(c *broker.Config) { c.SASL.Password = "p" }, koto.ErrInvalidConfig, "Config.SASL.User"},
+		{"negative partitions", func(c *broker.Config) { c.Provision.Partitions = -2 }, koto.ErrInvalidConfig, "Config.Provision.Partitions"},
 		{"sarama hook breaks idempotence", func(c *broker.Config) {
 			c.Sarama = func(sc *sarama.Config) { sc.Net.MaxOpenRequests = 5; sc.Producer.Idempotent = true }
-		}, broker.ErrInvalidConfig, "Config.Sarama"},
+		}, koto.ErrInvalidConfig, "Config.Sarama"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := ok
 			tt.mutate(&cfg)
-			_, pubErr := broker.NewPublisher(cfg, nil)
+			_, pubErr := broker.NewPublisher(cfg)
 			assertConfigErr(t, "NewPublisher", pubErr, tt.wantErr, tt.wantField)
 			if tt.name == "sarama hook breaks idempotence" {
 				return // the consumer side does not use the idempotent producer
 			}
-			_, subErr := broker.NewSubscriber(cfg, nil)
+			_, subErr := broker.NewSubscriber(cfg)
 			assertConfigErr(t, "NewSubscriber", subErr, tt.wantErr, tt.wantField)
 		})
 	}
 }
 
 func TestNewSubscriberRequiresConsumerGroup(t *testing.T) {
-	_, err := broker.NewSubscriber(broker.Config{Brokers: []string{"127.0.0.1:1"}}, nil)
-	assertConfigErr(t, "NewSubscriber", err, broker.ErrNoConsumerGroup, "Config.ConsumerGroup")
+	_, err := broker.NewSubscriber(broker.Config{Brokers: []string{"127.0.0.1:1"}})
+	assertConfigErr(t, "NewSubscriber", err, koto.ErrInvalidConfig, "Config.ConsumerGroup")
 }
 
 func assertConfigErr(t *testing.T, ctor string, err, want error, field string) {
@@ -56,7 +58,7 @@ func assertConfigErr(t *testing.T, ctor string, err, want error, field string) {
 	if !errors.Is(err, want) {
 		t.Fatalf("%s error = %v, want one wrapping %v", ctor, err, want)
 	}
-	if !errors.Is(err, broker.ErrInvalidConfig) {
+	if !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("%s error %v does not wrap ErrInvalidConfig", ctor, err)
 	}
 	if !strings.Contains(err.Error(), field) {
@@ -69,7 +71,7 @@ func TestZeroConfigGetsDefaults(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate of a config with only the required fields: %v", err)
 	}
-	sub, err := broker.NewSubscriber(cfg, nil)
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		t.Fatalf("NewSubscriber with only the required fields: %v", err)
 	}

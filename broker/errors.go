@@ -10,25 +10,14 @@ import (
 // Sentinel errors, wrapped by the errors of this package that add the
 // details; test for them with errors.Is.
 var (
-	// ErrInvalidConfig is wrapped by every configuration error of this
-	// package, [ErrNoBrokers] and [ErrNoConsumerGroup] included; the
-	// message names the field and says what to change.
-	ErrInvalidConfig = errors.New("broker: invalid configuration")
-	// ErrNoBrokers means Config.Brokers is empty. It wraps
-	// [ErrInvalidConfig].
-	ErrNoBrokers = fmt.Errorf("%w: no Kafka brokers", ErrInvalidConfig)
-	// ErrNoConsumerGroup means NewSubscriber got an empty
-	// Config.ConsumerGroup. It wraps [ErrInvalidConfig].
-	ErrNoConsumerGroup = fmt.Errorf("%w: no consumer group", ErrInvalidConfig)
 	// ErrAuthenticationFailed means Kafka rejected the SASL credentials.
 	// It is sarama.ErrSASLAuthenticationFailed, so that it also matches
 	// what reaches you through watermill-kafka, such as the error of a
 	// subscriber's Subscribe or of a router's Run.
 	ErrAuthenticationFailed error = sarama.ErrSASLAuthenticationFailed
 	// ErrPublisherClosed is returned by the Publish of a closed
-	// [Publisher]. It wraps sarama.ErrShuttingDown, so that
-	// middleware.Classify takes a publish that failed because the service
-	// is stopping for the outage it is, not for a fault of the message.
+	// [Publisher]. It is an outage (koto.ClassOf): the service is
+	// stopping, the message is not at fault.
 	ErrPublisherClosed = fmt.Errorf("broker: publisher closed: %w", sarama.ErrShuttingDown)
 	// ErrReaderDown is wrapped by the error of [TailReader.Err] while the
 	// reader cannot read a partition of its topic; the error also wraps

@@ -7,6 +7,8 @@ import (
 	"log"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -27,20 +29,20 @@ func ExampleNewPublisher() {
 	}
 	defer kafkaBroker.Close()
 
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pub.Close()
 	for _, event := range []string{"placed", "paid", "shipped"} {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(event))
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "order-42")
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "order-42")
 		if err := pub.Publish("orders.events", msg); err != nil {
 			log.Fatal(err)
 		}
 	}
 
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafkaBroker.Addrs(), ConsumerGroup: "shipping"}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafkaBroker.Addrs(), ConsumerGroup: "shipping"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func ExampleNewPublisher() {
 	}
 	for range 3 {
 		msg := <-msgs
-		fmt.Println(msg.Metadata.Get(broker.PartitionKeyMetadataKey), string(msg.Payload))
+		fmt.Println(msg.Metadata.Get(koto.PartitionKeyMetadataKey), string(msg.Payload))
 		msg.Ack()
 	}
 	// Output:
@@ -69,7 +71,7 @@ func ExamplePublisher_Publish() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func ExampleNewSubscriber() {
 	}
 	defer kafkaBroker.Close()
 
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafkaBroker.Addrs()})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func ExampleNewTailReader() {
 		log.Fatal(err)
 	}
 
-	pub, err := broker.NewPublisher(cfg, nil)
+	pub, err := broker.NewPublisher(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func ExampleNewProducer() {
 	var batch []*sarama.ProducerMessage
 	for _, topic := range []string{"orders.order-placed", "payments.payment-requested"} {
 		msg := message.NewMessage(watermill.NewUUID(), []byte("order o-1"))
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "o-1")
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "o-1")
 		rec, err := producer.Marshaler.Marshal(topic, msg)
 		if err != nil {
 			log.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -24,7 +26,7 @@ func publish(t *testing.T, pub message.Publisher, topic, key string, payloads ..
 	for i, p := range payloads {
 		msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(p))
 		if key != "" {
-			msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, key)
+			msgs[i].Metadata.Set(koto.PartitionKeyMetadataKey, key)
 		}
 	}
 	if err := pub.Publish(topic, msgs...); err != nil {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 
@@ -51,8 +53,8 @@ func FuzzPartitionKeyMarshalerUnmarshal(f *testing.F) {
 				wantMD[string(h.Key)] = string(h.Value)
 			}
 		}
-		if len(key) > 0 && wantMD[broker.PartitionKeyMetadataKey] == "" {
-			wantMD[broker.PartitionKeyMetadataKey] = string(key)
+		if len(key) > 0 && wantMD[koto.PartitionKeyMetadataKey] == "" {
+			wantMD[koto.PartitionKeyMetadataKey] = string(key)
 		}
 		if msg.UUID != wantUUID || !maps.Equal(map[string]string(msg.Metadata), wantMD) || !bytes.Equal(msg.Payload, value) {
 			t.Fatalf("Unmarshal(%q, key %q) = uuid %q metadata %q; want uuid %q metadata %q",

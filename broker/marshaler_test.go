@@ -3,6 +3,8 @@ package broker_test
 import (
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
@@ -15,7 +17,7 @@ import (
 func TestMarshalerKeysOnlyMessagesWithPartitionKey(t *testing.T) {
 	m := broker.NewPartitionKeyMarshaler()
 	keyed := message.NewMessage(watermill.NewUUID(), []byte("x"))
-	keyed.Metadata.Set(broker.PartitionKeyMetadataKey, "order-7")
+	keyed.Metadata.Set(koto.PartitionKeyMetadataKey, "order-7")
 	rec, err := m.Marshal("t", keyed)
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
@@ -42,7 +44,7 @@ func TestUnmarshalTakesPartitionKeyFromForeignRecordKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Unmarshal: %v", err)
 	}
-	if got := msg.Metadata.Get(broker.PartitionKeyMetadataKey); got != "customer-3" {
+	if got := msg.Metadata.Get(koto.PartitionKeyMetadataKey); got != "customer-3" {
 		t.Errorf("partition key = %q, want the record key \"customer-3\"", got)
 	}
 	if msg.UUID != "id-1" {
@@ -69,7 +71,7 @@ func TestSamePartitionKeySamePartition(t *testing.T) {
 	partitionOf := map[string]int32{}
 	seq := map[string]int{}
 	for _, m := range kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), perKey*len(keys)) {
-		key := m.Metadata.Get(broker.PartitionKeyMetadataKey)
+		key := m.Metadata.Get(koto.PartitionKeyMetadataKey)
 		if raw, _ := kafka.MessageKeyFromCtx(m.Context()); string(raw) != key {
 			t.Fatalf("record key %q differs from metadata %q", raw, key)
 		}

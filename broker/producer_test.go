@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -28,7 +30,7 @@ func TestProducerSendsABatchOfTopics(t *testing.T) {
 	var sent []*message.Message
 	for i, topic := range []string{a, b, a} {
 		msg := message.NewMessage(watermill.NewUUID(), []byte{byte('0' + i)})
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "key")
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "key")
 		msg.Metadata.Set("name", "thing")
 		rec, err := p.Marshaler.Marshal(topic, msg)
 		if err != nil {
@@ -54,11 +56,11 @@ func TestProducerSendsABatchOfTopics(t *testing.T) {
 }
 
 func TestNewProducerRejectsBadConfig(t *testing.T) {
-	if _, err := broker.NewProducer(broker.Config{}); !errors.Is(err, broker.ErrNoBrokers) {
+	if _, err := broker.NewProducer(broker.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("no brokers: %v", err)
 	}
 	_, err := broker.NewProducer(broker.Config{Brokers: []string{"127.0.0.1:1"}, Sarama: func(sc *sarama.Config) { sc.Producer.Idempotent = true; sc.Net.MaxOpenRequests = 5 }})
-	if !errors.Is(err, broker.ErrInvalidConfig) {
+	if !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("a sarama configuration sarama refuses: %v", err)
 	}
 }

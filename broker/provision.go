@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -46,17 +47,17 @@ func (c *ProvisionConfig) setDefaults() {
 	}
 }
 
-// Validate reports the first field that cannot be used, zero values
-// counting as their defaults. Config.Validate calls it.
+// Validate reports every field that cannot be used, zero values counting
+// as their defaults. Config.Validate calls it.
 func (c ProvisionConfig) Validate() error {
+	p := config.For("broker.ProvisionConfig")
 	if c.Partitions < 0 {
-		return fmt.Errorf("%w: Config.Provision.Partitions is %d; use 1 or more (0 means %d)", ErrInvalidConfig, c.Partitions, DefaultPartitions)
+		p.Add("Partitions", "is %d; use 1 or more (0 means %d)", c.Partitions, DefaultPartitions)
 	}
 	if c.ReplicationFactor < 0 {
-		return fmt.Errorf("%w: Config.Provision.ReplicationFactor is %d; use 1 or more (0 means %d, production wants 3)",
-			ErrInvalidConfig, c.ReplicationFactor, DefaultReplicationFactor)
+		p.Add("ReplicationFactor", "is %d; use 1 or more (0 means %d, production wants 3)", c.ReplicationFactor, DefaultReplicationFactor)
 	}
-	return nil
+	return p.Err()
 }
 
 // ProvisionTopics creates those of the topics that do not exist yet, as

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -112,10 +114,10 @@ func TestProvisionTopicsRejectsBadConfig(t *testing.T) {
 		want  error
 		field string
 	}{
-		"no brokers":            {broker.Config{}, broker.ErrNoBrokers, "Config.Brokers"},
-		"negative partitions":   {provisionCfg([]string{"127.0.0.1:1"}, -1), broker.ErrInvalidConfig, "Config.Provision.Partitions"},
-		"negative replication":  {broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{ReplicationFactor: -3}}, broker.ErrInvalidConfig, "Config.Provision.ReplicationFactor"},
-		"SASL without password": {broker.Config{Brokers: []string{"127.0.0.1:1"}, SASL: broker.SASLConfig{User: "u"}}, broker.ErrInvalidConfig, "Config.SASL.Password"},
+		"no brokers":            {broker.Config{}, koto.ErrInvalidConfig, "Config.Brokers"},
+		"negative partitions":   {provisionCfg([]string{"127.0.0.1:1"}, -1), koto.ErrInvalidConfig, "Config.Provision.Partitions"},
+		"negative replication":  {broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{ReplicationFactor: -3}}, koto.ErrInvalidConfig, "Config.Provision.ReplicationFactor"},
+		"SASL without password": {broker.Config{Brokers: []string{"127.0.0.1:1"}, SASL: broker.SASLConfig{User: "u"}}, koto.ErrInvalidConfig, "Config.SASL.Password"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/koto-dev/watermill-koto/internal/wmlog"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
@@ -39,8 +41,8 @@ type inFlight struct {
 }
 
 // NewPublisher returns a Publisher with the defaults of [Config]. It
-// connects to the brokers before it returns. A nil logger logs nothing.
-func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*Publisher, error) {
+// connects to the brokers before it returns.
+func NewPublisher(cfg Config) (*Publisher, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func NewPublisher(cfg Config, logger watermill.LoggerAdapter) (*Publisher, error
 	p := &Publisher{
 		marshaler: cfg.Marshaler,
 		producer:  producer,
-		logger:    orNop(logger),
+		logger:    wmlog.Plumbing(cfg.Logger),
 		closing:   make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -97,12 +99,12 @@ func (p *Publisher) publish(topic string, msg *message.Message) error {
 	f := &inFlight{result: make(chan error, 1), uuid: msg.UUID}
 	rec.Metadata = f
 	if err := p.handOver(ctx, rec); err != nil {
-		return fmt.Errorf("broker: message %s to %s not sent: %w", msg.UUID, topic, err)
+		return classified(fmt.Errorf("broker: message %s to %s not sent: %w", msg.UUID, topic, err))
 	}
 	select {
 	case err := <-f.result:
 		if err != nil {
-			return fmt.Errorf("broker: cannot produce message %s to %s: %w", msg.UUID, topic, err)
+			return classified(fmt.Errorf("broker: cannot produce message %s to %s: %w", msg.UUID, topic, err))
 		}
 		return nil
 	case <-ctx.Done():
@@ -191,11 +193,4 @@ func (p *Publisher) Close() error {
 	})
 	<-p.done
 	return nil
-}
-
-func orNop(logger watermill.LoggerAdapter) watermill.LoggerAdapter {
-	if logger == nil {
-		return watermill.NopLogger{}
-	}
-	return logger
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -33,7 +35,7 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "held")
 	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers, Sarama: func(sc *sarama.Config) {
 		sc.Net.ReadTimeout = time.Second
-	}}, nil)
+	}})
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
@@ -115,7 +117,7 @@ func TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				msg := message.NewMessage(watermill.NewUUID(), []byte(fmt.Sprintf("%d-%d", p, i)))
-				msg.Metadata.Set(broker.PartitionKeyMetadataKey, fmt.Sprintf("key-%d-%d", p, i))
+				msg.Metadata.Set(koto.PartitionKeyMetadataKey, fmt.Sprintf("key-%d-%d", p, i))
 				for {
 					err := pub.Publish(topic, msg)
 					if err == nil {

@@ -2,10 +2,11 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // baseSarama is what every client shares: identity, protocol version,
@@ -81,7 +82,7 @@ func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
 		c.Sarama(sc)
 	}
 	if err := sc.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: the sarama configuration (after Config.Sarama, if set) is rejected by sarama: %w", ErrInvalidConfig, err)
+		return nil, config.Invalid("broker.Config", "Sarama", "leaves a configuration that sarama rejects: %v", err)
 	}
 	return sc, nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -67,10 +69,10 @@ func TestSaramaClientUsesTheSecurityConfig(t *testing.T) {
 }
 
 func TestSaramaClientRejectsBadConfig(t *testing.T) {
-	if _, err := broker.NewSaramaClient(broker.Config{}); !errors.Is(err, broker.ErrNoBrokers) {
+	if _, err := broker.NewSaramaClient(broker.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("NewSaramaClient without brokers: %v, want ErrNoBrokers", err)
 	}
-	if _, err := broker.NewSaramaClient(broker.Config{Brokers: []string{"no-port"}}); !errors.Is(err, broker.ErrInvalidConfig) {
+	if _, err := broker.NewSaramaClient(broker.Config{Brokers: []string{"no-port"}}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("NewSaramaClient with an address without port: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -90,7 +90,7 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 	calls := map[string]func(ctx context.Context) error{
 		"ProvisionTopics": func(ctx context.Context) error { return broker.ProvisionTopics(ctx, bad, topic) },
 		"NewPublisher": func(context.Context) error {
-			pub, err := broker.NewPublisher(bad, nil)
+			pub, err := broker.NewPublisher(bad)
 			if err == nil {
 				_ = pub.Close()
 			}
@@ -148,7 +148,7 @@ func TestUntrustedServerCertificateFails(t *testing.T) {
 	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypePlaintext)
 	cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
 	err := returnsWithin(t, "NewPublisher", func(context.Context) error {
-		pub, err := broker.NewPublisher(cfg, nil)
+		pub, err := broker.NewPublisher(cfg)
 		if err == nil {
 			_ = pub.Close()
 		}

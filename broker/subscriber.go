@@ -1,18 +1,31 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
+	"github.com/koto-dev/watermill-koto/internal/wmlog"
+
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	koto "github.com/koto-dev/watermill-koto"
 )
 
-// NewSubscriber returns a watermill-kafka subscriber that consumes in
-// cfg.ConsumerGroup with the defaults of [Config]. It connects when
-// Subscribe is called. A nil logger logs nothing. Close the subscriber when
-// done.
-func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+// Subscriber is a Watermill subscriber of a Kafka consumer group with the
+// defaults of [Config]. Every message's context carries its koto.Position.
+// Build it with [NewSubscriber] and Close it when done.
+type Subscriber struct {
+	inner   *kafka.Subscriber
+	closing chan struct{}
+	once    sync.Once
+}
+
+// NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup.
+// It connects when Subscribe is called.
+func NewSubscriber(cfg Config) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.validateSubscriber(); err != nil {
 		return nil, err
@@ -28,11 +41,56 @@ func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*kafka.Subscribe
 		ConsumerGroup:         cfg.ConsumerGroup,
 		NackResendSleep:       noSleepIfNegative(cfg.NackResendSleep),
 		ReconnectRetrySleep:   noSleepIfNegative(cfg.ReconnectRetrySleep),
-	}, orNop(logger))
+	}, wmlog.Plumbing(cfg.Logger))
 	if err != nil {
 		return nil, fmt.Errorf("broker: new Kafka subscriber in group %q: %w", cfg.ConsumerGroup, err)
 	}
-	return sub, nil
+	return &Subscriber{inner: sub, closing: make(chan struct{})}, nil
+}
+
+// Subscribe consumes topic until ctx ends or the subscriber closes; the
+// channel closes then.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	in, err := s.inner.Subscribe(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *message.Message)
+	go func() {
+		defer close(out)
+		for msg := range in {
+			msg.SetContext(koto.ContextWithPosition(msg.Context(), positionOf(msg.Context(), topic)))
+			select {
+			case out <- msg:
+			case <-ctx.Done():
+				return
+			case <-s.closing:
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// SubscribeInitialize creates topic's consumer group offsets, as Watermill's
+// SubscribeInitializer does.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	return s.inner.SubscribeInitialize(topic)
+}
+
+// Close stops every subscription and waits for them to end.
+func (s *Subscriber) Close() error {
+	s.once.Do(func() { close(s.closing) })
+	return s.inner.Close()
+}
+
+func positionOf(ctx context.Context, topic string) koto.Position {
+	p := koto.Position{Topic: topic}
+	p.Partition, _ = kafka.MessagePartitionFromCtx(ctx)
+	p.Offset, _ = kafka.MessagePartitionOffsetFromCtx(ctx)
+	p.Key, _ = kafka.MessageKeyFromCtx(ctx)
+	p.Timestamp, _ = kafka.MessageTimestampFromCtx(ctx)
+	return p
 }
 
 // noSleepIfNegative maps any negative duration to watermill-kafka's NoSleep

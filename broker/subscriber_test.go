@@ -38,7 +38,7 @@ func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
 	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
 	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, NackResendSleep: -1}
 
-	sub, err := broker.NewSubscriber(cfg, nil)
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}

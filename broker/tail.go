@@ -10,10 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/wmlog"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -74,20 +77,22 @@ type tail struct {
 // logged and skipped. handle runs on the partition's goroutine, so a slow
 // handle delays the messages after it on that partition; it must not call
 // Close. cfg.ConsumerGroup and cfg.InitialOffset are not used;
-// cfg.ReconnectRetrySleep spaces the attempts to resume a partition. A nil
-// logger logs nothing. It does not connect until Start.
-func NewTailReader(cfg Config, topic string, handle func(*message.Message), logger watermill.LoggerAdapter) (*TailReader, error) {
+// cfg.ReconnectRetrySleep spaces the attempts to resume a partition. It does
+// not connect until Start.
+func NewTailReader(cfg Config, topic string, handle func(*message.Message)) (*TailReader, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+	p := config.For("broker.Config")
+	cfg.validate(p)
 	if err := topics.Validate(topic); err != nil {
-		return nil, fmt.Errorf("%w: tail reader: %w", ErrInvalidConfig, err)
+		p.Add("", "cannot read topic %q: %v", topic, err)
 	}
 	if handle == nil {
-		return nil, fmt.Errorf("%w: tail reader of %s: the handle func is nil", ErrInvalidConfig, topic)
+		p.Add("", "cannot read topic %q: the handle func is nil", topic)
 	}
-	logger = orNop(logger).With(watermill.LogFields{"topic": topic})
+	if err := p.Err(); err != nil {
+		return nil, fmt.Errorf("broker: tail reader: %w", err)
+	}
+	logger := wmlog.Business(cfg.Logger).With(watermill.LogFields{"topic": topic})
 	r := &TailReader{cfg: cfg, topic: topic, handle: handle, logger: logger, down: map[int32]error{}}
 	r.life, r.stop = context.WithCancel(context.Background())
 	r.updateHealth()

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -47,13 +49,13 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 func TestTailReaderLifecycle(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	noop := func(*message.Message) {}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, broker.ErrInvalidConfig) {
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("invalid topic: %v, want topics.ErrInvalid and ErrInvalidConfig", err)
 	}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil, nil); !errors.Is(err, broker.ErrInvalidConfig) {
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil, nil); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("nil handle: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := broker.NewTailReader(broker.Config{}, "t", noop, nil); !errors.Is(err, broker.ErrNoBrokers) {
+	if _, err := broker.NewTailReader(broker.Config{}, "t", noop, nil); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("no brokers: %v, want ErrNoBrokers", err)
 	}
 

@@ -10,16 +10,18 @@ import (
 	"runtime/debug"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/middleware"
-	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -66,13 +68,13 @@ func (c *commandCall) savepoint() (pgx.Tx, error) {
 	if !c.env.transactional || !c.waiting() {
 		return nil, nil
 	}
-	tx, ok := outbox.TxFromContext(c.ctx)
+	tx, ok := postgres.TxFromContext(c.ctx)
 	if !ok {
 		return nil, nil
 	}
 	sp, err := tx.Begin(c.ctx)
 	if err != nil {
-		return nil, middleware.Outage(fmt.Errorf("cqrs: savepoint for %s: %w", c.typeName, err))
+		return nil, koto.Outage(fmt.Errorf("cqrs: savepoint for %s: %w", c.typeName, err))
 	}
 	return sp, nil
 }
@@ -90,7 +92,7 @@ func (c *commandCall) endSavepoint(sp pgx.Tx) error {
 		end = sp.Rollback
 	}
 	if err := end(c.ctx); err != nil {
-		return middleware.Outage(fmt.Errorf("cqrs: ending the savepoint of %s: %w", c.typeName, err))
+		return koto.Outage(fmt.Errorf("cqrs: ending the savepoint of %s: %w", c.typeName, err))
 	}
 	return nil
 }
@@ -180,7 +182,7 @@ func (c *commandCall) finish(result any) error {
 	case c.panic != nil:
 		return c.panic
 	case c.result == resultBadRequest:
-		return middleware.Poison(c.err)
+		return koto.Poison(c.err)
 	case c.waiting():
 		return nil // the requester has the outcome
 	}
@@ -193,11 +195,11 @@ func (c *commandCall) finish(result any) error {
 // correlation ID.
 func (c *commandCall) reply(result any) error {
 	if err := topics.Validate(c.replyTo); err != nil {
-		return middleware.Poison(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", c.op, err))
+		return koto.Poison(fmt.Errorf("cqrs: request %s names an invalid reply topic: %w", c.op, err))
 	}
 	payload, err := json.Marshal(result)
 	if err != nil {
-		return middleware.Poison(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
+		return koto.Poison(fmt.Errorf("cqrs: encoding the reply to %s: %w", c.op, err))
 	}
 	reply := message.NewMessage(newMessageID(), payload)
 	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends; the reply's producer span is a child of the command's consumer span
@@ -231,14 +233,14 @@ func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply 
 		}
 		return nil
 	}, func(f retry.Failure) error {
-		if middleware.Classify(f.Err) != middleware.ClassOutage {
-			return middleware.Poison(f.Err)
+		if koto.ClassOf(f.Err) != koto.ClassOutage {
+			return koto.Poison(f.Err)
 		}
 		env.logger.WarnContext(ctx, "reply not published; retrying",
 			logattr.Handler, env.handlerName, logattr.OperationID, op, logattr.Attempts, f.Retry,
 			logattr.RetryDelay, f.Delay, logattr.Error, f.Err.Error())
 		return nil
-	}, middleware.Outage)
+	}, koto.Outage)
 }
 
 // log logs the command once handled.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/middleware"
@@ -45,8 +47,8 @@ func TestValidateChecksBrokerConfig(t *testing.T) {
 	}
 	for name, cfg := range configs {
 		err := cfg.Validate()
-		if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, broker.ErrInvalidConfig) {
-			t.Errorf("%s.Validate() with negative Broker.Provision.Partitions: %v, want cqrs.ErrInvalidConfig and broker.ErrInvalidConfig", name, err)
+		if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, koto.ErrInvalidConfig) {
+			t.Errorf("%s.Validate() with negative Broker.Provision.Partitions: %v, want cqrs.ErrInvalidConfig and koto.ErrInvalidConfig", name, err)
 		}
 	}
 }
@@ -82,7 +84,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}
 	// NewService refuses what Validate refuses, before any Register.
 	_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "orders", Broker: brokers, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: -1}})
-	if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAttempts") {
+	if !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxAttempts") {
 		t.Errorf("NewService with a negative DeadLetter.MaxAttempts: %v, want cqrs's and middleware's ErrInvalidConfig naming MaxAttempts", err)
 	}
 }

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/internal/logattr"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -119,8 +120,8 @@ func (s *consumerSpec) spec() *consumerSpec { return s }
 // handlerEnv is what a registered consumer needs from its Service.
 type handlerEnv struct {
 	handlerName   string
-	pub           message.Publisher  // replies
-	backoff       middleware.Backoff // spaces the retries of a failed reply
+	pub           message.Publisher // replies
+	backoff       koto.Backoff      // spaces the retries of a failed reply
 	logger        *slog.Logger
 	transactional bool // the consumer runs in the transactional mode
 }
@@ -146,7 +147,7 @@ func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts
 		}
 		ev := new(T)
 		if err := json.Unmarshal(msg.Payload, ev); err != nil {
-			return middleware.Poison(fmt.Errorf("cqrs: decoding %s: %w", s.typeName, err))
+			return koto.Poison(fmt.Errorf("cqrs: decoding %s: %w", s.typeName, err))
 		}
 		return handle(wcqrs.CtxWithOriginalMessage(msg.Context(), msg), ev)
 	}
@@ -163,7 +164,7 @@ func (s *consumerSpec) checkType(msg *message.Message, env *handlerEnv) (skip bo
 	case name == "" || name == s.typeName:
 		return false, nil
 	case !s.opts.skipOthers:
-		return false, middleware.Poison(fmt.Errorf("%w: got %q, want %q; add cqrs.SkipOtherTypes() to the consumer if its topic carries other types",
+		return false, koto.Poison(fmt.Errorf("%w: got %q, want %q; add cqrs.SkipOtherTypes() to the consumer if its topic carries other types",
 			ErrUnexpectedType, name, s.typeName))
 	}
 	env.logger.DebugContext(msg.Context(), "skipping a message of another type",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -98,7 +100,7 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 	poison := message.NewMessage("0190c3a4-0000-7000-8000-0000000000ff", []byte("{not json"))
 	poison.Metadata.Set(cqrs.TypeNameMetadataKey, "stock-reserved")
-	poison.Metadata.Set(broker.PartitionKeyMetadataKey, "sku-1")
+	poison.Metadata.Set(koto.PartitionKeyMetadataKey, "sku-1")
 	if err := pub.Publish(topics.Event(inventory, "stock-reserved"), poison); err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -85,7 +86,7 @@ func FuzzEventConsumerDecoding(f *testing.F) {
 		want, ok := decodes[fuzzOrder](payload)
 		switch {
 		case typeName != "" && typeName != s.typeName:
-			if !errors.Is(err, ErrUnexpectedType) || middleware.Classify(err) != middleware.ClassPoison || len(got) != 0 {
+			if !errors.Is(err, ErrUnexpectedType) || koto.ClassOf(err) != koto.ClassPoison || len(got) != 0 {
 				t.Fatalf("type %q: handled %d, err %v; want a poison ErrUnexpectedType and no handling", typeName, len(got), err)
 			}
 		case ok:
@@ -93,7 +94,7 @@ func FuzzEventConsumerDecoding(f *testing.F) {
 				t.Fatalf("payload %q decodes, but the handler got %+v, err %v", payload, got, err)
 			}
 		default:
-			if err == nil || middleware.Classify(err) != middleware.ClassPoison || len(got) != 0 ||
+			if err == nil || koto.ClassOf(err) != koto.ClassPoison || len(got) != 0 ||
 				!strings.Contains(err.Error(), "decoding "+s.typeName) {
 				t.Fatalf("payload %q does not decode, but handled %d, err %v; want poison naming the type", payload, len(got), err)
 			}
@@ -137,13 +138,13 @@ func FuzzCommandConsumerDecoding(f *testing.F) {
 			if len(pub.msgs) != 0 {
 				t.Fatalf("a command without reply topic and operation ID got %d replies", len(pub.msgs))
 			}
-			if !ok && (err == nil || middleware.Classify(err) != middleware.ClassPoison) {
+			if !ok && (err == nil || koto.ClassOf(err) != koto.ClassPoison) {
 				t.Fatalf("payload %q does not decode: err %v, want poison", payload, err)
 			}
 			return
 		}
 		if topicErr := topics.Validate(replyTo); topicErr != nil {
-			if middleware.Classify(err) != middleware.ClassPoison || !strings.Contains(err.Error(), "invalid reply topic") || len(pub.msgs) != 0 {
+			if koto.ClassOf(err) != koto.ClassPoison || !strings.Contains(err.Error(), "invalid reply topic") || len(pub.msgs) != 0 {
 				t.Fatalf("reply topic %q is invalid: err %v, %d replies; want poison naming the reply topic", replyTo, err, len(pub.msgs))
 			}
 			return
@@ -157,7 +158,7 @@ func FuzzCommandConsumerDecoding(f *testing.F) {
 			t.Fatalf("payload %q: reply (%d, %v), want %d", payload, res, rerr, want.ID)
 		case !ok && !errors.Is(rerr, &HandlerError{Kind: KindBadRequest}):
 			t.Fatalf("payload %q does not decode: reply error %v, want a %s HandlerError", payload, rerr, KindBadRequest)
-		case !ok && (err == nil || middleware.Classify(err) != middleware.ClassPoison):
+		case !ok && (err == nil || koto.ClassOf(err) != koto.ClassPoison):
 			t.Fatalf("payload %q does not decode: err %v, want poison", payload, err)
 		}
 	})

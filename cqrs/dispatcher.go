@@ -10,13 +10,14 @@ import (
 	"sync"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -181,7 +182,9 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 			return nil, err
 		}
 	}
-	d.replies, err = broker.NewTailReader(cfg.Broker, cfg.ReplyTopic, d.deliver, tailReaderLogger(d.logger))
+	readerCfg := cfg.Broker
+	readerCfg.Logger = cmp.Or(readerCfg.Logger, d.logger)
+	d.replies, err = broker.NewTailReader(readerCfg, cfg.ReplyTopic, d.deliver)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -468,7 +471,7 @@ func (d *CommandDispatcher) register(name, op string, waited *startup) (chan *me
 		return nil, d.startup, nil
 	}
 	if err := d.replies.Err(); err != nil {
-		return nil, nil, middleware.Outage(fmt.Errorf("cqrs: %s not sent: replies cannot be read: %w", name, err))
+		return nil, nil, koto.Outage(fmt.Errorf("cqrs: %s not sent: replies cannot be read: %w", name, err))
 	}
 	ch := make(chan *message.Message, 1)
 	d.pending[op] = ch

@@ -82,7 +82,7 @@
 // partition of the reply topic (see broker.TailReader), and reads the
 // replies written meanwhile. While it cannot read, Request fails at once,
 // without sending, with an error that wraps broker.ErrReaderDown and the
-// cause, marked middleware.Outage (an outage); [CommandDispatcher.Err]
+// cause, marked koto.Outage (an outage); [CommandDispatcher.Err]
 // reports the same, for health checks. A Request already waiting keeps
 // waiting for its reply, and its timeout error names the fault if one is
 // still under way.
@@ -111,7 +111,7 @@
 // [SkipOtherTypes] for a topic shared by several types; a message with no
 // type name at all, from a producer outside this package, is decoded as the
 // consumer's type. A handler error is retried with backoff and then
-// dead-lettered, at once when it is marked middleware.Poison; an outage is
+// dead-lettered, at once when it is marked koto.Poison; an outage is
 // retried until it ends.
 //
 // A command sent with Request gets a reply: the handler's result as JSON,
@@ -144,7 +144,7 @@
 //   - [DurableOutbox.Service] runs the idempotent consumers in the
 //     transactional mode (middleware.TransactionalIdempotency) bound to the
 //     outbox: the claim of the message, the handler's writes (through
-//     outbox.TxFromContext(ctx)) and the events it publishes commit
+//     postgres.TxFromContext(ctx)) and the events it publishes commit
 //     together, once however often the message is delivered. For one key's
 //     events in commit order, give the consumer [LockKeys].
 //   - [DurableOutbox.Transact] opens such a transaction for code outside a

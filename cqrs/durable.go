@@ -129,7 +129,9 @@ func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutbox
 	if err := d.store.EnsureSchema(ctx); err != nil {
 		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
 	}
-	if d.direct, err = broker.NewPublisher(cfg.Broker, watermillLogger(cfg.Logger)); err != nil {
+	pubCfg := cfg.Broker
+	pubCfg.Logger = cmp.Or(pubCfg.Logger, cfg.Logger)
+	if d.direct, err = broker.NewPublisher(pubCfg); err != nil {
 		return nil, fmt.Errorf("cqrs: durable outbox: publisher: %w", err)
 	}
 	if d.fwd, err = outbox.NewForwarder(d.box, cfg.forwarderConfig()); err != nil {
@@ -170,7 +172,7 @@ func (d *DurableOutbox) Publisher() message.Publisher { return d.box.ContextPubl
 // Transact runs fn in a transaction on the DurableOutbox's pool, with ctx
 // carrying it for the publishers, as outbox.Transact does.
 func (d *DurableOutbox) Transact(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return outbox.Transact(ctx, d.pool, fn)
+	return d.box.Transact(ctx, fn)
 }
 
 // EventPublisher returns an EventPublisher that writes events into the

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,9 +81,9 @@ func newDurableEnv(t *testing.T) *durableEnv {
 
 // effect records what in the transaction of ctx.
 func (e *durableEnv) effect(ctx context.Context, what string) error {
-	tx, ok := outbox.TxFromContext(ctx)
+	tx, ok := postgres.TxFromContext(ctx)
 	if !ok {
-		return middleware.Poison(errors.New("no transaction in the handler's context"))
+		return koto.Poison(errors.New("no transaction in the handler's context"))
 	}
 	_, err := tx.Exec(ctx, "INSERT INTO "+e.schema+".effects (what) VALUES ($1)", what)
 	return err
@@ -103,7 +105,7 @@ func (e *durableEnv) service(name string) *cqrs.Service {
 	e.t.Helper()
 	svc, err := e.d.Service(cqrs.ServiceConfig{
 		Name: name, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
-		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 	})
 	if err != nil {
 		e.t.Fatalf("DurableOutbox.Service: %v", err)
@@ -147,7 +149,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 		}
 		return nil
 	}, cqrs.From(orders), cqrs.LockKeys(func(msg *message.Message) ([]string, error) {
-		return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
+		return []string{msg.Metadata.Get(koto.PartitionKeyMetadataKey)}, nil
 	})))
 	if err != nil {
 		t.Fatalf("Register payments: %v", err)

@@ -3,7 +3,7 @@ package cqrs
 import (
 	"errors"
 
-	"github.com/koto-dev/watermill-koto/middleware"
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 var (
@@ -44,9 +44,9 @@ var (
 
 	// ErrClosed is returned by a dispatcher or service after Close, and
 	// wrapped by the error of a call that Close ended. It is marked
-	// middleware.Outage: a handler whose Send or Request fails because its
+	// koto.Outage: a handler whose Send or Request fails because its
 	// service is stopping is nacked and redelivered, never dead-lettered.
-	ErrClosed = middleware.Outage(errors.New("cqrs: closed"))
+	ErrClosed = koto.Outage(errors.New("cqrs: closed"))
 )
 
 // KindInternal is the kind of a HandlerError for a handler error that

@@ -54,7 +54,7 @@ func ExampleNewDurableOutbox() {
 	check(err)
 	defer router.Close()
 	check(svc.Register(ctx, router, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
-		tx, _ := outbox.TxFromContext(ctx)
+		tx, _ := postgres.TxFromContext(ctx)
 		if _, err := tx.Exec(ctx, "INSERT INTO "+schema+".payments VALUES ($1, $2)", ev.OrderID, ev.Total); err != nil {
 			return err
 		}
@@ -72,7 +72,7 @@ func ExampleNewDurableOutbox() {
 		return orders.Publish(ctx, OrderPlaced{OrderID: "o-1", Total: 990})
 	}))
 
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafka.Addrs(), ConsumerGroup: "example"}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafka.Addrs(), ConsumerGroup: "example"})
 	check(err)
 	defer sub.Close()
 	msgs, err := sub.Subscribe(ctx, "payments.payment-processed")

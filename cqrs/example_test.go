@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -55,7 +57,7 @@ func ExampleEventPublisher_Publish() {
 	check(err)
 	defer kafka.Close()
 
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()})
 	check(err)
 	defer pub.Close()
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
@@ -65,7 +67,7 @@ func ExampleEventPublisher_Publish() {
 	check(events.Publish(ctx, OrderPlaced{OrderID: "o-1", Total: 990}))
 
 	// Read the record back to show what was published.
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafka.Addrs(), ConsumerGroup: "example"}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: kafka.Addrs(), ConsumerGroup: "example"})
 	check(err)
 	defer sub.Close()
 	msgs, err := sub.Subscribe(ctx, "orders.order-placed")
@@ -74,7 +76,7 @@ func ExampleEventPublisher_Publish() {
 	msg.Ack()
 	fmt.Println(string(msg.Payload))
 	fmt.Println("type:", msg.Metadata.Get(cqrs.TypeNameMetadataKey))
-	fmt.Println("partition key:", msg.Metadata.Get(broker.PartitionKeyMetadataKey))
+	fmt.Println("partition key:", msg.Metadata.Get(koto.PartitionKeyMetadataKey))
 	fmt.Println("correlation:", correlation.FromMessage(msg))
 	// Output:
 	// {"orderId":"o-1","total":990}
@@ -111,7 +113,7 @@ func ExampleNewEventConsumer() {
 	runRouterUntil(ctx, router)
 	defer router.Close()
 
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers})
 	check(err)
 	defer pub.Close()
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
@@ -130,7 +132,7 @@ func ExampleRequest() {
 	check(err)
 	defer kafka.Close()
 	brokers := kafka.Addrs()
-	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers})
 	check(err)
 	defer pub.Close()
 
@@ -188,7 +190,7 @@ func ExampleCommandDispatcher_Send() {
 	kafka, err := embedded.Start(ctx)
 	check(err)
 	defer kafka.Close()
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()})
 	check(err)
 	defer pub.Close()
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,7 +21,6 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -60,7 +61,7 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	}
 	if err := kafkatest.Receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Fatalf("request pending at Close: %v, want ErrClosed", err)
-	} else if class := middleware.Classify(err); class != middleware.ClassOutage {
+	} else if class := koto.ClassOf(err); class != koto.ClassOutage {
 		t.Errorf("request pending at Close: %v classifies as %v, want an outage", err, class)
 	}
 
@@ -213,7 +214,7 @@ func retryingPublisher(t *testing.T, brokers []string) message.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers, Sarama: func(sc *sarama.Config) {
 		sc.Net.ReadTimeout = time.Second
-	}}, nil)
+	}})
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
@@ -259,9 +260,9 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 		t.Errorf("Err: %v, want broker.ErrReaderDown and sarama.ErrOffsetOutOfRange", err)
 	}
 	_, err = cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"})
-	if !errors.Is(err, broker.ErrReaderDown) || errors.Is(err, cqrs.ErrTimeout) || middleware.Classify(err) != middleware.ClassOutage {
+	if !errors.Is(err, broker.ErrReaderDown) || errors.Is(err, cqrs.ErrTimeout) || koto.ClassOf(err) != koto.ClassOutage {
 		t.Errorf("Request while replies cannot be read: %v (%s); want an outage that wraps broker.ErrReaderDown, not a timeout",
-			err, middleware.Classify(err))
+			err, koto.ClassOf(err))
 	}
 
 	fault.Remove()

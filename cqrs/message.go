@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"reflect"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -90,10 +91,10 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 }
 
 // Unmarshal decodes the JSON payload of msg into v. A payload that does not
-// decode is marked middleware.Poison: no retry can fix it.
+// decode is marked koto.Poison: no retry can fix it.
 func (marshaler) Unmarshal(msg *message.Message, v any) error {
 	if err := json.Unmarshal(msg.Payload, v); err != nil {
-		return middleware.Poison(err)
+		return koto.Poison(err)
 	}
 	return nil
 }

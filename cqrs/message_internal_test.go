@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/uuid"
+	koto "github.com/koto-dev/watermill-koto"
 
-	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/google/uuid"
 )
 
 type plainEvent struct {
@@ -52,10 +52,10 @@ func TestMarshal(t *testing.T) {
 					t.Errorf("UUID = %q, want a UUIDv7", msg.UUID)
 				}
 			}
-			if got := msg.Metadata.Get(broker.PartitionKeyMetadataKey); got != tt.wantKey {
+			if got := msg.Metadata.Get(koto.PartitionKeyMetadataKey); got != tt.wantKey {
 				t.Errorf("partition key = %q, want %q", got, tt.wantKey)
 			}
-			if _, ok := msg.Metadata[broker.PartitionKeyMetadataKey]; !ok && tt.wantKey != "" || ok && tt.wantKey == "" {
+			if _, ok := msg.Metadata[koto.PartitionKeyMetadataKey]; !ok && tt.wantKey != "" || ok && tt.wantKey == "" {
 				t.Errorf("partition key present = %v, want %v", ok, tt.wantKey != "")
 			}
 			if got := msg.Metadata.Get(TypeNameMetadataKey); got != tt.wantName {

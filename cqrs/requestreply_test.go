@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -17,7 +19,6 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -315,7 +316,7 @@ func TestDispatcherLifecycle(t *testing.T) {
 	}
 	if err := d.Send(context.Background(), ChargeCardCommand{}); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Send after Close: %v, want ErrClosed", err)
-	} else if class := middleware.Classify(err); class != middleware.ClassOutage {
+	} else if class := koto.ClassOf(err); class != koto.ClassOutage {
 		t.Errorf("Send after Close: %v classifies as %v, want an outage: a handler stopping with its service is nacked, not dead-lettered", err, class)
 	}
 	if err := d.Err(); !errors.Is(err, cqrs.ErrClosed) {
@@ -386,8 +387,8 @@ func TestReplyPublishFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = kafkatest.Receive(t, nacked, "the error of the unanswered command")
-	if !errors.Is(err, kafkatest.ErrPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
-		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, middleware.Classify(err))
+	if !errors.Is(err, kafkatest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
+		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, koto.ClassOf(err))
 	}
 	if n := c.Get("c-down"); n != 1 {
 		t.Errorf("handler ran %d times for c-down, want once", n)
@@ -444,18 +445,18 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 	for name, call := range calls {
 		flaky.FailFor(1)
 		err := call()
-		if !errors.Is(err, kafkatest.ErrPublishDown) || middleware.Classify(err) != middleware.ClassOutage {
-			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, middleware.Classify(err))
+		if !errors.Is(err, kafkatest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
+			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, koto.ClassOf(err))
 		}
 	}
 	flaky.FailWith(1, sarama.ErrMessageSizeTooLarge)
-	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || middleware.Classify(err) == middleware.ClassOutage {
-		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, middleware.Classify(err))
+	if err := events.Publish(ctx, OrderPlacedEvent{OrderID: "o-2"}); err == nil || koto.ClassOf(err) == koto.ClassOutage {
+		t.Errorf("Publish refused for good by the broker: %v (%s), want an error that is no outage", err, koto.ClassOf(err))
 	}
 	flaky.FailFor(0)
 	err = events.Publish(ctx, Unencodable{})
-	if err == nil || middleware.Classify(err) == middleware.ClassOutage {
-		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, middleware.Classify(err))
+	if err == nil || koto.ClassOf(err) == koto.ClassOutage {
+		t.Errorf("Publish of an event that cannot be encoded: %v (%s), want an error that is no outage", err, koto.ClassOf(err))
 	}
 }
 

@@ -33,7 +33,7 @@ func TestRequestReplyOnSecuredBroker(t *testing.T) {
 		t.Fatalf("Register: %v", err)
 	}
 	kafkatest.RunRouter(t, r)
-	pub, err := broker.NewPublisher(secure, nil)
+	pub, err := broker.NewPublisher(secure)
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}

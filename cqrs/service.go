@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -50,7 +49,7 @@ type ServiceConfig struct {
 	// Transactional runs each idempotent consumer in the transactional
 	// mode (middleware.TransactionalIdempotency): each delivery is claimed
 	// in a transaction of Store's database, which the handler finds in its
-	// context (outbox.TxFromContext) and which commits with the handler's
+	// context (postgres.TxFromContext) and which commits with the handler's
 	// writes or rolls back with them. Store must be a *postgres.Store.
 	// Consumers that are not idempotent run outside a transaction.
 	Transactional bool
@@ -109,7 +108,7 @@ func (c ServiceConfig) Validate() error {
 
 // validateTransactional checks Transactional and Outbox against Store.
 func (c ServiceConfig) validateTransactional() error {
-	_, txStore := c.Store.(middleware.TransactionalStore)
+	_, txStore := c.Store.(idempotency.TxStore)
 	switch {
 	case c.Outbox != nil && !c.Transactional:
 		return fmt.Errorf("%w: Outbox is set without Transactional; handlers write into the outbox in their transaction: set Transactional too", ErrInvalidConfig)
@@ -234,7 +233,8 @@ func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error
 	for _, p := range plans {
 		bcfg := s.cfg.Broker
 		bcfg.ConsumerGroup = p.group
-		sub, err := broker.NewSubscriber(bcfg, watermillLogger(s.logger))
+		bcfg.Logger = cmp.Or(bcfg.Logger, s.logger)
+		sub, err := broker.NewSubscriber(bcfg)
 		if err != nil {
 			for _, sub := range subs {
 				_ = sub.Close()
@@ -362,9 +362,9 @@ func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*m
 			if cfg.Store, err = s.idempotencyStore(); err != nil {
 				return nil, err
 			}
-			cfg.Transactional = s.cfg.Transactional
+			cfg.Idempotency.Transactional = s.cfg.Transactional
 			if s.cfg.Outbox != nil {
-				cfg.Idempotency.Outbox = s.cfg.Outbox
+				cfg.Idempotency.Outbox = s.cfg.Outbox.ContextPublisher()
 			}
 			cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
 		}
@@ -393,7 +393,9 @@ func (s *Service) publisher() (message.Publisher, error) {
 	if s.pub != nil {
 		return s.pub, nil
 	}
-	pub, err := broker.NewPublisher(s.cfg.Broker, watermillLogger(s.logger))
+	bcfg := s.cfg.Broker
+	bcfg.Logger = cmp.Or(bcfg.Logger, s.logger)
+	pub, err := broker.NewPublisher(bcfg)
 	if err != nil {
 		return nil, fmt.Errorf("cqrs: publisher of %s: %w", s.cfg.Name, err)
 	}
@@ -414,66 +416,4 @@ func (s *Service) idempotencyStore() (idempotency.Store, error) {
 		s.store = s.memStore
 	}
 	return s.store, nil
-}
-
-// watermillLogger adapts logger for Watermill and watermill-kafka. Their
-// info lines (subscribing, reconnecting, closing) become debug lines: they
-// describe plumbing, not the service's work. Unlike Watermill's own slog
-// adapter, it checks the level before it builds the record, because
-// watermill-kafka logs several trace and debug lines for every message.
-func watermillLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return slogAdapter{logger: logger, info: slog.LevelDebug}
-}
-
-// tailReaderLogger adapts logger for the reply reader, whose info lines
-// (a partition resumed after a fault) are the service's business: they keep
-// the info level.
-func tailReaderLogger(logger *slog.Logger) watermill.LoggerAdapter {
-	return slogAdapter{logger: logger, info: slog.LevelInfo}
-}
-
-type slogAdapter struct {
-	logger *slog.Logger
-	info   slog.Level // the level of Info lines
-}
-
-// Error logs at error level.
-func (a slogAdapter) Error(msg string, err error, fields watermill.LogFields) {
-	a.log(slog.LevelError, msg, fields, "error", err)
-}
-
-// Info logs at the adapter's info level.
-func (a slogAdapter) Info(msg string, fields watermill.LogFields) {
-	a.log(a.info, msg, fields)
-}
-
-// Debug logs at debug level.
-func (a slogAdapter) Debug(msg string, fields watermill.LogFields) {
-	a.log(slog.LevelDebug, msg, fields)
-}
-
-// Trace logs at watermill.LevelTrace, below debug.
-func (a slogAdapter) Trace(msg string, fields watermill.LogFields) {
-	a.log(watermill.LevelTrace, msg, fields)
-}
-
-// With returns an adapter that adds fields to every line.
-func (a slogAdapter) With(fields watermill.LogFields) watermill.LoggerAdapter {
-	return slogAdapter{logger: a.logger.With(fieldArgs(fields)...), info: a.info}
-}
-
-func (a slogAdapter) log(level slog.Level, msg string, fields watermill.LogFields, extra ...any) {
-	ctx := context.Background()
-	if !a.logger.Enabled(ctx, level) {
-		return
-	}
-	a.logger.Log(ctx, level, msg, append(fieldArgs(fields), extra...)...)
-}
-
-func fieldArgs(fields watermill.LogFields) []any {
-	args := make([]any, 0, 2*len(fields))
-	for k, v := range fields {
-		args = append(args, k, v)
-	}
-	return args
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
@@ -47,7 +49,7 @@ func observe(ctx context.Context, orderID string) seen {
 		msgCorrelation: correlation.FromMessage(msg),
 		msgUUID:        msg.UUID,
 		name:           msg.Metadata.Get(cqrs.TypeNameMetadataKey),
-		partKey:        msg.Metadata.Get(broker.PartitionKeyMetadataKey),
+		partKey:        msg.Metadata.Get(koto.PartitionKeyMetadataKey),
 		orderID:        orderID,
 	}
 }

@@ -1,10 +1,8 @@
 package deadletter
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -19,10 +17,6 @@ const (
 	// between the two can send again.
 	DefaultBatchSize = 100
 )
-
-// ErrInvalidConfig is wrapped by every error that rejects a [Config]; the
-// error's text names the field and says what to change.
-var ErrInvalidConfig = errors.New("deadletter: invalid configuration")
 
 // Config configures a [Queue]. The zero value of every field but Broker's
 // brokers and ConsumerGroup means its default.
@@ -62,32 +56,24 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first field that cannot be used, zero values
-// counting as their defaults, Broker included, with an error that wraps
-// [ErrInvalidConfig]. [NewQueue] calls it.
+// Validate reports every field that cannot be used, zero values counting
+// as their defaults, Broker included, in one error that wraps
+// koto.ErrInvalidConfig. [NewQueue] calls it.
 func (c Config) Validate() error {
 	c.setDefaults()
+	p := config.For("deadletter.Config")
 	if c.ConsumerGroup == "" {
-		return invalid("Config.ConsumerGroup is empty; set it to the group whose dead letters to read, e.g. topics.ConsumerGroup(\"payments\", \"order-placed\")")
+		p.Add("ConsumerGroup", "is empty; set it to the group whose dead letters to read, e.g. topics.ConsumerGroup(\"payments\", \"order-placed\")")
+	} else if err := topics.Validate(c.Topic); err != nil {
+		p.Add("Topic", "%v; or leave it empty for topics.DeadLetter(ConsumerGroup)", err)
 	}
-	if err := topics.Validate(c.Topic); err != nil {
-		return invalid("Config.Topic: %w; or leave it empty for topics.DeadLetter(ConsumerGroup)", err)
-	}
-	if c.ReplayGroup == c.ConsumerGroup {
-		return invalid("Config.ReplayGroup is the consumer group %q itself, whose members would make every replay fail; "+
+	if c.ReplayGroup != "" && c.ReplayGroup == c.ConsumerGroup {
+		p.Add("ReplayGroup", "is the consumer group %q itself, whose members would make every replay fail; "+
 			"leave it empty for ConsumerGroup + %q, or name a group of its own", c.ReplayGroup, DefaultReplayGroupSuffix)
 	}
 	if c.BatchSize < 0 {
-		return invalid("Config.BatchSize is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, DefaultBatchSize)
+		p.Add("BatchSize", "is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, DefaultBatchSize)
 	}
-	if err := c.Broker.Validate(); err != nil {
-		return invalid("Config.Broker: %w", err)
-	}
-	return nil
-}
-
-// invalid returns a configuration error: ErrInvalidConfig followed by the
-// formatted text.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	p.Nest("Broker", c.Broker.Validate())
+	return p.Err()
 }

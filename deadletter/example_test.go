@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -107,13 +109,13 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	if err := broker.ProvisionTopics(ctx, cfg, topic, topics.DeadLetter(group)); err != nil {
 		log.Fatal(err)
 	}
-	pub, err := broker.NewPublisher(cfg, nil)
+	pub, err := broker.NewPublisher(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
 	subCfg := cfg
 	subCfg.ConsumerGroup = group
-	sub, err := broker.NewSubscriber(subCfg, nil)
+	sub, err := broker.NewSubscriber(subCfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	for _, order := range []string{"o-1", "o-2"} {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(`{"order":"`+order+`","amount":-5}`))
 		msg.Metadata.Set(cqrs.TypeNameMetadataKey, "order-placed")
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "customer-7")
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "customer-7")
 		if err := pub.Publish(topic, msg); err != nil {
 			log.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -72,7 +74,7 @@ func (e *env) publish(t *testing.T, typeName string, payloads ...string) []strin
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))
 		msg.Metadata.Set(cqrs.TypeNameMetadataKey, typeName)
 		if i%2 == 1 {
-			msg.Metadata.Set(broker.PartitionKeyMetadataKey, "key-"+p)
+			msg.Metadata.Set(koto.PartitionKeyMetadataKey, "key-"+p)
 		}
 		if err := e.pub.Publish(e.topic, msg); err != nil {
 			t.Fatalf("publish: %v", err)

@@ -4,13 +4,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // Letter is one record of a dead-letter topic, with what the dead-letter
@@ -27,21 +28,21 @@ type Letter struct {
 
 	// UUID is the Watermill message UUID, the consumer's idempotency key.
 	UUID string `json:"uuid"`
-	// TypeName is the cqrs type name (cqrs.TypeNameMetadataKey).
+	// TypeName is the cqrs type name (koto.TypeNameMetadataKey).
 	TypeName string `json:"type_name,omitempty"`
 	// CorrelationID is the correlation ID (correlation.MetadataKey).
 	CorrelationID string `json:"correlation_id,omitempty"`
 
-	// FailedAt is when it was dead-lettered (middleware.DeadLetterFailedAtKey);
+	// FailedAt is when it was dead-lettered (dlqmeta.FailedAt);
 	// zero when absent.
 	FailedAt time.Time `json:"failed_at,omitzero"`
 	// ErrorClass is the middleware's error class, such as "poison" or
-	// "retryable" (middleware.DeadLetterErrorClassKey).
+	// "retryable" (dlqmeta.ErrorClass).
 	ErrorClass string `json:"error_class,omitempty"`
 	// ErrorType is the Go type of the error's root cause
-	// (middleware.DeadLetterErrorTypeKey).
+	// (dlqmeta.ErrorType).
 	ErrorType string `json:"error_type,omitempty"`
-	// Reason is the error's text (middleware.DeadLetterReasonKey).
+	// Reason is the error's text (dlqmeta.Reason).
 	Reason string `json:"reason,omitempty"`
 	// ConsumerGroup and Handler are those that failed it.
 	ConsumerGroup string `json:"consumer_group,omitempty"`
@@ -58,7 +59,7 @@ type Letter struct {
 
 	// Dropped, when set, says why the dead letter holds no payload and
 	// only the failure's metadata: it was too large for the dead-letter
-	// topic (middleware.DeadLetterDroppedKey). The message is still in
+	// topic (dlqmeta.Dropped). The message is still in
 	// OriginalTopic at OriginalPartition and OriginalOffset; Replay does
 	// not send it and counts it as unroutable.
 	Dropped string `json:"dropped,omitempty"`
@@ -130,19 +131,19 @@ func rawMetadata(headers []sarama.RecordHeader) (string, message.Metadata) {
 // readMetadata fills the fields that come from the metadata.
 func (l *Letter) readMetadata() {
 	md := l.Metadata
-	l.TypeName = md.Get(cqrs.TypeNameMetadataKey)
+	l.TypeName = md.Get(koto.TypeNameMetadataKey)
 	l.CorrelationID = md.Get(correlation.MetadataKey)
-	l.ErrorClass = md.Get(middleware.DeadLetterErrorClassKey)
-	l.ErrorType = md.Get(middleware.DeadLetterErrorTypeKey)
-	l.Reason = md.Get(middleware.DeadLetterReasonKey)
-	l.Dropped = md.Get(middleware.DeadLetterDroppedKey)
-	l.ConsumerGroup = md.Get(middleware.DeadLetterConsumerGroupKey)
-	l.Handler = md.Get(middleware.DeadLetterHandlerKey)
-	l.OriginalTopic = md.Get(middleware.DeadLetterOriginalTopicKey)
-	l.OriginalPartition = int32(parseInt(md.Get(middleware.DeadLetterOriginalPartitionKey), 32))
-	l.OriginalOffset = parseInt(md.Get(middleware.DeadLetterOriginalOffsetKey), 64)
-	l.Attempts = int(max(parseInt(md.Get(middleware.DeadLetterAttemptsKey), 32), 0))
-	if t, err := time.Parse(time.RFC3339Nano, md.Get(middleware.DeadLetterFailedAtKey)); err == nil {
+	l.ErrorClass = md.Get(dlqmeta.ErrorClass)
+	l.ErrorType = md.Get(dlqmeta.ErrorType)
+	l.Reason = md.Get(dlqmeta.Reason)
+	l.Dropped = md.Get(dlqmeta.Dropped)
+	l.ConsumerGroup = md.Get(dlqmeta.ConsumerGroup)
+	l.Handler = md.Get(dlqmeta.Handler)
+	l.OriginalTopic = md.Get(dlqmeta.OriginalTopic)
+	l.OriginalPartition = int32(parseInt(md.Get(dlqmeta.OriginalPartition), 32))
+	l.OriginalOffset = parseInt(md.Get(dlqmeta.OriginalOffset), 64)
+	l.Attempts = int(max(parseInt(md.Get(dlqmeta.Attempts), 32), 0))
+	if t, err := time.Parse(time.RFC3339Nano, md.Get(dlqmeta.FailedAt)); err == nil {
 		l.FailedAt = t
 	}
 }

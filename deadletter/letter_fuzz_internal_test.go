@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -59,7 +61,7 @@ func FuzzNewLetter(f *testing.F) {
 				continue
 			}
 			want := lastValue(rec, h.Key)
-			if got := l.Metadata.Get(string(h.Key)); got != want && !(string(h.Key) == broker.PartitionKeyMetadataKey && want == "" && got == string(key)) {
+			if got := l.Metadata.Get(string(h.Key)); got != want && !(string(h.Key) == koto.PartitionKeyMetadataKey && want == "" && got == string(key)) {
 				t.Fatalf("metadata %q = %q, want the header's %q", h.Key, got, want)
 			}
 		}

@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -9,8 +10,8 @@ import (
 // OnlyOwnReplays returns router middleware that acks, without calling the
 // handler, a message that a replay sent back for another consumer group:
 // one with [ReplayedFromKey], consumed from the topic that its
-// middleware.DeadLetterOriginalTopicKey names (so not a copy that a handler
-// forwarded elsewhere), whose middleware.DeadLetterConsumerGroupKey is not
+// dlqmeta.OriginalTopic names (so not a copy that a handler
+// forwarded elsewhere), whose dlqmeta.ConsumerGroup is not
 // the group of this handler. group returns the consumer group of a message;
 // nil means middleware.HandlerName, the project's convention.
 //
@@ -34,8 +35,8 @@ func OnlyOwnReplays(group func(msg *message.Message) string) message.HandlerMidd
 
 func replayedForOthers(msg *message.Message, group func(*message.Message) string) bool {
 	md := msg.Metadata
-	failed := md.Get(middleware.DeadLetterConsumerGroupKey)
+	failed := md.Get(dlqmeta.ConsumerGroup)
 	return md.Get(ReplayedFromKey) != "" && failed != "" &&
-		md.Get(middleware.DeadLetterOriginalTopicKey) == message.SubscribeTopicFromCtx(msg.Context()) &&
+		md.Get(dlqmeta.OriginalTopic) == message.SubscribeTopicFromCtx(msg.Context()) &&
 		failed != group(msg)
 }

@@ -33,7 +33,7 @@ type Queue struct {
 
 // NewQueue connects to Kafka with cfg.Broker and returns the dead-letter
 // topic of cfg.ConsumerGroup. An invalid cfg fails with an error that wraps
-// [ErrInvalidConfig]. Close the queue when done.
+// koto.ErrInvalidConfig. Close the queue when done.
 func NewQueue(cfg Config) (*Queue, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

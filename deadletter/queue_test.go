@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -262,8 +264,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: NewQueue: %v, want ErrInvalidConfig", name, nerr)
 		}
 	}
-	if err := (deadletter.Config{ConsumerGroup: "g"}).Validate(); !errors.Is(err, broker.ErrNoBrokers) {
-		t.Errorf("no brokers: %v, want it to wrap broker.ErrNoBrokers too", err)
+	if err := (deadletter.Config{ConsumerGroup: "g"}).Validate(); !errors.Is(err, koto.ErrInvalidConfig) {
+		t.Errorf("no brokers: %v, want it to wrap koto.ErrInvalidConfig too", err)
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/middleware"
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 // TestBackoffDelay: each delay lies between half the nominal wait and the
@@ -12,17 +12,17 @@ import (
 func TestBackoffDelay(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
-		b       middleware.Backoff
+		b       koto.Backoff
 		attempt int
 		nominal time.Duration
 	}{
-		{middleware.Backoff{}, 0, 100 * ms}, // zero fields are the defaults: 100 ms, ×2, 10 s
-		{middleware.Backoff{}, 3, 800 * ms},
-		{middleware.Backoff{}, 50, 10 * time.Second},
-		{middleware.Backoff{}, -1, 100 * ms},
-		{middleware.Backoff{InitialInterval: 10 * ms, Multiplier: 3}, 2, 90 * ms},
-		{middleware.Backoff{InitialInterval: 10 * ms, MaxInterval: 25 * ms}, 2, 25 * ms},
-		{middleware.Backoff{InitialInterval: 10 * ms, Multiplier: 1}, 1000, 10 * ms},
+		{koto.Backoff{}, 0, 100 * ms}, // zero fields are the defaults: 100 ms, ×2, 10 s
+		{koto.Backoff{}, 3, 800 * ms},
+		{koto.Backoff{}, 50, 10 * time.Second},
+		{koto.Backoff{}, -1, 100 * ms},
+		{koto.Backoff{InitialInterval: 10 * ms, Multiplier: 3}, 2, 90 * ms},
+		{koto.Backoff{InitialInterval: 10 * ms, MaxInterval: 25 * ms}, 2, 25 * ms},
+		{koto.Backoff{InitialInterval: 10 * ms, Multiplier: 1}, 1000, 10 * ms},
 	}
 	for _, c := range cases {
 		for range 200 {
@@ -39,7 +39,7 @@ func TestBackoffDelay(t *testing.T) {
 // uniform draw each tenth expects 100; the bounds below fail a correct
 // draw with a probability far below 1e-9.)
 func TestBackoffJitterSpreads(t *testing.T) {
-	b := middleware.Backoff{InitialInterval: time.Second, MaxInterval: time.Second}
+	b := koto.Backoff{InitialInterval: time.Second, MaxInterval: time.Second}
 	const n, bins = 1000, 10
 	var count [bins]int
 	lo, span := time.Second/2, time.Second/2

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/IBM/sarama"
+	koto "github.com/koto-dev/watermill-koto"
 
-	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/IBM/sarama"
 )
 
 // TestClassifyProducerStateErrors: the Kafka errors of an idempotent
@@ -25,12 +25,12 @@ func TestClassifyProducerStateErrors(t *testing.T) {
 			&sarama.ProducerError{Err: code},
 			sarama.ProducerErrors{{Err: code}},
 		} {
-			if got := middleware.Classify(err); got != middleware.ClassOutage {
+			if got := koto.ClassOf(err); got != koto.ClassOutage {
 				t.Errorf("Classify(%v) = %s, want outage", err, got)
 			}
 		}
 	}
-	if got := middleware.Classify(sarama.ErrProducerFenced); got == middleware.ClassOutage {
+	if got := koto.ClassOf(sarama.ErrProducerFenced); got == koto.ClassOutage {
 		t.Errorf("Classify(PRODUCER_FENCED) = outage; a fenced transactional producer does not recover by retrying")
 	}
 }

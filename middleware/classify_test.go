@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -18,11 +20,11 @@ import (
 )
 
 func TestPermanentAndTransient(t *testing.T) {
-	if middleware.Poison(nil) != nil || middleware.Outage(nil) != nil {
+	if koto.Poison(nil) != nil || koto.Outage(nil) != nil {
 		t.Fatal("marking nil must give nil")
 	}
 	cause := errors.New("cause")
-	p := fmt.Errorf("wrapped: %w", middleware.Poison(cause))
+	p := fmt.Errorf("wrapped: %w", koto.Poison(cause))
 	var pe *middleware.PoisonError
 	if !errors.As(p, &pe) || pe.Err != cause || !errors.Is(p, cause) {
 		t.Errorf("Permanent: errors.As/Is fail on %v", p)
@@ -30,7 +32,7 @@ func TestPermanentAndTransient(t *testing.T) {
 	if p.Error() != "wrapped: cause" {
 		t.Errorf("Permanent changes the text: %q", p.Error())
 	}
-	tr := fmt.Errorf("wrapped: %w", middleware.Outage(cause))
+	tr := fmt.Errorf("wrapped: %w", koto.Outage(cause))
 	var te *middleware.OutageError
 	if !errors.As(tr, &te) || te.Err != cause || !errors.Is(tr, cause) {
 		t.Errorf("Transient: errors.As/Is fail on %v", tr)
@@ -53,37 +55,37 @@ func TestClassify(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
-		want middleware.ErrorClass
+		want koto.Class
 	}{
-		{"plain error", plain, middleware.ClassRetryable},
-		{"wrapped plain error", fmt.Errorf("x: %w", plain), middleware.ClassRetryable},
-		{"unique violation", &pgconn.PgError{Code: "23505"}, middleware.ClassRetryable},
-		{"context canceled", context.Canceled, middleware.ClassRetryable},
-		{"permanent", middleware.Poison(plain), middleware.ClassPoison},
-		{"panic", &middleware.PanicError{Value: "boom"}, middleware.ClassPoison},
-		{"watermill Recoverer panic", recovered, middleware.ClassPoison},
+		{"plain error", plain, koto.ClassRetryable},
+		{"wrapped plain error", fmt.Errorf("x: %w", plain), koto.ClassRetryable},
+		{"unique violation", &pgconn.PgError{Code: "23505"}, koto.ClassRetryable},
+		{"context canceled", context.Canceled, koto.ClassRetryable},
+		{"permanent", koto.Poison(plain), koto.ClassPoison},
+		{"panic", &middleware.PanicError{Value: "boom"}, koto.ClassPoison},
+		{"watermill Recoverer panic", recovered, koto.ClassPoison},
 		// A dependency's HTML error page during its own outage, or any other
 		// bare JSON error, says nothing about the message: retryable. Decoders
 		// of the message's payload mark their errors Permanent.
-		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), middleware.ClassRetryable},
-		{"JSON type", typeErr, middleware.ClassRetryable},
-		{"payload decode marked permanent", middleware.Poison(fmt.Errorf("decode: %w", decodeErr)), middleware.ClassPoison},
-		{"transient", middleware.Outage(plain), middleware.ClassOutage},
-		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), middleware.ClassOutage},
-		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), middleware.ClassOutage},
-		{"net error", fmt.Errorf("dial: %w", dialErr), middleware.ClassOutage},
-		{"pg connect", &pgconn.ConnectError{}, middleware.ClassOutage},
-		{"pg too many connections", &pgconn.PgError{Code: "53300"}, middleware.ClassOutage},
-		{"pg admin shutdown", &pgconn.PgError{Code: "57P01"}, middleware.ClassOutage},
-		{"pg connection failure", &pgconn.PgError{Code: "08006"}, middleware.ClassOutage},
-		{"outermost mark wins: transient", middleware.Outage(middleware.Poison(plain)), middleware.ClassOutage},
-		{"outermost mark wins: permanent", middleware.Poison(middleware.Outage(plain)), middleware.ClassPoison},
-		{"mark beats heuristics", middleware.Poison(dialErr), middleware.ClassPoison},
-		{"outage beats poison", errors.Join(recovered, dialErr), middleware.ClassOutage},
-		{"mark inside a join", errors.Join(plain, middleware.Poison(plain)), middleware.ClassPoison},
+		{"JSON syntax", fmt.Errorf("decode: %w", decodeErr), koto.ClassRetryable},
+		{"JSON type", typeErr, koto.ClassRetryable},
+		{"payload decode marked permanent", koto.Poison(fmt.Errorf("decode: %w", decodeErr)), koto.ClassPoison},
+		{"transient", koto.Outage(plain), koto.ClassOutage},
+		{"store unavailable", fmt.Errorf("check: %w", idempotency.ErrStoreUnavailable), koto.ClassOutage},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), koto.ClassOutage},
+		{"net error", fmt.Errorf("dial: %w", dialErr), koto.ClassOutage},
+		{"pg connect", &pgconn.ConnectError{}, koto.ClassOutage},
+		{"pg too many connections", &pgconn.PgError{Code: "53300"}, koto.ClassOutage},
+		{"pg admin shutdown", &pgconn.PgError{Code: "57P01"}, koto.ClassOutage},
+		{"pg connection failure", &pgconn.PgError{Code: "08006"}, koto.ClassOutage},
+		{"outermost mark wins: transient", koto.Outage(koto.Poison(plain)), koto.ClassOutage},
+		{"outermost mark wins: permanent", koto.Poison(koto.Outage(plain)), koto.ClassPoison},
+		{"mark beats heuristics", koto.Poison(dialErr), koto.ClassPoison},
+		{"outage beats poison", errors.Join(recovered, dialErr), koto.ClassOutage},
+		{"mark inside a join", errors.Join(plain, koto.Poison(plain)), koto.ClassPoison},
 	}
 	for _, c := range cases {
-		if got := middleware.Classify(c.err); got != c.want {
+		if got := koto.ClassOf(c.err); got != c.want {
 			t.Errorf("%s: Classify(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
@@ -107,7 +109,7 @@ func TestClassifyKafka(t *testing.T) {
 		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrRequestTimedOut)},
 	}
 	for _, err := range outages {
-		if got := middleware.Classify(fmt.Errorf("handler: %w", err)); got != middleware.ClassOutage {
+		if got := koto.ClassOf(fmt.Errorf("handler: %w", err)); got != koto.ClassOutage {
 			t.Errorf("Classify(%v) = %v, want outage", err, got)
 		}
 	}
@@ -117,7 +119,7 @@ func TestClassifyKafka(t *testing.T) {
 		sarama.ProducerErrors{produced(sarama.ErrLeaderNotAvailable), produced(sarama.ErrMessageSizeTooLarge)},
 	}
 	for _, err := range retryable {
-		if got := middleware.Classify(err); got != middleware.ClassRetryable {
+		if got := koto.ClassOf(err); got != koto.ClassRetryable {
 			t.Errorf("Classify(%v) = %v, want retryable", err, got)
 		}
 	}
@@ -131,8 +133,8 @@ func panicThroughRecoverer() (err error) {
 }
 
 func TestErrorClassString(t *testing.T) {
-	for class, want := range map[middleware.ErrorClass]string{
-		middleware.ClassRetryable: "retryable", middleware.ClassPoison: "poison", middleware.ClassOutage: "outage",
+	for class, want := range map[koto.Class]string{
+		koto.ClassRetryable: "retryable", koto.ClassPoison: "poison", koto.ClassOutage: "outage",
 	} {
 		if class.String() != want {
 			t.Errorf("%d.String() = %q, want %q", class, class.String(), want)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/goleak"
@@ -100,8 +102,8 @@ func TestCloseWaitsForPendingMark(t *testing.T) {
 		return err != nil
 	})
 	_, err := h(message.NewMessage("0190c5a4-9d7e-7000-8000-0000000000c3", nil))
-	if !errors.Is(err, middleware.ErrClosed) || middleware.Classify(err) != middleware.ClassOutage {
-		t.Fatalf("delivery after Close: %v (%v), want an outage wrapping ErrClosed", err, middleware.Classify(err))
+	if !errors.Is(err, middleware.ErrClosed) || koto.ClassOf(err) != koto.ClassOutage {
+		t.Fatalf("delivery after Close: %v (%v), want an outage wrapping ErrClosed", err, koto.ClassOf(err))
 	}
 	select {
 	case err := <-closed:

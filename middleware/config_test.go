@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,11 +46,11 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			return err
 		}},
 		{"DeadLetterConfig.Backoff.Multiplier", func() error {
-			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: middleware.Backoff{Multiplier: 0.5}})
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: koto.Backoff{Multiplier: 0.5}})
 			return err
 		}},
 		{"DeadLetterConfig.Backoff.MaxInterval", func() error {
-			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: 20e9}})
+			_, err := middleware.DeadLetter(pub, middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: 20e9}})
 			return err
 		}},
 		{"store", func() error { _, err := middleware.NewIdempotency(nil, middleware.IdempotencyConfig{}); return err }},
@@ -57,7 +59,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			return err
 		}},
 		{"IdempotencyConfig.MarkBackoff.InitialInterval", func() error {
-			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{MarkBackoff: middleware.Backoff{InitialInterval: -1}})
+			_, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{MarkBackoff: koto.Backoff{InitialInterval: -1}})
 			return err
 		}},
 		{"Config.Publisher", func() error { _, err := middleware.Defaults(middleware.Config{}); return err }},
@@ -83,13 +85,13 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			return err
 		}},
 		{"DeadLetterConfig.Backoff.InitialInterval", func() error {
-			return middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: -1}}.Validate()
+			return middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: -1}}.Validate()
 		}},
-		{"Backoff.Multiplier", func() error { return middleware.Backoff{Multiplier: -1}.Validate() }},
-		{"Backoff.MaxInterval is negative", func() error { return middleware.Backoff{MaxInterval: -1}.Validate() }},
+		{"Backoff.Multiplier", func() error { return koto.Backoff{Multiplier: -1}.Validate() }},
+		{"Backoff.MaxInterval is negative", func() error { return koto.Backoff{MaxInterval: -1}.Validate() }},
 		{"IdempotencyConfig.MarkBackoff.MaxInterval", func() error {
 			return middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{
-				MarkBackoff: middleware.Backoff{InitialInterval: time.Second, MaxInterval: time.Millisecond}}}.Validate()
+				MarkBackoff: koto.Backoff{InitialInterval: time.Second, MaxInterval: time.Millisecond}}}.Validate()
 		}},
 		{"DeadLetterConfig.MaxElapsedTime", func() error {
 			return middleware.Config{Publisher: pub, DeadLetter: middleware.DeadLetterConfig{MaxElapsedTime: -time.Second}}.Validate()
@@ -97,7 +99,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := c.err()
-		if err == nil || !strings.Contains(err.Error(), c.field) || !errors.Is(err, middleware.ErrInvalidConfig) {
+		if err == nil || !strings.Contains(err.Error(), c.field) || !errors.Is(err, koto.ErrInvalidConfig) {
 			t.Errorf("want an error wrapping ErrInvalidConfig and naming %s, got %v", c.field, err)
 		}
 	}
@@ -119,7 +121,7 @@ func TestZeroConfigsAreValid(t *testing.T) {
 	if err := (middleware.IdempotencyConfig{}).Validate(); err != nil {
 		t.Errorf("IdempotencyConfig{}: %v", err)
 	}
-	if err := (middleware.Backoff{}).Validate(); err != nil {
+	if err := (koto.Backoff{}).Validate(); err != nil {
 		t.Errorf("Backoff{}: %v", err)
 	}
 }

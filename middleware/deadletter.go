@@ -7,8 +7,12 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -26,22 +30,23 @@ type DeadLetterConfig struct {
 	// consumer group, e.g. "payments.order-placed-consumer.dlq".
 	Topic string
 	// ConsumerGroup returns the consumer group a message was consumed by,
-	// which names the default topic and fills [DeadLetterConsumerGroupKey].
+	// which names the default topic and fills [dlqmeta.ConsumerGroup].
 	// Default [HandlerName].
 	ConsumerGroup func(msg *message.Message) string
 	// MaxAttempts is how many times the handler may fail with a
-	// [ClassRetryable] error in one delivery; the last failure is
+	// [koto.ClassRetryable] error in one delivery; the last failure is
 	// dead-lettered. Outages do not count. Default [DefaultMaxAttempts];
 	// 1 dead-letters the first failure.
 	MaxAttempts int
-	// MaxElapsedTime bounds the retries of [ClassRetryable] errors: no
+	// MaxElapsedTime bounds the retries of [koto.ClassRetryable] errors: no
 	// retry is scheduled later than this after the first such failure.
 	// Default [DefaultMaxElapsedTime].
 	MaxElapsedTime time.Duration
 	// Backoff spaces the retries, of outages and retryable errors alike.
-	Backoff Backoff
-	// Classify decides what to do with a handler error. Default [Classify].
-	Classify func(err error) ErrorClass
+	Backoff koto.Backoff
+	// Classify decides what to do with a handler error. Default
+	// koto.ClassOf.
+	Classify func(err error) koto.Class
 }
 
 func (c *DeadLetterConfig) setDefaults() {
@@ -55,28 +60,33 @@ func (c *DeadLetterConfig) setDefaults() {
 		c.MaxElapsedTime = DefaultMaxElapsedTime
 	}
 	if c.Classify == nil {
-		c.Classify = Classify
+		c.Classify = koto.ClassOf
 	}
-	c.Backoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, its Backoff included,
-// zero fields counting as their defaults, with an error that wraps
-// [ErrInvalidConfig].
+// Validate reports every invalid field of c, its Backoff included, zero
+// fields counting as their defaults, in one error that wraps
+// koto.ErrInvalidConfig.
 func (c DeadLetterConfig) Validate() error {
+	p := config.For("middleware.DeadLetterConfig")
+	c.validate(p)
+	return p.Err()
+}
+
+func (c DeadLetterConfig) validate(p *config.Problems) {
 	c.setDefaults()
 	if c.Topic != "" {
 		if err := topics.Validate(c.Topic); err != nil {
-			return invalid("DeadLetterConfig.Topic: %w; or leave it empty for the default, topics.DeadLetter(consumer group)", err)
+			p.Add("Topic", "%v; or leave it empty for the default, topics.DeadLetter(consumer group)", err)
 		}
 	}
-	switch {
-	case c.MaxAttempts < 0:
-		return invalid("DeadLetterConfig.MaxAttempts is negative (%d); use 0 for the default (%d) or a positive count", c.MaxAttempts, DefaultMaxAttempts)
-	case c.MaxElapsedTime < 0:
-		return invalid("DeadLetterConfig.MaxElapsedTime is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, DefaultMaxElapsedTime)
+	if c.MaxAttempts < 0 {
+		p.Add("MaxAttempts", "is negative (%d); use 0 for the default (%d) or a positive count", c.MaxAttempts, DefaultMaxAttempts)
 	}
-	return c.Backoff.validate("DeadLetterConfig.Backoff")
+	if c.MaxElapsedTime < 0 {
+		p.Add("MaxElapsedTime", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, DefaultMaxElapsedTime)
+	}
+	p.Nest("Backoff", c.Backoff.Validate())
 }
 
 // HandlerName returns the name of the router handler that consumes msg
@@ -89,24 +99,26 @@ func HandlerName(msg *message.Message) string {
 // DeadLetter retries a failing handler with backoff and, when the error is
 // poison or the retries are exhausted, publishes the message to the
 // dead-letter topic with pub and acks it, so the partition moves on. What
-// happens to each [ErrorClass] (cfg.Classify), and what a dead letter
+// happens to each [koto.Class] (cfg.Classify), and what a dead letter
 // carries, the package doc describes. When the message's context ends
 // (the router or subscriber closes) the last error is returned and the
 // router nacks the message. If the dead letter cannot be published, the
 // error is returned: the message is nacked and redelivered, never lost. A
 // message for which there is no valid dead-letter topic is nacked with an
-// error that wraps [ErrInvalidConfig].
+// error that wraps koto.ErrInvalidConfig.
 //
 // DeadLetter recovers panics of the handler ([PanicError]), so Watermill's
 // Recoverer is not needed inside it.
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
+	p := config.For("middleware.DeadLetterConfig")
 	if pub == nil {
-		return nil, invalid("DeadLetter: the publisher is nil; pass the publisher that sends dead letters")
+		p.Add("", "has no publisher: DeadLetter got nil; pass the publisher that sends dead letters")
 	}
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg.validate(p)
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	cfg.setDefaults()
 	d := &deadLetter{pub: pub, cfg: cfg}
 	return d.middleware, nil
 }
@@ -121,7 +133,7 @@ type delivery struct {
 	attempts     int // handler calls
 	failures     int // retryable failures
 	firstFailure time.Time
-	dead         *ErrorClass // set when the failure is to be dead-lettered
+	dead         *koto.Class // set when the failure is to be dead-lettered
 }
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
@@ -161,11 +173,11 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 
 // giveUp counts a failure of class and reports whether to dead-letter now
 // rather than retry after delay.
-func (d *deadLetter) giveUp(s *delivery, class ErrorClass, delay time.Duration) bool {
+func (d *deadLetter) giveUp(s *delivery, class koto.Class, delay time.Duration) bool {
 	switch class {
-	case ClassPoison:
+	case koto.ClassPoison:
 		return true
-	case ClassOutage:
+	case koto.ClassOutage:
 		return false
 	}
 	s.failures++
@@ -180,7 +192,7 @@ func (d *deadLetter) giveUp(s *delivery, class ErrorClass, delay time.Duration) 
 func callRecovering(h message.HandlerFunc, msg *message.Message) (produced []*message.Message, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			produced, err = nil, &PanicError{Value: v, Stack: string(debug.Stack())}
+			produced, err = nil, koto.Poison(&PanicError{Value: v, Stack: string(debug.Stack())})
 		}
 	}()
 	return h(msg)
@@ -188,7 +200,7 @@ func callRecovering(h message.HandlerFunc, msg *message.Message) (produced []*me
 
 // send publishes the dead letter of msg and acks msg, or returns the error
 // so that msg is nacked.
-func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, attempts int) ([]*message.Message, error) {
+func (d *deadLetter) send(msg *message.Message, cause error, class koto.Class, attempts int) ([]*message.Message, error) {
 	group := d.cfg.ConsumerGroup(msg)
 	topic, err := d.topic(group)
 	if err != nil {
@@ -196,7 +208,7 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 	}
 	dl := deadLetterMessage(msg, cause, class, attempts, group)
 	err = d.pub.Publish(topic, dl)
-	if tooLarge(err) {
+	if errors.Is(err, koto.ErrMessageTooLarge) {
 		// Nacked, it would come back and be refused again, for ever.
 		dl = droppedLetter(dl, err)
 		err = d.pub.Publish(topic, dl)
@@ -204,7 +216,7 @@ func (d *deadLetter) send(msg *message.Message, cause error, class ErrorClass, a
 	if err != nil {
 		return nil, errors.Join(cause, fmt.Errorf("middleware: publish dead letter to %s: %w", topic, err))
 	}
-	note := deadLetterNote{cause: cause, class: class, errorType: dl.Metadata.Get(DeadLetterErrorTypeKey)}
+	note := deadLetterNote{cause: cause, class: class, errorType: dl.Metadata.Get(dlqmeta.ErrorType)}
 	reportFrom(msg.Context()).deadLettered(note,
 		slog.String(logattr.Error, cause.Error()),
 		slog.String(logattr.ErrorClass, class.String()),
@@ -218,11 +230,11 @@ func (d *deadLetter) topic(group string) (string, error) {
 		return d.cfg.Topic, nil
 	}
 	if group == "" {
-		return "", invalid("no dead-letter topic: no consumer group (no handler name in the message context); set DeadLetterConfig.Topic or ConsumerGroup")
+		return "", config.Invalid("middleware.DeadLetterConfig", "", "gives no dead-letter topic: no consumer group (no handler name in the message context); set Topic or ConsumerGroup")
 	}
 	topic := topics.DeadLetter(group)
 	if err := topics.Validate(topic); err != nil {
-		return "", invalid("dead-letter topic of consumer group %q: %w; set DeadLetterConfig.Topic or ConsumerGroup", group, err)
+		return "", config.Invalid("middleware.DeadLetterConfig", "", "gives no valid dead-letter topic for consumer group %q: %v; set Topic or ConsumerGroup", group, err)
 	}
 	return topic, nil
 }

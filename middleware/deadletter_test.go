@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -34,11 +36,11 @@ func handleOrder(processed *kafkatest.Counter, seq *[]string) message.NoPublishH
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
-			return middleware.Poison(fmt.Errorf("decode order: %w", err))
+			return koto.Poison(fmt.Errorf("decode order: %w", err))
 		}
 		switch o.Kind {
 		case "permanent":
-			return middleware.Poison(errors.New("order rejected"))
+			return koto.Poison(errors.New("order rejected"))
 		case "panic":
 			panic("boom")
 		case "flaky":
@@ -53,7 +55,7 @@ func handleOrder(processed *kafkatest.Counter, seq *[]string) message.NoPublishH
 
 func orderMessage(payload string) *message.Message {
 	m := message.NewMessage(watermill.NewUUID(), []byte(payload))
-	m.Metadata.Set(broker.PartitionKeyMetadataKey, "one-partition")
+	m.Metadata.Set(koto.PartitionKeyMetadataKey, "one-partition")
 	m.Metadata.Set("tenant", "acme")
 	return m
 }
@@ -98,7 +100,7 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 		Logger:    slog.New(slog.DiscardHandler),
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3,
-			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
+			Backoff:     koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
 	processed := new(kafkatest.Counter)
@@ -209,7 +211,7 @@ func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 		middleware.DeadLetterOriginalTopicKey:  topic,
 		middleware.DeadLetterOriginalOffsetKey: "0",
 		correlation.MetadataKey:                "corr-big",
-		broker.PartitionKeyMetadataKey:         "one-partition",
+		koto.PartitionKeyMetadataKey:           "one-partition",
 		"tenant":                               "",
 	} {
 		if got := dl.Metadata.Get(k); got != want {

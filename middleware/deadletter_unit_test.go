@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
@@ -60,7 +62,7 @@ func deadLetters(t *testing.T, gc *unitChannel) []*message.Message {
 func deadLetterUnit(t *testing.T, gc *unitChannel, cfg middleware.DeadLetterConfig, h message.HandlerFunc) message.HandlerFunc {
 	t.Helper()
 	cfg.Topic = unitDLQ
-	cfg.Backoff = middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
+	cfg.Backoff = koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 2 * time.Millisecond}
 	m, err := middleware.DeadLetter(gc, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +82,7 @@ func TestOutageIsNeverDeadLettered(t *testing.T) {
 		if calls == 20 {
 			cancel() // the router closes
 		}
-		return nil, middleware.Outage(errors.New("database unreachable"))
+		return nil, koto.Outage(errors.New("database unreachable"))
 	})
 	msg := message.NewMessage("outage", nil)
 	msg.SetContext(ctx)
@@ -103,7 +105,7 @@ func TestOutagesDoNotCountAsAttempts(t *testing.T) {
 	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 2}, func(*message.Message) ([]*message.Message, error) {
 		calls++
 		if calls <= 5 {
-			return nil, middleware.Outage(errors.New("database unreachable"))
+			return nil, koto.Outage(errors.New("database unreachable"))
 		}
 		return nil, errors.New("bug")
 	})
@@ -142,9 +144,9 @@ func TestNoConsumerGroupNacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m(func(*message.Message) ([]*message.Message, error) {
-		return nil, middleware.Poison(errors.New("bad"))
+		return nil, koto.Poison(errors.New("bad"))
 	})(message.NewMessage("nowhere", nil))
-	if !errors.Is(err, middleware.ErrInvalidConfig) {
+	if !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("poison without a dead-letter topic: err %v, want a nack with ErrInvalidConfig", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
@@ -15,55 +16,41 @@ type Config struct {
 	// Publisher publishes dead letters. Required.
 	Publisher message.Publisher
 	// Store remembers processed messages. Nil leaves idempotency out of
-	// the chain, for handlers that must see every delivery.
+	// the chain, for handlers that must see every delivery. With
+	// Idempotency.Transactional it is the store of the handler's database
+	// (a *postgres.Store): give its pool a connection per message handled
+	// at once, and some to spare.
 	Store idempotency.Store
-	// Transactional, when true, runs each delivery in a transaction of
-	// Store's database: the chain gets [TransactionalIdempotency] in place
-	// of [Idempotency], and Store must be a [TransactionalStore] (a
-	// *postgres.Store). Give its pool a connection per partition the
-	// router consumes, and some to spare. Idempotency.Outbox then sends
-	// what the handler publishes through that database's outbox.
-	Transactional bool
 	// Logger receives the [Logging] lines. Nil means slog.Default().
 	Logger *slog.Logger
-	// Idempotency configures [Idempotency] or [TransactionalIdempotency].
+	// Idempotency configures [Idempotency].
 	Idempotency IdempotencyConfig
 	// DeadLetter configures [DeadLetter].
 	DeadLetter DeadLetterConfig
 	// Telemetry records the consumer spans and metrics, and the producer
-	// spans of the dead letters (their publisher is decorated with
-	// Telemetry.Publisher). Nil: telemetry.New with the zero
+	// spans of the dead letters. Nil: telemetry.New with the zero
 	// telemetry.Config, OpenTelemetry's global providers, which cost
 	// nothing until the application sets them.
 	Telemetry *telemetry.Telemetry
 }
 
-// Validate reports the first invalid field of c, its Idempotency and
-// DeadLetter configs included, zero fields counting as their defaults,
-// with an error that wraps [ErrInvalidConfig].
+// Validate reports every invalid field of c, its Idempotency and
+// DeadLetter configs included, zero fields counting as their defaults, in
+// one error that wraps koto.ErrInvalidConfig.
 func (c Config) Validate() error {
-	switch {
-	case c.Publisher == nil:
-		return invalid("Config.Publisher is nil; set it to the publisher that sends dead letters")
-	case c.Transactional && c.Store == nil:
-		return invalid("Config.Transactional is set but Config.Store is nil; set Store to the postgres.Store of the handler's database")
-	case !c.Transactional && (c.Idempotency.Outbox != nil || c.Idempotency.LockKeys != nil):
-		return invalid("IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode writes into an outbox; " +
-			"set Config.Transactional (with Store the postgres.Store of the outbox's database), or unset them")
-	case !c.Transactional && c.Idempotency.DeferClaim:
-		return invalid("IdempotencyConfig.DeferClaim is set, but only the transactional mode has a claim to defer; " +
-			"set Config.Transactional (with Store the postgres.Store of the handler's database), or unset it")
-	case c.Transactional && c.Idempotency.IgnoreStoreErrors:
-		return invalid("Config.Transactional is set with IdempotencyConfig.IgnoreStoreErrors, " +
-			"but the transactional mode cannot run a handler without its database; unset IgnoreStoreErrors")
+	p := config.For("middleware.Config")
+	if c.Publisher == nil {
+		p.Add("Publisher", "is nil; set it to the publisher that sends dead letters")
 	}
-	if _, ok := c.Store.(TransactionalStore); c.Transactional && !ok {
-		return invalid("Config.Transactional is set, so Config.Store must be a TransactionalStore (a *postgres.Store), not %T", c.Store)
+	if c.Store == nil && c.Idempotency.Transactional {
+		p.Add("Store", "is nil but Idempotency.Transactional is set; set Store to the postgres.Store of the handler's database")
 	}
-	if err := c.Idempotency.Validate(); err != nil {
-		return err
+	if _, ok := c.Store.(idempotency.TxStore); c.Store != nil && c.Idempotency.Transactional && !ok {
+		p.Add("Store", "is a %T, but Idempotency.Transactional needs an idempotency.TxStore (a *postgres.Store)", c.Store)
 	}
-	return c.DeadLetter.Validate()
+	p.Nest("Idempotency", c.Idempotency.Validate())
+	p.Nest("DeadLetter", c.DeadLetter.Validate())
+	return p.Err()
 }
 
 // Chain is the middleware chain [Defaults] builds. Add its
@@ -71,7 +58,7 @@ func (c Config) Validate() error {
 // and before the store.
 type Chain struct {
 	middlewares []message.HandlerMiddleware
-	dedup       *IdempotentConsumer // nil unless check-handle-mark is in the chain
+	marks       *checkHandleMark // nil unless check-handle-mark is in the chain
 }
 
 // Middlewares returns the chain, outermost first, for router.AddMiddleware
@@ -80,23 +67,24 @@ func (c *Chain) Middlewares() []message.HandlerMiddleware {
 	return append([]message.HandlerMiddleware(nil), c.middlewares...)
 }
 
-// Close closes what the chain owns: the [IdempotentConsumer] of
-// check-handle-mark, which waits for its pending marks (see there).
+// Close refuses new deliveries (an outage wrapping [ErrClosed]) and waits
+// for the marks that check-handle-mark makes after an ack. If ctx ends
+// first, it gives them up (a later duplicate of those messages would run
+// the handler again) and returns ctx's error. Calling it twice is fine.
 func (c *Chain) Close(ctx context.Context) error {
-	if c.dedup == nil {
+	if c.marks == nil {
 		return nil
 	}
-	return c.dedup.Close(ctx)
+	return c.marks.Close(ctx)
 }
 
 // Defaults returns the recommended middleware chain, outermost first:
 //
 //	Correlation, Telemetry, Logging, DeadLetter, Idempotency
 //
-// where Telemetry is Config.Telemetry's Middleware, or, with
-// Config.Transactional, TransactionalIdempotency last; the package doc
-// says why in this order. When cfg is invalid it returns an error that
-// wraps [ErrInvalidConfig] and names the field.
+// where Telemetry is Config.Telemetry's Middleware; the package doc says
+// why in this order. An invalid cfg is an error that wraps
+// koto.ErrInvalidConfig and names each field.
 func Defaults(cfg Config) (*Chain, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -113,18 +101,12 @@ func Defaults(cfg Config) (*Chain, error) {
 		return nil, err
 	}
 	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, tel.Middleware, Logging(cfg.Logger), deadLetter}}
-	switch {
-	case cfg.Transactional:
-		tx, err := TransactionalIdempotency(cfg.Store.(TransactionalStore), cfg.Idempotency)
+	if cfg.Store != nil {
+		m, err := newIdempotency(cfg.Store, cfg.Idempotency)
 		if err != nil {
 			return nil, err
 		}
-		c.middlewares = append(c.middlewares, tx)
-	case cfg.Store != nil:
-		if c.dedup, err = NewIdempotency(cfg.Store, cfg.Idempotency); err != nil {
-			return nil, err
-		}
-		c.middlewares = append(c.middlewares, c.dedup.Middleware)
+		c.middlewares, c.marks = append(c.middlewares, m.middleware), m.marks
 	}
 	return c, nil
 }

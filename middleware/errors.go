@@ -5,65 +5,8 @@ import (
 	"fmt"
 )
 
-// ErrInvalidConfig is wrapped by every error that rejects a configuration:
-// of the constructors, of the Validate methods, and of [DeadLetter] when it
-// finds no valid dead-letter topic for a message. Test for it with
-// errors.Is; the error's text names the field and says what to change.
-var ErrInvalidConfig = errors.New("middleware: invalid configuration")
-
-// invalid returns a configuration error: ErrInvalidConfig followed by the
-// formatted text.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-}
-
-// PoisonError marks an error of the message itself, which no retry can
-// fix ([ClassPoison]). Create one with [Poison]; test for one with
-// errors.As.
-type PoisonError struct {
-	Err error // the error marked poison
-}
-
-// Poison marks err as poison: [DeadLetter] sends the message to the
-// dead-letter topic at once, without retrying it. Poison(nil) is nil. Wrap
-// with it the error of decoding a message's payload (see the package doc).
-func Poison(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &PoisonError{Err: err}
-}
-
-// Error returns the text of the wrapped error.
-func (e *PoisonError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *PoisonError) Unwrap() error { return e.Err }
-
-// OutageError marks an error of the infrastructure, not of the message
-// ([ClassOutage]). Create one with [Outage]; test for one with errors.As.
-type OutageError struct {
-	Err error // the error marked an outage
-}
-
-// Outage marks err as an outage: [DeadLetter] retries the message with
-// backoff for as long as it takes and never dead-letters it. Outage(nil)
-// is nil.
-func Outage(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &OutageError{Err: err}
-}
-
-// Error returns the text of the wrapped error.
-func (e *OutageError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *OutageError) Unwrap() error { return e.Err }
-
-// PanicError is the error [DeadLetter] returns for a handler that panicked.
-// It is [ClassPoison].
+// PanicError is the error of a handler that panicked, recovered by
+// [DeadLetter]; it is poison.
 type PanicError struct {
 	// Value is what the handler passed to panic.
 	Value any

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
@@ -110,7 +112,7 @@ func ExampleDeadLetter() {
 		panic(err)
 	}
 	handler := deadLetter(func(*message.Message) ([]*message.Message, error) {
-		return nil, middleware.Poison(errors.New("unknown currency XXX"))
+		return nil, koto.Poison(errors.New("unknown currency XXX"))
 	})
 	_, err = handler(message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002b", []byte(`{"currency":"XXX"}`)))
 	fmt.Println("error for the router:", err) // nil: the message is acked
@@ -181,7 +183,7 @@ func ExampleDefaults() {
 	group := topics.ConsumerGroup("payments", "order-placed")
 	router.AddConsumerHandler(group, topics.Event("orders", "order-placed"), pubSub, func(msg *message.Message) error {
 		if string(msg.Payload) == "not json" {
-			return middleware.Poison(errors.New("cannot decode"))
+			return koto.Poison(errors.New("cannot decode"))
 		}
 		return nil
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -127,7 +129,7 @@ func newMessages(n int) []*message.Message {
 	msgs := make([]*message.Message, n)
 	for i := range msgs {
 		msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(`{"n":`+strconv.Itoa(i)+`}`))
-		msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, msgs[i].UUID)
+		msgs[i].Metadata.Set(koto.PartitionKeyMetadataKey, msgs[i].UUID)
 	}
 	return msgs
 }

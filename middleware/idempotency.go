@@ -8,12 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/internal/reporting"
 	"github.com/koto-dev/watermill-koto/internal/retry"
-	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // Defaults of [IdempotencyConfig].
@@ -22,8 +25,8 @@ const (
 	DefaultMarkAfterAckTimeout = time.Minute
 )
 
-// IdempotencyConfig configures [Idempotency] and [TransactionalIdempotency].
-// The zero value is the default.
+// IdempotencyConfig configures [Idempotency]. The zero value is the
+// default: check, handle, mark.
 type IdempotencyConfig struct {
 	// Key returns the key of a message. Default [MessageKey]. An error makes
 	// the message poison: it can never be processed safely.
@@ -32,40 +35,44 @@ type IdempotencyConfig struct {
 	// idempotency.ScopedKey(scope, key). Default [HandlerName]. Return ""
 	// to store the bare key.
 	Scope func(msg *message.Message) string
-	// IgnoreStoreErrors, when true, prefers availability to deduplication:
-	// a failed check runs the handler anyway and a failed mark is dropped,
-	// both noted in the log line. By default a store error is an outage.
-	IgnoreStoreErrors bool
 	// StoreTimeout bounds each store call. Default [DefaultStoreTimeout].
 	StoreTimeout time.Duration
-	// MarkBackoff spaces the retries of a failed mark.
-	MarkBackoff Backoff
-	// MarkAfterAckTimeout bounds the wait for the ack of a message whose
-	// handler returned messages, and then the retries of its mark. Default
-	// [DefaultMarkAfterAckTimeout].
-	MarkAfterAckTimeout time.Duration
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
 	// to count them. Handlers run concurrently, and so may it.
 	OnDuplicate func(msg *message.Message, scope, key string)
-	// Outbox, in the transactional mode only, is the transactional outbox
-	// of the store's database (an *outbox.Outbox): the handler's
-	// transaction is bound to it, and the messages the handler returns are
-	// written into it, so that they commit with the handler's writes (see
-	// the package doc). Nil: the handler must not return messages.
-	Outbox TxOutbox
-	// LockKeys, in the transactional mode with an Outbox only, returns the
-	// keys to lock before the claim, the partition keys of the messages
-	// the handler will write into the outbox, so that they reach Kafka in
-	// the order their transactions commit. An error makes the message
-	// poison.
+
+	// IgnoreStoreErrors, in check-handle-mark, prefers availability to
+	// deduplication: a failed check runs the handler anyway and a failed
+	// mark is dropped, both noted in the log line. By default a store
+	// error is an outage.
+	IgnoreStoreErrors bool
+	// MarkBackoff, in check-handle-mark, spaces the retries of a failed
+	// mark.
+	MarkBackoff koto.Backoff
+	// MarkAfterAckTimeout, in check-handle-mark, bounds the wait for the
+	// ack of a message whose handler returned messages, and then the
+	// retries of its mark. Default [DefaultMarkAfterAckTimeout].
+	MarkAfterAckTimeout time.Duration
+
+	// Transactional runs each delivery in a transaction of the store's
+	// database that claims its key (see Exactly-once effects in the
+	// package doc); the store must be an idempotency.TxStore.
+	Transactional bool
+	// Outbox, in the transactional mode, is the publisher of the outbox
+	// of the store's database that writes into the transaction of each
+	// message's context (outbox.Outbox.ContextPublisher): the messages the
+	// handler returns are written through it, so that they commit with
+	// its effects. Nil: the handler must not return messages.
+	Outbox message.Publisher
+	// LockKeys, in the transactional mode, returns the keys to lock before
+	// the claim: the partition keys of the messages the handler will write
+	// into the outbox, so that they reach Kafka in the order their
+	// transactions commit. An error makes the message poison.
 	LockKeys func(msg *message.Message) ([]string, error)
-	// DeferClaim, in the transactional mode only, sends BEGIN and the
-	// claim with the handler's first statement instead of in a round trip
-	// of their own before the handler: a round trip less per message, but
-	// the handler starts before the claim is decided, so its code before
-	// its first statement also runs for a duplicate (see the package doc).
-	// By default the claim comes first and a duplicate never reaches the
-	// handler.
+	// DeferClaim, in the transactional mode, sends BEGIN and the claim
+	// with the handler's first statement instead of before the handler: a
+	// round trip less per message, but the handler's code before its first
+	// statement also runs for a duplicate (see the package doc).
 	DeferClaim bool
 }
 
@@ -82,69 +89,85 @@ func (c *IdempotencyConfig) setDefaults() {
 	if c.MarkAfterAckTimeout == 0 {
 		c.MarkAfterAckTimeout = DefaultMarkAfterAckTimeout
 	}
-	c.MarkBackoff.setDefaults()
 }
 
-// Validate reports the first invalid field of c, its MarkBackoff included,
-// zero fields counting as their defaults, with an error that wraps
-// [ErrInvalidConfig].
+// Validate reports every invalid field of c, its MarkBackoff included,
+// zero fields counting as their defaults, in one error that wraps
+// koto.ErrInvalidConfig.
 func (c IdempotencyConfig) Validate() error {
+	p := config.For("middleware.IdempotencyConfig")
+	c.validate(p)
+	return p.Err()
+}
+
+func (c IdempotencyConfig) validate(p *config.Problems) {
 	c.setDefaults()
+	if c.StoreTimeout < 0 {
+		p.Add("StoreTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.StoreTimeout, DefaultStoreTimeout)
+	}
+	if c.MarkAfterAckTimeout < 0 {
+		p.Add("MarkAfterAckTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, DefaultMarkAfterAckTimeout)
+	}
+	p.Nest("MarkBackoff", c.MarkBackoff.Validate())
 	switch {
-	case c.StoreTimeout < 0:
-		return invalid("IdempotencyConfig.StoreTimeout is negative (%v); use 0 for the default (%v) or a positive duration", c.StoreTimeout, DefaultStoreTimeout)
-	case c.MarkAfterAckTimeout < 0:
-		return invalid("IdempotencyConfig.MarkAfterAckTimeout is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, DefaultMarkAfterAckTimeout)
+	case c.Transactional && c.IgnoreStoreErrors:
+		p.Add("IgnoreStoreErrors", "is set with Transactional, but the transactional mode cannot run a handler without its database; unset it")
+	case !c.Transactional && (c.Outbox != nil || c.LockKeys != nil || c.DeferClaim):
+		p.Add("Transactional", "is not set, but Outbox, LockKeys or DeferClaim is, which only the transactional mode uses; "+
+			"set Transactional (with the store of the handler's database), or unset them and publish with the outbox's Transact in the handler")
 	}
-	return c.MarkBackoff.validate("IdempotencyConfig.MarkBackoff")
 }
 
-// Idempotency skips messages that were already processed: check, handle,
-// mark, as the package doc describes. It is [NewIdempotency] without an
-// owner for the marks it makes after an ack, which end on their own within
-// twice MarkAfterAckTimeout. Where they must land before the store closes,
-// use [NewIdempotency] (or [Defaults]) and Close it between the router and
-// the store.
+// Idempotency skips messages that were already processed. By default it
+// checks, handles and marks (the package doc describes each mode); with
+// cfg.Transactional, store must be an idempotency.TxStore and each delivery
+// runs in a transaction that claims its key. A nil store or an invalid cfg
+// is an error that wraps koto.ErrInvalidConfig.
 //
-// Idempotency panics if store is nil or cfg is invalid; [NewIdempotency]
-// returns the error instead.
-func Idempotency(store idempotency.Store, cfg IdempotencyConfig) message.HandlerMiddleware {
-	m, err := NewIdempotency(store, cfg)
+// Check-handle-mark marks a message whose handler returned messages only
+// once the router acked it, on a goroutine that ends within twice
+// MarkAfterAckTimeout; [Defaults] returns a [Chain] whose Close waits for
+// those marks, to call between the router's Close and the store's.
+func Idempotency(store idempotency.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
+	m, err := newIdempotency(store, cfg)
 	if err != nil {
-		panic(err)
-	}
-	return m.Middleware
-}
-
-// NewIdempotency returns the [IdempotentConsumer] for store and cfg, or a
-// configuration error, which wraps [ErrInvalidConfig].
-func NewIdempotency(store idempotency.Store, cfg IdempotencyConfig) (*IdempotentConsumer, error) {
-	if store == nil {
-		return nil, invalid("Idempotency: the store is nil; pass an idempotency.Store, such as idempotency.NewMemoryStore or postgres.NewStore")
-	}
-	if cfg.Outbox != nil || cfg.LockKeys != nil {
-		return nil, invalid("Idempotency: IdempotencyConfig.Outbox or LockKeys is set, but only the transactional mode " +
-			"writes into an outbox; use TransactionalIdempotency (Config.Transactional), or unset them and publish with outbox.Transact in the handler")
-	}
-	if cfg.DeferClaim {
-		return nil, invalid("Idempotency: IdempotencyConfig.DeferClaim is set, but only the transactional mode has a claim to defer; " +
-			"use TransactionalIdempotency (Config.Transactional), or unset it")
-	}
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	life, abort := context.WithCancel(context.Background())
-	return &IdempotentConsumer{store: store, cfg: cfg, pending: map[string][]chan struct{}{}, life: life, abort: abort}, nil
+	return m.middleware, nil
 }
 
-// IdempotentConsumer is the check-handle-mark middleware ([Middleware]) with
-// an owner for the marks it makes after an ack ([Close]). Make it with
-// [NewIdempotency]; close it after the router and before the store.
-//
-// [Middleware]: IdempotentConsumer.Middleware
-// [Close]: IdempotentConsumer.Close
-type IdempotentConsumer struct {
+// idempotent is a middleware of Idempotency; marks is nil in the
+// transactional mode, which marks nothing after an ack.
+type idempotent struct {
+	middleware message.HandlerMiddleware
+	marks      *checkHandleMark
+}
+
+func newIdempotency(store idempotency.Store, cfg IdempotencyConfig) (idempotent, error) {
+	p := config.For("middleware.IdempotencyConfig")
+	cfg.validate(p)
+	txStore, isTx := store.(idempotency.TxStore)
+	switch {
+	case store == nil:
+		p.Add("", "has no store: Idempotency got nil; pass an idempotency.Store, such as idempotency.NewMemoryStore or postgres.NewStore")
+	case cfg.Transactional && !isTx:
+		p.Add("Transactional", "is set, so the store must be an idempotency.TxStore (a *postgres.Store), not %T", store)
+	}
+	if err := p.Err(); err != nil {
+		return idempotent{}, err
+	}
+	cfg.setDefaults()
+	if cfg.Transactional {
+		return idempotent{middleware: (&txDedup{store: txStore, cfg: cfg}).middleware}, nil
+	}
+	life, abort := context.WithCancel(context.Background())
+	m := &checkHandleMark{store: store, cfg: cfg, pending: map[string][]chan struct{}{}, life: life, abort: abort}
+	return idempotent{middleware: m.middleware, marks: m}, nil
+}
+
+// checkHandleMark is the check-handle-mark middleware, with the owner of
+// the marks it makes after an ack.
+type checkHandleMark struct {
 	store idempotency.Store
 	cfg   IdempotencyConfig
 
@@ -159,16 +182,16 @@ type IdempotentConsumer struct {
 	abort context.CancelFunc
 }
 
-// Middleware is the router middleware: it skips a message whose scoped key
-// the store has, and marks the key of a message whose handler succeeded.
-func (d *IdempotentConsumer) Middleware(h message.HandlerFunc) message.HandlerFunc {
+// middleware skips a message whose scoped key the store has, and marks the
+// key of a message whose handler succeeded.
+func (d *checkHandleMark) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		k, err := d.cfg.keyOf(msg)
 		if err != nil {
 			return nil, err
 		}
 		if d.closed.Load() {
-			return nil, Outage(fmt.Errorf("middleware: idempotency: %w", ErrClosed))
+			return nil, koto.Outage(fmt.Errorf("middleware: idempotency: %w", ErrClosed))
 		}
 		ctx := msg.Context()
 		if err := d.awaitPending(ctx, k.stored); err != nil {
@@ -204,10 +227,10 @@ func (d *IdempotentConsumer) Middleware(h message.HandlerFunc) message.HandlerFu
 
 // isProcessed asks the store. A store error is an outage, or with
 // IgnoreStoreErrors, noted and taken as "not processed".
-func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool, error) {
+func (d *checkHandleMark) isProcessed(ctx context.Context, key string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
-	record := telemetry.StoreCall(ctx, telemetry.StoreCheck)
+	record := reporting.From(ctx).StoreCall(reporting.StoreCheck)
 	done, err := d.store.IsProcessed(ctx, key)
 	record(err)
 	if err == nil {
@@ -218,7 +241,7 @@ func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool,
 		reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
 		return false, nil
 	}
-	return false, Outage(err)
+	return false, koto.Outage(err)
 }
 
 // mark records key after the handler succeeded. A store error is retried
@@ -228,7 +251,7 @@ func (d *IdempotentConsumer) isProcessed(ctx context.Context, key string) (bool,
 // ctx ends meanwhile: a router that closes cancels its messages' contexts,
 // and a mark cut short then would make the redelivery run the handler
 // again.
-func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
+func (d *checkHandleMark) mark(ctx context.Context, key string) error {
 	return retry.Do(ctx, d.cfg.MarkBackoff.Delay, func() error {
 		if err := d.markOnce(ctx, key); err != nil {
 			return fmt.Errorf("middleware: idempotency mark: %w", err)
@@ -238,15 +261,15 @@ func (d *IdempotentConsumer) mark(ctx context.Context, key string) error {
 		if d.cfg.IgnoreStoreErrors {
 			return f.Err
 		}
-		reportFrom(ctx).retry(retryNote{err: f.Err, class: ClassOutage, attempt: f.Retry, delay: f.Delay})
+		reportFrom(ctx).retry(retryNote{err: f.Err, class: koto.ClassOutage, attempt: f.Retry, delay: f.Delay})
 		return nil
-	}, Outage)
+	}, koto.Outage)
 }
 
-func (d *IdempotentConsumer) markOnce(ctx context.Context, key string) error {
+func (d *checkHandleMark) markOnce(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StoreTimeout)
 	defer cancel()
-	record := telemetry.StoreCall(ctx, telemetry.StoreMark)
+	record := reporting.From(ctx).StoreCall(reporting.StoreMark)
 	err := d.store.MarkProcessed(ctx, key)
 	record(err)
 	return err

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
@@ -15,12 +17,12 @@ import (
 // context, since an outer middleware (a timeout, say) may cancel it before
 // the router publishes and acks. Until the goroutine is done, deliveries of
 // key wait in awaitPending.
-func (d *IdempotentConsumer) markOnAck(ctx context.Context, msg *message.Message, key string) error {
+func (d *checkHandleMark) markOnAck(ctx context.Context, msg *message.Message, key string) error {
 	done := make(chan struct{})
 	d.mu.Lock()
 	if d.closed.Load() {
 		d.mu.Unlock()
-		return Outage(fmt.Errorf("middleware: idempotency mark after the ack: %w", ErrClosed))
+		return koto.Outage(fmt.Errorf("middleware: idempotency mark after the ack: %w", ErrClosed))
 	}
 	d.pending[key] = append(d.pending[key], done)
 	d.marks.Add(1)
@@ -46,7 +48,7 @@ func (d *IdempotentConsumer) markOnAck(ctx context.Context, msg *message.Message
 
 // acked waits until msg is acked (true), or nacked, MarkAfterAckTimeout
 // passes or Close gives up waiting (false).
-func (d *IdempotentConsumer) acked(msg *message.Message) bool {
+func (d *checkHandleMark) acked(msg *message.Message) bool {
 	t := time.NewTimer(d.cfg.MarkAfterAckTimeout)
 	defer t.Stop()
 	select {
@@ -60,7 +62,7 @@ func (d *IdempotentConsumer) acked(msg *message.Message) bool {
 }
 
 // settle ends the pending mark of key that done stands for.
-func (d *IdempotentConsumer) settle(key string, done chan struct{}) {
+func (d *checkHandleMark) settle(key string, done chan struct{}) {
 	d.mu.Lock()
 	d.pending[key] = slices.DeleteFunc(d.pending[key], func(c chan struct{}) bool { return c == done })
 	if len(d.pending[key]) == 0 {
@@ -74,7 +76,7 @@ func (d *IdempotentConsumer) settle(key string, done chan struct{}) {
 // mark it, so that a duplicate right behind one is skipped. After
 // StoreTimeout it returns ErrMarkPending as an outage, so the delivery is
 // retried later instead of running the handler a second time.
-func (d *IdempotentConsumer) awaitPending(ctx context.Context, key string) error {
+func (d *checkHandleMark) awaitPending(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
 	defer cancel()
 	for {
@@ -90,17 +92,15 @@ func (d *IdempotentConsumer) awaitPending(ctx context.Context, key string) error
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return Outage(fmt.Errorf("%w (key %s): %w", ErrMarkPending, key, ctx.Err()))
+			return koto.Outage(fmt.Errorf("%w (key %s): %w", ErrMarkPending, key, ctx.Err()))
 		}
 	}
 }
 
-// Close refuses new deliveries (an outage wrapping [ErrClosed]) and waits
-// for the pending marks after an ack to land. If ctx ends first, it gives
-// them up (a later duplicate of those messages would run the handler
-// again), waits for their goroutines to return and returns ctx's error.
-// Close the router first. Calling Close more than once is fine.
-func (d *IdempotentConsumer) Close(ctx context.Context) error {
+// Close refuses new deliveries and waits for the pending marks after an
+// ack to land, as [Chain.Close] says; it waits for their goroutines to
+// return.
+func (d *checkHandleMark) Close(ctx context.Context) error {
 	d.mu.Lock()
 	d.closed.Store(true)
 	d.mu.Unlock()

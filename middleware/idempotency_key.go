@@ -6,7 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
@@ -15,7 +16,7 @@ import (
 
 // MessageKey is the default idempotency key of a message: its Watermill
 // UUID, or, for a record without one (from a non-Watermill producer),
-// "topic/partition/offset/timestamp" from watermill-kafka's context, the
+// "topic/partition/offset/timestamp" from its koto.Position, the
 // record's timestamp in Unix milliseconds. The position catches Kafka
 // redeliveries; the timestamp keeps apart a record of a topic that was
 // deleted and created again within the window, whose offsets start at 0
@@ -27,12 +28,12 @@ func MessageKey(msg *message.Message) (string, error) {
 	}
 	ctx := msg.Context()
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
-	if !pos.kafka || pos.topic == "" {
+	if !pos.kafka || pos.Topic == "" {
 		return "", errors.New("message has no UUID and no Kafka topic, partition and offset")
 	}
-	key := pos.topic + "/" + pos.partitionString() + "/" + pos.offsetString()
-	if ts, ok := kafka.MessageTimestampFromCtx(ctx); ok {
-		key += "/" + strconv.FormatInt(ts.UnixMilli(), 10)
+	key := pos.Topic + "/" + pos.partitionString() + "/" + pos.offsetString()
+	if !pos.Timestamp.IsZero() {
+		key += "/" + strconv.FormatInt(pos.Timestamp.UnixMilli(), 10)
 	}
 	return key, nil
 }
@@ -49,7 +50,7 @@ type scopedKey struct {
 func (c *IdempotencyConfig) keyOf(msg *message.Message) (scopedKey, error) {
 	key, err := c.Key(msg)
 	if err != nil {
-		return scopedKey{}, Poison(fmt.Errorf("middleware: idempotency key: %w", err))
+		return scopedKey{}, koto.Poison(fmt.Errorf("middleware: idempotency key: %w", err))
 	}
 	scope := c.Scope(msg)
 	return scopedKey{scope: scope, key: key, stored: idempotency.ScopedKey(scope, key)}, nil

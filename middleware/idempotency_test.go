@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
@@ -31,7 +33,7 @@ func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, dupl
 		Store:     store,
 		Logger:    slog.New(slog.DiscardHandler),
 		Idempotency: middleware.IdempotencyConfig{
-			MarkBackoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
+			MarkBackoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 			OnDuplicate: func(*message.Message, string, string) {
 				if duplicates != nil {
 					duplicates.Add(1)
@@ -39,7 +41,7 @@ func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, dupl
 			},
 		},
 		DeadLetter: middleware.DeadLetterConfig{
-			Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
+			Backoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
 	return mws

@@ -7,13 +7,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
-var errPoisonBug = middleware.Poison(errors.New("bug"))
+var errPoisonBug = koto.Poison(errors.New("bug"))
 
 // failingStore is a real in-memory store whose calls fail while told to:
 // the unit tests' way to stage a store outage without a database.
@@ -57,7 +59,7 @@ func (s *failingStore) MarkProcessed(ctx context.Context, key string) error {
 
 func idempotent(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig, calls *atomic.Int64, err error) message.HandlerFunc {
 	t.Helper()
-	cfg.MarkBackoff = middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
+	cfg.MarkBackoff = koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
 	m := newIdempotency(t, store, cfg)
 	return m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
-	"github.com/koto-dev/watermill-koto/telemetry"
+	"github.com/koto-dev/watermill-koto/internal/reporting"
 )
 
 // Logging logs one structured line per delivery of a message, when the
@@ -46,7 +46,7 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 			base := sync.OnceValue(func() []slog.Attr { return messageAttrs(ctx, msg) })
 			rep := &report{
 				onRetry: func(n retryNote) {
-					telemetry.ReportRetry(ctx, telemetry.Retry{Attempt: n.attempt, Err: n.err, ErrorClass: n.class.String(), Delay: n.delay})
+					reporting.From(ctx).Retried(reporting.Retry{Attempt: n.attempt, Err: n.err, ErrorClass: n.class.String(), Delay: n.delay})
 					logRetry(ctx, logger, base(), n)
 				},
 				onLate: func(text string, err error) {
@@ -57,7 +57,7 @@ func Logging(logger *slog.Logger) message.HandlerMiddleware {
 			msg.SetContext(withReport(ctx, rep))
 			produced, err := h(msg)
 			res := rep.result(err)
-			telemetry.ReportDelivery(ctx, res.telemetry())
+			reporting.From(ctx).Report(res.telemetry())
 			logDone(ctx, logger, base, res, time.Since(start), err)
 			return produced, err
 		}
@@ -73,10 +73,10 @@ func messageAttrs(ctx context.Context, msg *message.Message) []slog.Attr {
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
 	attrs := []slog.Attr{
 		slog.String(logattr.Handler, message.HandlerNameFromCtx(ctx)),
-		slog.String(logattr.Topic, pos.topic),
+		slog.String(logattr.Topic, pos.Topic),
 	}
 	if pos.kafka {
-		attrs = append(attrs, slog.Int(logattr.Partition, int(pos.partition)), slog.Int64(logattr.Offset, pos.offset))
+		attrs = append(attrs, slog.Int(logattr.Partition, int(pos.Partition)), slog.Int64(logattr.Offset, pos.Offset))
 	}
 	return append(attrs, slog.String(logattr.MessageUUID, msg.UUID), slog.String(logattr.Correlation, id))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -29,9 +31,9 @@ func kindHandler(attempts *kafkatest.Counter) message.NoPublishHandlerFunc {
 		case o.Kind == "fail-once" && first:
 			return errors.New("first attempt fails")
 		case o.Kind == "outage-once" && first:
-			return middleware.Outage(errors.New("database unreachable"))
+			return koto.Outage(errors.New("database unreachable"))
 		case o.Kind == "permanent":
-			return middleware.Poison(errors.New("order rejected"))
+			return koto.Poison(errors.New("order rejected"))
 		}
 		return nil
 	}
@@ -60,7 +62,7 @@ func TestLoggingLine(t *testing.T) {
 		Publisher:  env.pub,
 		Store:      memoryStore(t),
 		Logger:     logs.logger(),
-		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
+		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
 	attempts := new(kafkatest.Counter)
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
@@ -150,7 +152,7 @@ func TestDeadLetterPublishFailureNacks(t *testing.T) {
 	poison := message.NewMessage(watermill.NewUUID(), []byte(`{"kind":"permanent"}`))
 	env.publish(t, topic, poison)
 
-	closed, err := broker.NewPublisher(broker.Config{Brokers: env.brokers}, nil)
+	closed, err := broker.NewPublisher(broker.Config{Brokers: env.brokers})
 	if err != nil {
 		t.Fatal(err)
 	}

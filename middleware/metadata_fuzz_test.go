@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
@@ -54,7 +56,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 		for i, id := range []string{first, second} {
 			_, err := h(message.NewMessage(id, nil))
 			if id == "" {
-				if middleware.Classify(err) != middleware.ClassPoison || !strings.Contains(err.Error(), "no UUID") {
+				if koto.ClassOf(err) != koto.ClassPoison || !strings.Contains(err.Error(), "no UUID") {
 					t.Fatalf("message without UUID or position: err %v, want poison that says it has no UUID", err)
 				}
 				continue

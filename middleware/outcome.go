@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/telemetry"
+	koto "github.com/koto-dev/watermill-koto"
+
+	"github.com/koto-dev/watermill-koto/internal/reporting"
 )
 
 // Outcome is what became of one delivery of a message: the "outcome" field
@@ -20,11 +22,11 @@ const (
 	// without calling the handler, or, in the transactional mode, with
 	// what the handler did in the transaction rolled back.
 	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeRetry: an attempt failed ([ClassOutage] or [ClassRetryable])
+	// OutcomeRetry: an attempt failed ([koto.ClassOutage] or [koto.ClassRetryable])
 	// and is retried after a backoff. Logged once per retry, before the
 	// wait.
 	OutcomeRetry Outcome = "retry"
-	// OutcomeDeadLettered: the message ([ClassPoison], or [ClassRetryable]
+	// OutcomeDeadLettered: the message ([koto.ClassPoison], or [koto.ClassRetryable]
 	// past its retries) is on the dead-letter topic; it is acked.
 	OutcomeDeadLettered Outcome = "dead-lettered"
 	// OutcomeNacked: the chain returned an error (an outage that outlived
@@ -49,14 +51,14 @@ type report struct {
 // deadLetterNote describes the dead letter of a delivery.
 type deadLetterNote struct {
 	cause     error
-	class     ErrorClass
-	errorType string // DeadLetterErrorTypeKey
+	class     koto.Class
+	errorType string // dlqmeta.ErrorType
 }
 
 // retryNote describes a failed attempt that is about to be retried.
 type retryNote struct {
 	err     error
-	class   ErrorClass
+	class   koto.Class
 	attempt int
 	delay   time.Duration
 }
@@ -157,8 +159,8 @@ func (r *report) result(err error) result {
 
 // telemetry returns the account of the delivery for the telemetry
 // package.
-func (res result) telemetry() telemetry.Delivery {
-	d := telemetry.Delivery{Outcome: string(res.outcome), Attempts: res.attempts}
+func (res result) telemetry() reporting.Outcome {
+	d := reporting.Outcome{Outcome: string(res.outcome), Attempts: res.attempts}
 	if n := res.deadLetter; n != nil {
 		d.Err, d.ErrorClass, d.ErrorType = n.cause, n.class.String(), n.errorType
 	}

@@ -4,38 +4,35 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 // position is where a message was read from, as far as the subscriber told
-// the message context. Partition and offset are only known for Kafka.
+// the message context (koto.Position). Partition and offset are only known
+// for Kafka.
 type position struct {
-	topic     string
-	partition int32
-	offset    int64
-	kafka     bool
+	koto.Position
+	kafka bool
 }
 
 func positionFrom(ctx context.Context, topic string) position {
-	p := position{topic: topic}
-	partition, okPartition := kafka.MessagePartitionFromCtx(ctx)
-	offset, okOffset := kafka.MessagePartitionOffsetFromCtx(ctx)
-	if okPartition && okOffset {
-		p.partition, p.offset, p.kafka = partition, offset, true
+	p, ok := koto.PositionFromContext(ctx)
+	if p.Topic == "" {
+		p.Topic = topic
 	}
-	return p
+	return position{Position: p, kafka: ok}
 }
 
 func (p position) partitionString() string {
 	if !p.kafka {
 		return ""
 	}
-	return strconv.FormatInt(int64(p.partition), 10)
+	return strconv.FormatInt(int64(p.Partition), 10)
 }
 
 func (p position) offsetString() string {
 	if !p.kafka {
 		return ""
 	}
-	return strconv.FormatInt(p.offset, 10)
+	return strconv.FormatInt(p.Offset, 10)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
@@ -84,12 +86,12 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 		Store:     store,
 		Logger:    logs.logger(),
 		Idempotency: middleware.IdempotencyConfig{
-			MarkBackoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
+			MarkBackoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
 		},
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 2, // were a store error not an outage, it would soon be dead-lettered
-			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
+			Backoff:     koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
 		},
 	})
 	env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: countingHandler(handled)})

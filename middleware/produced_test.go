@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -110,8 +112,8 @@ func TestPendingMarkIsAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := h(message.NewMessage(id, nil))
-	if !errors.Is(err, middleware.ErrMarkPending) || middleware.Classify(err) != middleware.ClassOutage {
-		t.Fatalf("second delivery while the first awaits its ack: %v (class %v), want an ErrMarkPending outage", err, middleware.Classify(err))
+	if !errors.Is(err, middleware.ErrMarkPending) || koto.ClassOf(err) != koto.ClassOutage {
+		t.Fatalf("second delivery while the first awaits its ack: %v (class %v), want an ErrMarkPending outage", err, koto.ClassOf(err))
 	}
 	first.Ack()
 	// The mark follows the ack on another goroutine: on a loaded machine a
@@ -159,7 +161,7 @@ func TestMarkAfterAckRetriesStoreErrors(t *testing.T) {
 	store.failNext(0, 2)
 	var calls atomic.Int64
 	m := newIdempotency(t, store, middleware.IdempotencyConfig{
-		MarkBackoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
+		MarkBackoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond},
 	})
 	h := m.Middleware(func(*message.Message) ([]*message.Message, error) {
 		calls.Add(1)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
@@ -32,8 +34,8 @@ func TestTransactionalAbortedCommitIsAnError(t *testing.T) {
 	})
 	msg := newMessages(1)[0]
 	_, err := handler(msg)
-	if !errors.Is(err, pgx.ErrTxCommitRollback) || middleware.Classify(err) != middleware.ClassRetryable {
-		t.Fatalf("handler = %v (class %v), want pgx.ErrTxCommitRollback, retryable", err, middleware.Classify(err))
+	if !errors.Is(err, pgx.ErrTxCommitRollback) || koto.ClassOf(err) != koto.ClassRetryable {
+		t.Fatalf("handler = %v (class %v), want pgx.ErrTxCommitRollback, retryable", err, koto.ClassOf(err))
 	}
 	if rows, _ := e.fx.counts(); rows != 0 {
 		t.Errorf("%d effect rows kept from a rolled-back transaction", rows)
@@ -106,8 +108,8 @@ func TestTransactionalRefusesReturnedMessages(t *testing.T) {
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})
 	produced, err := handler(newMessages(1)[0])
-	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.ClassPoison || produced != nil {
-		t.Fatalf("handler returning messages: %d produced, %v (class %v), want ErrReturnedMessagesInTx as poison", len(produced), err, middleware.Classify(err))
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || koto.ClassOf(err) != koto.ClassPoison || produced != nil {
+		t.Fatalf("handler returning messages: %d produced, %v (class %v), want ErrReturnedMessagesInTx as poison", len(produced), err, koto.ClassOf(err))
 	}
 	if rows, claims := e.fx.counts(); rows != 0 || claims != 0 {
 		t.Errorf("%d effect rows and %d claims committed, want none", rows, claims)

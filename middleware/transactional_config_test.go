@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -63,7 +65,7 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("want an error naming %s, got %v", c.field, err)
 		}
-		if !errors.Is(err, middleware.ErrInvalidConfig) {
+		if !errors.Is(err, koto.ErrInvalidConfig) {
 			t.Errorf("%s: %v does not wrap ErrInvalidConfig", c.field, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,7 +41,7 @@ func (e *effects) insert(msg *message.Message) error {
 	ctx := msg.Context()
 	tx, ok := postgres.TxFromContext(ctx)
 	if !ok {
-		return middleware.Poison(errors.New("no transaction in the handler's context"))
+		return koto.Poison(errors.New("no transaction in the handler's context"))
 	}
 	_, err := tx.Exec(ctx, "INSERT INTO "+e.table+" (message_uuid) VALUES ($1)", msg.UUID)
 	return err
@@ -72,7 +74,7 @@ func transactionalDefaults(t *testing.T, pub message.Publisher, store *postgres.
 		},
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3,
-			Backoff:     middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
+			Backoff:     koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: 100 * time.Millisecond},
 		},
 	})
 	return mws

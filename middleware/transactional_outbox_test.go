@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/google/uuid"
@@ -17,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
@@ -88,7 +91,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 			Outbox:      box,
 			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
 		},
-		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
+		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
 	msgs := newMessages(2)
 	a, b := msgs[0], msgs[1]
@@ -155,9 +158,9 @@ func TestTransactionalOutboxNeedsAPublishTopic(t *testing.T) {
 		return []*message.Message{message.NewMessage(uuid.NewString(), nil)}, nil
 	})
 	_, err = handler(newMessages(1)[0])
-	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || middleware.Classify(err) != middleware.ClassPoison ||
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || koto.ClassOf(err) != koto.ClassPoison ||
 		!strings.Contains(err.Error(), "publish topic") {
-		t.Fatalf("handler = %v (class %v), want ErrReturnedMessagesInTx as poison, naming the publish topic", err, middleware.Classify(err))
+		t.Fatalf("handler = %v (class %v), want ErrReturnedMessagesInTx as poison, naming the publish topic", err, koto.ClassOf(err))
 	}
 	if rows, _ := e.fx.counts(); rows != 0 || len(outboxRows(t, e.pool, box)) != 0 {
 		t.Errorf("%d effect rows and %d outbox rows kept", rows, len(outboxRows(t, e.pool, box)))
@@ -191,9 +194,9 @@ func TestTransactionalLockKeys(t *testing.T) {
 	t.Cleanup(releaseFirst) // a failed test must not leave the first handler holding its connection
 	handler := mw(func(msg *message.Message) ([]*message.Message, error) {
 		ctx := msg.Context()
-		tx, _ := outbox.TxFromContext(ctx)
+		tx, _ := postgres.TxFromContext(ctx)
 		if err := box.LockKeys(ctx, tx, "late"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
-			return nil, middleware.Poison(errors.New("LockKeys after the claim was not refused"))
+			return nil, koto.Poison(errors.New("LockKeys after the claim was not refused"))
 		}
 		out := message.NewMessage(uuid.NewString(), msg.Payload)
 		out.SetContext(ctx)
@@ -286,7 +289,7 @@ func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := c.err()
-		if !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", c.field, err)
 		}
 	}

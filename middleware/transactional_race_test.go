@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -206,7 +208,7 @@ func TestTransactionalDeferredClaim(t *testing.T) {
 		return nil, errors.New("the handler's own error")
 	})
 	_, err = swallowing(newMessages(1)[0])
-	if middleware.Classify(err) != middleware.ClassOutage || !errors.Is(err, idempotency.ErrStoreUnavailable) {
-		t.Errorf("a failed deferred claim returned %v (class %v), want an outage wrapping ErrStoreUnavailable", err, middleware.Classify(err))
+	if koto.ClassOf(err) != koto.ClassOutage || !errors.Is(err, idempotency.ErrStoreUnavailable) {
+		t.Errorf("a failed deferred claim returned %v (class %v), want an outage wrapping ErrStoreUnavailable", err, koto.ClassOf(err))
 	}
 }

@@ -1,8 +1,7 @@
 package outbox
 
 import (
-	"errors"
-	"fmt"
+	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
@@ -59,21 +58,16 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every field that cannot work, each error wrapping
-// ErrInvalidConfig. Zero fields count as their defaults, so Config{} is
-// valid. New calls it.
+// Validate reports every field that cannot work, in one error that wraps
+// koto.ErrInvalidConfig. Zero fields count as their defaults, so Config{}
+// is valid. New calls it.
 func (c Config) Validate() error {
 	c.setDefaults()
-	var errs []error
-	if err := pgschema.CheckName("Schema", c.Schema, pgschema.MaxIdentifier); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-	}
-	if err := pgschema.CheckName("Table", c.Table, maxTable); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
-	}
+	p := config.For("outbox.Config")
+	pgschema.CheckName(p, "Schema", c.Schema, pgschema.MaxIdentifier)
+	pgschema.CheckName(p, "Table", c.Table, maxTable)
 	if c.MaxMessageBytes < 0 {
-		errs = append(errs, fmt.Errorf("%w: MaxMessageBytes is %d; set a positive size in bytes, or 0 for %d",
-			ErrInvalidConfig, c.MaxMessageBytes, DefaultMaxMessageBytes))
+		p.Add("MaxMessageBytes", "is %d; set a positive size in bytes, or 0 for %d", c.MaxMessageBytes, DefaultMaxMessageBytes)
 	}
-	return errors.Join(errs...)
+	return p.Err()
 }

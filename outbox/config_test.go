@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -22,14 +23,14 @@ func TestConfigValidate(t *testing.T) {
 		"MaxMessageBytes": {MaxMessageBytes: -1},
 	} {
 		err := cfg.Validate()
-		if !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
-	if _, err := outbox.New(nil, outbox.Config{}); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := outbox.New(nil, outbox.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("New(nil pool) = %v", err)
 	}
-	if _, err := outbox.New(pgtest.Pool(t), outbox.Config{Table: "\x00"}); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := outbox.New(pgtest.Pool(t), outbox.Config{Table: "\x00"}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("New with a NUL in Table = %v", err)
 	}
 }
@@ -45,21 +46,21 @@ func TestForwarderConfigValidate(t *testing.T) {
 		"PollInterval":     {Broker: ok, PollInterval: -time.Second},
 		"TakeoverInterval": {Broker: ok, TakeoverInterval: -time.Second},
 		"QueryTimeout":     {Broker: ok, QueryTimeout: -time.Second},
-		"RetryBackoff":     {Broker: ok, RetryBackoff: middleware.Backoff{Multiplier: 0.5}},
+		"RetryBackoff":     {Broker: ok, RetryBackoff: koto.Backoff{Multiplier: 0.5}},
 	} {
 		err := cfg.Validate()
-		if !errors.Is(err, outbox.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
-	negative := outbox.ForwarderConfig{Broker: ok, RetryBackoff: middleware.Backoff{MaxInterval: -time.Second}}
-	if err := negative.Validate(); !errors.Is(err, outbox.ErrInvalidConfig) || !errors.Is(err, middleware.ErrInvalidConfig) {
+	negative := outbox.ForwarderConfig{Broker: ok, RetryBackoff: koto.Backoff{MaxInterval: -time.Second}}
+	if err := negative.Validate(); !errors.Is(err, koto.ErrInvalidConfig) || !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("negative RetryBackoff.MaxInterval: %v, want outbox's and middleware's ErrInvalidConfig", err)
 	}
-	if err := (outbox.ForwarderConfig{}).Validate(); !errors.Is(err, broker.ErrNoBrokers) {
-		t.Errorf("no brokers: %v, want it to wrap broker.ErrNoBrokers", err)
+	if err := (outbox.ForwarderConfig{}).Validate(); !errors.Is(err, koto.ErrInvalidConfig) {
+		t.Errorf("no brokers: %v, want it to wrap koto.ErrInvalidConfig", err)
 	}
-	if _, err := outbox.NewForwarder(nil, outbox.ForwarderConfig{Broker: ok}); !errors.Is(err, outbox.ErrInvalidConfig) {
+	if _, err := outbox.NewForwarder(nil, outbox.ForwarderConfig{Broker: ok}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("NewForwarder(nil) = %v", err)
 	}
 }

@@ -5,14 +5,9 @@ import "errors"
 // Sentinel errors of this package, wrapped by the errors that add the
 // details; test for them with errors.Is.
 var (
-	// ErrInvalidConfig is wrapped by every error that New, NewForwarder
-	// and the Validate methods return for a configuration they refuse. The
-	// message names the field and says what to change.
-	ErrInvalidConfig = errors.New("outbox: invalid configuration")
-
 	// ErrNoTransaction means a publish or a call that needs a transaction
 	// found none: the message's context, or ctx, does not carry one (see
-	// Transact and WithTx). Nothing was written or published.
+	// Outbox.Transact). Nothing was written or published.
 	ErrNoTransaction = errors.New("outbox: no transaction in reach")
 
 	// ErrSchemaMissing means the outbox tables do not exist: Setup found

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+
+	"github.com/koto-dev/watermill-koto/internal/pgtx"
 )
 
 // Aggregate is implemented by a domain object that collects the events of
@@ -55,7 +57,7 @@ type EventPublisher interface {
 // PublishDomainEvents writes the events collected on aggregates, the ones
 // saved in the transaction of ctx, into the outbox through pub, aggregate
 // by aggregate in the order given and each aggregate's in the order
-// recorded. ctx must carry a transaction bound with Transact or WithTx:
+// recorded. ctx must carry a transaction bound with Outbox.Transact or a transactional handler:
 // each aggregate's events are cleared only after that transaction commits,
 // so a rollback leaves them on the aggregate and publishes none, ready for
 // a retry. Calling it again for the same aggregate in the same transaction
@@ -70,9 +72,9 @@ type EventPublisher interface {
 // may then be out already, so return the error and let the transaction
 // roll back.
 func PublishDomainEvents(ctx context.Context, pub EventPublisher, aggregates ...Aggregate) error {
-	u, ok := unitOf(ctx)
+	u, ok := pgtx.From(ctx)
 	if !ok {
-		return fmt.Errorf("%w: PublishDomainEvents needs a transaction bound with outbox.Transact or outbox.WithTx", ErrNoTransaction)
+		return fmt.Errorf("%w: PublishDomainEvents needs the transaction of Outbox.Transact or of a transactional handler", ErrNoTransaction)
 	}
 	for _, a := range aggregates {
 		if err := publishAggregate(ctx, u, pub, a); err != nil {
@@ -82,46 +84,26 @@ func PublishDomainEvents(ctx context.Context, pub EventPublisher, aggregates ...
 	return nil
 }
 
-func publishAggregate(ctx context.Context, u *unit, pub EventPublisher, a Aggregate) error {
+func publishAggregate(ctx context.Context, u *pgtx.Unit, pub EventPublisher, a Aggregate) error {
 	if v := reflect.ValueOf(a); !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("outbox: aggregate %T is not a non-nil pointer; pass a pointer to it", a)
 	}
 	events := a.DomainEvents()
-	first, seen := u.publishedOf(a)
+	first, seen := u.Published(a)
 	for i := first; i < len(events); i++ {
-		before := u.writtenCount()
+		before := u.Written()
 		if err := pub.Publish(ctx, events[i]); err != nil {
 			return fmt.Errorf("outbox: domain event %d of %T: %w", i, a, err)
 		}
-		if u.writtenCount() == before {
+		if u.Written() == before {
 			return fmt.Errorf("%w: domain event %d of %T went somewhere else; build the publisher on Outbox.ContextPublisher",
 				ErrNotThroughOutbox, i, a)
 		}
-		u.setPublished(a, i+1)
+		u.SetPublished(a, i+1)
 	}
 	if !seen {
+		u.SetPublished(a, len(events))
 		return AfterCommit(ctx, a.ClearDomainEvents)
 	}
 	return nil
-}
-
-// publishedOf returns how many of a's events were written in the unit, and
-// whether a was seen before.
-func (u *unit) publishedOf(a Aggregate) (int, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	n, ok := u.published[a]
-	if !ok {
-		if u.published == nil {
-			u.published = map[Aggregate]int{}
-		}
-		u.published[a] = 0
-	}
-	return n, ok
-}
-
-func (u *unit) setPublished(a Aggregate, n int) {
-	u.mu.Lock()
-	u.published[a] = n
-	u.mu.Unlock()
 }

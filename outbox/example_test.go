@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
@@ -68,7 +70,7 @@ func Example() {
 	}
 
 	msg := receive(ctx, brokers, "orders.order-placed")
-	fmt.Println(msg.Metadata.Get("name"), string(msg.Payload), "key", msg.Metadata.Get(broker.PartitionKeyMetadataKey))
+	fmt.Println(msg.Metadata.Get("name"), string(msg.Payload), "key", msg.Metadata.Get(koto.PartitionKeyMetadataKey))
 	// Output:
 	// order-placed {"order_id":"order-1"} key order-1
 }
@@ -116,7 +118,7 @@ func ExamplePublishDomainEvents() {
 // receive returns the first message on topic.
 func receive(ctx context.Context, cfg broker.Config, topic string) *message.Message {
 	cfg.ConsumerGroup = "example"
-	sub, err := broker.NewSubscriber(cfg, nil)
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		panic(err)
 	}

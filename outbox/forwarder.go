@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -48,7 +51,7 @@ type Forwarder struct {
 // to nothing: Run does.
 func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 	if o == nil {
-		return nil, fmt.Errorf("%w: NewForwarder: outbox is nil; pass the one from outbox.New", ErrInvalidConfig)
+		return nil, config.Invalid("outbox.NewForwarder", "", "got a nil *Outbox; pass the one from outbox.New")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -77,8 +80,8 @@ func NewForwarder(o *Outbox, cfg ForwarderConfig) (*Forwarder, error) {
 // to Kafka and forwards (see Forwarding in the package documentation).
 // Failures of PostgreSQL or Kafka, and tables missing with
 // DisableAutoCreateSchema, are logged and retried with RetryBackoff; only
-// a configuration that cannot work (an error wrapping [ErrInvalidConfig] or
-// broker.ErrInvalidConfig) ends Run with an error. While Run runs, standing
+// a configuration that cannot work (an error wrapping koto.ErrInvalidConfig)
+// ends Run with an error. While Run runs, standing
 // by or active, the table's backlog is reported to ForwarderConfig.Telemetry.
 // Run may be called again after it returned, but not while it runs.
 func (f *Forwarder) Run(ctx context.Context) error {
@@ -113,7 +116,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 
 // fatal reports whether err is one retrying cannot fix.
 func fatal(err error) bool {
-	return errors.Is(err, ErrInvalidConfig) || errors.Is(err, broker.ErrInvalidConfig)
+	return errors.Is(err, koto.ErrInvalidConfig)
 }
 
 // start marks the forwarder running, registers its backlog gauges and

@@ -1,13 +1,13 @@
 package outbox
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
@@ -48,9 +48,9 @@ type ForwarderConfig struct {
 	QueryTimeout time.Duration
 
 	// RetryBackoff spaces the attempts after a failure of PostgreSQL or
-	// Kafka; zero fields mean middleware.Backoff's defaults. Success resets
+	// Kafka; zero fields mean koto.Backoff's defaults. Success resets
 	// it.
-	RetryBackoff middleware.Backoff
+	RetryBackoff koto.Backoff
 
 	// ApplicationName is the application_name of the forwarder's
 	// PostgreSQL connection, as pg_stat_activity shows it; default
@@ -90,19 +90,15 @@ func (c *ForwarderConfig) setDefaults() {
 	}
 }
 
-// Validate reports every field that cannot work, each error wrapping
-// [ErrInvalidConfig] (and, for Broker and RetryBackoff, the error of their
-// own Validate). Zero fields count as their defaults. NewForwarder calls
-// it.
+// Validate reports every field that cannot work, Broker and RetryBackoff
+// included, in one error that wraps koto.ErrInvalidConfig. Zero fields
+// count as their defaults. NewForwarder calls it.
 func (c ForwarderConfig) Validate() error {
 	c.setDefaults()
-	var errs []error
-	if err := c.Broker.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("%w: Broker: %w", ErrInvalidConfig, err))
-	}
+	p := config.For("outbox.ForwarderConfig")
+	p.Nest("Broker", c.Broker.Validate())
 	if c.BatchSize < 0 {
-		errs = append(errs, fmt.Errorf("%w: BatchSize is %d; set a positive number of rows, or 0 for %d",
-			ErrInvalidConfig, c.BatchSize, DefaultBatchSize))
+		p.Add("BatchSize", "is %d; set a positive number of rows, or 0 for %d", c.BatchSize, DefaultBatchSize)
 	}
 	for _, d := range []struct {
 		name      string
@@ -113,11 +109,9 @@ func (c ForwarderConfig) Validate() error {
 		{"QueryTimeout", c.QueryTimeout, DefaultQueryTimeout},
 	} {
 		if d.value < 0 {
-			errs = append(errs, fmt.Errorf("%w: %s is %v; set a positive duration, or 0 for %v", ErrInvalidConfig, d.name, d.value, d.to))
+			p.Add(d.name, "is %v; set a positive duration, or 0 for %v", d.value, d.to)
 		}
 	}
-	if err := c.RetryBackoff.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("%w: RetryBackoff: %w", ErrInvalidConfig, err))
-	}
-	return errors.Join(errs...)
+	p.Nest("RetryBackoff", c.RetryBackoff.Validate())
+	return p.Err()
 }

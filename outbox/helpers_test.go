@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,7 +22,6 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -68,7 +69,7 @@ func (e *env) forwarderConfig() outbox.ForwarderConfig {
 		Broker:           broker.Config{Brokers: e.brokers},
 		PollInterval:     testPoll,
 		TakeoverInterval: 100 * time.Millisecond,
-		RetryBackoff:     middleware.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+		RetryBackoff:     koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 		Logger:           e.logger,
 	}
 }
@@ -183,7 +184,7 @@ func (e *env) rows() int {
 func newMsg(payload, key string) *message.Message {
 	msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), []byte(payload))
 	if key != "" {
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, key)
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, key)
 	}
 	return msg
 }

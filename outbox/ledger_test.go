@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
@@ -19,7 +21,6 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
-	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -59,9 +60,9 @@ func TestLedgerEndToEnd(t *testing.T) {
 	var want int64
 	for i := range total {
 		msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), []byte(strconv.Itoa(i)))
-		msg.Metadata.Set(broker.PartitionKeyMetadataKey, "first-"+strconv.Itoa(i))
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "first-"+strconv.Itoa(i))
 		again := message.NewMessage(msg.UUID, msg.Payload)
-		again.Metadata.Set(broker.PartitionKeyMetadataKey, "again-"+strconv.Itoa(i))
+		again.Metadata.Set(koto.PartitionKeyMetadataKey, "again-"+strconv.Itoa(i))
 		sent = append(sent, msg, again)
 		want += int64(i)
 	}
@@ -132,13 +133,13 @@ var errFirstAttempt = errors.New("first attempt fails after writing")
 // message.
 func (l *ledgerConsumer) handle(msg *message.Message) ([]*message.Message, error) {
 	ctx := msg.Context()
-	tx, ok := outbox.TxFromContext(ctx)
+	tx, ok := postgres.TxFromContext(ctx)
 	if !ok {
-		return nil, middleware.Poison(errors.New("no transaction in the handler's context"))
+		return nil, koto.Poison(errors.New("no transaction in the handler's context"))
 	}
 	i, err := strconv.Atoi(string(msg.Payload))
 	if err != nil {
-		return nil, middleware.Poison(err)
+		return nil, koto.Poison(err)
 	}
 	if _, err := tx.Exec(ctx, "INSERT INTO "+l.e.schema+".ledger (message_uuid, amount) VALUES ($1, $2)", msg.UUID, i); err != nil {
 		return nil, err
@@ -176,7 +177,7 @@ func (l *ledgerConsumer) run(t *testing.T, group, in string, pub message.Publish
 			Outbox:      l.e.o,
 			OnDuplicate: func(*message.Message, string, string) { l.duplicates.Add(1) },
 		},
-		DeadLetter: middleware.DeadLetterConfig{Backoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}},
+		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
@@ -21,11 +23,11 @@ type Outbox struct {
 
 // New returns the Outbox of pool's database as cfg says (zero fields mean
 // their defaults). It refuses an invalid cfg with an error that wraps
-// ErrInvalidConfig and names the field. New does not touch the database;
+// koto.ErrInvalidConfig and names the field. New does not touch the database;
 // call Setup at startup.
 func New(pool *pgxpool.Pool, cfg Config) (*Outbox, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: pool is nil; pass a connected *pgxpool.Pool", ErrInvalidConfig)
+		return nil, config.Invalid("outbox.New", "", "got a nil pool; pass a connected *pgxpool.Pool")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

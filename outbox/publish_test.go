@@ -5,9 +5,10 @@ import (
 	"errors"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/outbox"
@@ -47,7 +48,7 @@ func TestCommittedAndRolledBack(t *testing.T) {
 	}
 	ra, rb := byUUID[a.UUID], byUUID[b.UUID]
 	if ra.Payload != "a" || ra.Key != "order-1" || ra.Headers["name"] != "order-placed" ||
-		ra.Headers[broker.PartitionKeyMetadataKey] != "order-1" {
+		ra.Headers[koto.PartitionKeyMetadataKey] != "order-1" {
 		t.Errorf("record of a = %+v", ra)
 	}
 	if rb.Payload != "b" || rb.Key != "" || rb.Headers[correlation.MetadataKey] != "corr-b" {

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/koto-dev/watermill-koto/broker"
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/internal/pgtx"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -37,8 +37,8 @@ var _ message.Publisher = (*Publisher)(nil)
 func (o *Outbox) Publisher(tx pgx.Tx) *Publisher { return &Publisher{o: o, tx: tx} }
 
 // ContextPublisher returns a Publisher that writes each message into the
-// transaction in the message's context (see WithTx, Transact and the
-// transactional consumer mode). A message without one is an error wrapping
+// transaction in the message's context (of [Outbox.Transact] or of a
+// transactional handler). A message without one is an error wrapping
 // ErrNoTransaction: it is never published some other way. Point the cqrs
 // publishers at it to send their messages through the outbox.
 func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
@@ -59,7 +59,7 @@ func (o *Outbox) AutoTxPublisher() *Publisher { return &Publisher{o: o, auto: tr
 // without a UUID gets a UUIDv7 and one without a correlation ID gets its
 // context's (see Writing in the package documentation); both are set on
 // msg. Nothing is written when topic or a message cannot go to Kafka (an
-// error wrapping [ErrInvalidMessage], marked middleware.Poison, since no
+// error wrapping [ErrInvalidMessage], marked koto.Poison, since no
 // retry can change it) or a message has no transaction in reach
 // ([ErrNoTransaction]). After an error of the database the transaction is
 // aborted: roll it back.
@@ -89,11 +89,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 // that Kafka can take them; its errors are poison.
 func (o *Outbox) check(topic string, msgs []*message.Message) error {
 	if err := topics.Validate(topic); err != nil {
-		return middleware.Poison(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
+		return koto.Poison(fmt.Errorf("%w: %w", ErrInvalidMessage, err))
 	}
 	for _, msg := range msgs {
 		if err := o.prepare(msg); err != nil {
-			return middleware.Poison(err)
+			return koto.Poison(err)
 		}
 	}
 	return nil
@@ -105,7 +105,7 @@ func (o *Outbox) writeGroup(topic string, g *txGroup) error {
 	if g.tx != nil {
 		return o.write(g.ctx, g.tx, g.unit, topic, g.msgs)
 	}
-	return Transact(g.ctx, o.pool, func(ctx context.Context, tx pgx.Tx) error {
+	return o.Transact(g.ctx, func(ctx context.Context, tx pgx.Tx) error {
 		return o.write(ctx, tx, nil, topic, g.msgs)
 	})
 }
@@ -117,7 +117,7 @@ func (p *Publisher) Close() error { return nil }
 type txGroup struct {
 	ctx  context.Context
 	tx   pgx.Tx
-	unit *unit
+	unit *pgtx.Unit
 	msgs []*message.Message
 }
 
@@ -128,21 +128,23 @@ type txGroup struct {
 func byTransaction(msgs []*message.Message, own bool) ([]*txGroup, error) {
 	var groups []*txGroup
 	for i, msg := range msgs {
-		tx, ok := TxFromContext(msg.Context())
+		u, ok := pgtx.From(msg.Context())
 		if !ok && !own {
 			return nil, fmt.Errorf("%w: message %d (%s) has no transaction in its context; "+
-				"publish inside outbox.Transact or the transactional consumer mode, or use Outbox.Publisher(tx)",
+				"publish inside Outbox.Transact or a transactional handler, or use Outbox.Publisher(tx)",
 				ErrNoTransaction, i, msg.UUID)
 		}
 		var g *txGroup
 		for _, have := range groups {
-			if have.tx == tx {
+			if have.unit == u {
 				g = have
 			}
 		}
 		if g == nil {
-			u, _ := unitOf(msg.Context())
-			g = &txGroup{ctx: msg.Context(), tx: tx, unit: u}
+			g = &txGroup{ctx: msg.Context(), unit: u}
+			if u != nil {
+				g.tx = u.Tx
+			}
 			groups = append(groups, g)
 		}
 		g.msgs = append(g.msgs, msg)
@@ -157,7 +159,7 @@ func (o *Outbox) prepare(msg *message.Message) error {
 		msg.UUID = correlation.NewID()
 	}
 	correlation.Stamp(msg.Context(), msg)
-	size := len(msg.UUID) + len(msg.Payload) + len(msg.Metadata.Get(broker.PartitionKeyMetadataKey))
+	size := len(msg.UUID) + len(msg.Payload) + len(msg.Metadata.Get(koto.PartitionKeyMetadataKey))
 	for k, v := range msg.Metadata {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return fmt.Errorf("%w: message %s: metadata %q is not valid UTF-8", ErrInvalidMessage, msg.UUID, k)
@@ -173,7 +175,7 @@ func (o *Outbox) prepare(msg *message.Message) error {
 
 // write inserts msgs into the outbox in tx, one statement per message and
 // a pg_notify, all in one round trip.
-func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *unit, topic string, msgs []*message.Message) error {
+func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, topic string, msgs []*message.Message) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -196,7 +198,7 @@ func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *unit, topic string, ms
 		return o.writeError(topic, len(msgs), err)
 	}
 	if u != nil {
-		u.wrote(len(msgs))
+		u.Wrote(len(msgs))
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -132,8 +134,10 @@ func FindTables(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Confi
 	if schema == "" {
 		schema = DefaultSchema
 	}
-	if err := pgschema.CheckName("Schema", schema, pgschema.MaxIdentifier); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	p := config.For("outbox.FindTables")
+	pgschema.CheckName(p, "schema", schema, pgschema.MaxIdentifier)
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
 	rows, err := pool.Query(ctx, findTablesSQL, schema, messageColumns, offsetsColumns)
 	if err != nil {

@@ -24,7 +24,6 @@ type tables struct {
 	outbox  string // schema.table, quoted
 	offsets string // schema.table_offsets, quoted
 	channel string // the NOTIFY channel, unquoted
-	keySeed int64  // seed of the key-lock hash, from the table's name
 }
 
 func newTables(cfg Config) tables {
@@ -34,7 +33,6 @@ func newTables(cfg Config) tables {
 		outbox:  schema + "." + pgschema.QuoteIdent(cfg.Table),
 		offsets: schema + "." + pgschema.QuoteIdent(cfg.Table+offsetsSuffix),
 		channel: channelName(cfg.Schema, cfg.Table),
-		keySeed: int64(hash64(schema + "." + pgschema.QuoteIdent(cfg.Table))),
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,7 +14,6 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -166,8 +167,8 @@ func TestInvalidMessages(t *testing.T) {
 		err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
 			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
 		})
-		if !errors.Is(err, outbox.ErrInvalidMessage) || middleware.Classify(err) != middleware.ClassPoison {
-			t.Errorf("%s: %v (class %v), want ErrInvalidMessage, poison", name, err, middleware.Classify(err))
+		if !errors.Is(err, outbox.ErrInvalidMessage) || koto.ClassOf(err) != koto.ClassPoison {
+			t.Errorf("%s: %v (class %v), want ErrInvalidMessage, poison", name, err, koto.ClassOf(err))
 		}
 	}
 	if n := e.rows(); n != 0 {

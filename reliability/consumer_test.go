@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -92,12 +94,12 @@ func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logg
 
 func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) error {
 	bcfg := brokerConfig(cfg.Brokers, cfg.Group)
-	dlq, err := broker.NewPublisher(bcfg, nil)
+	dlq, err := broker.NewPublisher(bcfg)
 	if err != nil {
 		return err
 	}
 	idem := middleware.IdempotencyConfig{
-		MarkBackoff: middleware.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+		MarkBackoff: koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 	}
 	var box *outbox.Outbox
 	if cfg.Events != "" {
@@ -114,13 +116,13 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 		Idempotency:   idem,
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
-			Backoff:     middleware.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+			Backoff:     koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 		},
 	})
 	if err != nil {
 		return errors.Join(err, dlq.Close())
 	}
-	sub, err := broker.NewSubscriber(bcfg, nil)
+	sub, err := broker.NewSubscriber(bcfg)
 	if err != nil {
 		return errors.Join(err, dlq.Close())
 	}
@@ -169,7 +171,7 @@ func handler(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox) message
 		}
 		tx, ok := postgres.TxFromContext(ctx)
 		if !ok {
-			return middleware.Poison(errors.New("no transaction in the handler's context"))
+			return koto.Poison(errors.New("no transaction in the handler's context"))
 		}
 		if _, err := tx.Exec(ctx, insert, msg.UUID); err != nil {
 			return err

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -208,10 +210,10 @@ func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middlewar
 	router.AddConsumerHandler("hostile-consumer", topic, sub, func(msg *message.Message) error {
 		var o hostileOrder
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
-			return middleware.Poison(fmt.Errorf("decoding an order: %w", err))
+			return koto.Poison(fmt.Errorf("decoding an order: %w", err))
 		}
 		if o.ID == "" {
-			return middleware.Poison(errors.New("order without id"))
+			return koto.Poison(errors.New("order without id"))
 		}
 		handled.Add(o.ID)
 		return nil
@@ -285,7 +287,7 @@ func hostileLetters(t *testing.T, brokers []string, dlq string, n int) map[int64
 // every header of r, a reason and the poison class.
 func hostileCheckLetter(t *testing.T, r hostileRecord, l *message.Message) {
 	t.Helper()
-	if l.Metadata.Get(middleware.DeadLetterReasonKey) == "" || l.Metadata.Get(middleware.DeadLetterErrorClassKey) != middleware.ClassPoison.String() {
+	if l.Metadata.Get(middleware.DeadLetterReasonKey) == "" || l.Metadata.Get(middleware.DeadLetterErrorClassKey) != koto.ClassPoison.String() {
 		t.Errorf("%s: dead letter reason %q class %q; want a reason and class poison", r.name,
 			l.Metadata.Get(middleware.DeadLetterReasonKey), l.Metadata.Get(middleware.DeadLetterErrorClassKey))
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,7 +20,6 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -206,7 +207,7 @@ func (r *ledgerRun) forward(pool *pgxpool.Pool, logger *slog.Logger) {
 	f, err := outbox.NewForwarder(box, outbox.ForwarderConfig{
 		Broker:       broker.Config{Brokers: r.brokers},
 		PollInterval: 200 * time.Millisecond,
-		RetryBackoff: middleware.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond},
+		RetryBackoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond},
 		Logger:       logger,
 	})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -194,7 +196,7 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 	}{
 		{inventory, false, reserveConsumer()},
 		{s.payments, true, cqrs.NewEventConsumer(func(ctx context.Context, ev *orderPlaced) error {
-			tx, ok := outbox.TxFromContext(ctx)
+			tx, ok := postgres.TxFromContext(ctx)
 			if !ok {
 				return fmt.Errorf("payments: no transaction in the handler's context")
 			}
@@ -259,7 +261,7 @@ func (s *soakShop) table(name string) string { return pgx.Identifier{s.schema, n
 
 // soakOrderKey is the order ID an orderPlaced carries as its partition key.
 func soakOrderKey(msg *message.Message) ([]string, error) {
-	return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
+	return []string{msg.Metadata.Get(koto.PartitionKeyMetadataKey)}, nil
 }
 
 // order does what the shop's checkout does: it reserves stock by

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -35,7 +37,7 @@ func keyedMessages(prefix string, n int) []*message.Message {
 	msgs := make([]*message.Message, n)
 	for i := range msgs {
 		msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(prefix+"-"+strconv.Itoa(i)))
-		msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, msgs[i].UUID)
+		msgs[i].Metadata.Set(koto.PartitionKeyMetadataKey, msgs[i].UUID)
 	}
 	return msgs
 }
@@ -96,7 +98,7 @@ func startRouted(t testing.TB, pub message.Publisher, spec routedSpec) *routedCo
 		Store:     spec.store,
 		Logger:    kafkatest.Logger(slog.LevelError),
 		DeadLetter: middleware.DeadLetterConfig{
-			Backoff: middleware.Backoff{InitialInterval: 5 * time.Millisecond, MaxInterval: 100 * time.Millisecond},
+			Backoff: koto.Backoff{InitialInterval: 5 * time.Millisecond, MaxInterval: 100 * time.Millisecond},
 		},
 	})
 	if err != nil {

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/koto-dev/watermill-koto/correlation"
+	reports "github.com/koto-dev/watermill-koto/internal/reporting"
 )
 
 // Middleware is the consumer side, a router middleware: the consumer span
@@ -75,7 +77,7 @@ type delivery struct {
 	topic string
 	group string
 
-	// Set by ReportDelivery.
+	// Set by Report.
 	outcome   string
 	attempts  int
 	class     string // of a dead letter
@@ -84,18 +86,13 @@ type delivery struct {
 
 type deliveryKey struct{}
 
-// Value returns the delivery for deliveryKey, and the value of the
-// context with the consumer span for any other key.
+// Value returns the delivery as the context's delivery.Reporter, and the
+// value of the context with the consumer span for any other key.
 func (d *delivery) Value(key any) any {
-	if key == (deliveryKey{}) {
+	if key == (deliveryKey{}) || reports.IsKey(key) {
 		return d
 	}
 	return d.Context.Value(key)
-}
-
-func deliveryFrom(ctx context.Context) *delivery {
-	d, _ := ctx.Value(deliveryKey{}).(*delivery)
-	return d
 }
 
 func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attribute.KeyValue {
@@ -113,14 +110,13 @@ func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attrib
 	if id := cmp.Or(correlation.FromContext(ctx), correlation.FromMessage(msg)); id != "" {
 		attrs = append(attrs, semconv.MessagingMessageConversationID(id))
 	}
-	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
-		attrs = append(attrs, semconv.MessagingDestinationPartitionID(strconv.Itoa(int(p))))
-	}
-	if o, ok := kafka.MessagePartitionOffsetFromCtx(ctx); ok {
-		attrs = append(attrs, semconv.MessagingKafkaOffset(int(o)))
-	}
-	if k, ok := kafka.MessageKeyFromCtx(ctx); ok && len(k) > 0 {
-		attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(k)))
+	if p, ok := koto.PositionFromContext(ctx); ok {
+		attrs = append(attrs,
+			semconv.MessagingDestinationPartitionID(strconv.Itoa(int(p.Partition))),
+			semconv.MessagingKafkaOffset(int(p.Offset)))
+		if len(p.Key) > 0 {
+			attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(p.Key)))
+		}
 	}
 	return attrs
 }
@@ -208,31 +204,8 @@ const (
 // package cannot import.
 const outcomeDeadLettered = "dead-lettered"
 
-// Delivery is what became of one delivery of a message, as
-// middleware.Logging reports it with [ReportDelivery].
-type Delivery struct {
-	// Outcome is "ok", "duplicate", "dead-lettered" or "nacked".
-	Outcome string
-	// Attempts is how many times the handler ran.
-	Attempts int
-	// Err is the cause of a dead letter; the error of a nacked delivery
-	// is the one the chain returns.
-	Err error
-	// ErrorClass is the class of a dead letter's cause: "poison" or
-	// "retryable".
-	ErrorClass string
-	// ErrorType is the Go type of a dead letter's root cause.
-	ErrorType string
-}
-
-// ReportDelivery reports the outcome of the delivery whose context is ctx
-// to its span and metrics, when [Telemetry.Middleware] started it, and
-// does nothing otherwise. middleware.Logging calls it.
-func ReportDelivery(ctx context.Context, r Delivery) {
-	d := deliveryFrom(ctx)
-	if d == nil {
-		return
-	}
+// Report records the outcome of the delivery, reported by middleware.Logging.
+func (d *delivery) Report(r reports.Outcome) {
 	d.outcome, d.attempts, d.class, d.errorType = r.Outcome, r.Attempts, r.ErrorClass, r.ErrorType
 	if r.Outcome == outcomeDeadLettered && d.span.IsRecording() && r.Err != nil {
 		d.span.RecordError(r.Err)
@@ -241,27 +214,9 @@ func ReportDelivery(ctx context.Context, r Delivery) {
 	}
 }
 
-// Retry is a failed attempt of a handler that is retried after a backoff,
-// as middleware.Logging reports it with [ReportRetry].
-type Retry struct {
-	// Attempt is the number of the attempt that failed, from 1.
-	Attempt int
-	// Err is its error.
-	Err error
-	// ErrorClass is the class of Err: "retryable" or "outage".
-	ErrorClass string
-	// Delay is the wait before the next attempt.
-	Delay time.Duration
-}
-
-// ReportRetry counts a retry of the delivery whose context is ctx and adds
-// an event to its span, when [Telemetry.Middleware] started it, and does
-// nothing otherwise. middleware.Logging calls it.
-func ReportRetry(ctx context.Context, r Retry) {
-	d := deliveryFrom(ctx)
-	if d == nil {
-		return
-	}
+// Retried counts a retry of the delivery and adds an event to its span.
+func (d *delivery) Retried(r reports.Retry) {
+	ctx := d.Context
 	if m := &d.t.m; m.retries.Enabled(ctx) {
 		m.retries.Add(ctx, 1, metric.WithAttributes(append(d.metricAttrs(""), AttrErrorClass.String(r.ErrorClass))...))
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
@@ -51,7 +53,7 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 		Logger:    slog.New(slog.DiscardHandler),
 		Telemetry: e.sdk.tel,
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 3,
-			Backoff: middleware.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
+			Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 	})
 	if err != nil {
 		t.Fatalf("Defaults: %v", err)
@@ -73,7 +75,7 @@ func (e *consumerEnv) run(t *testing.T, handle message.NoPublishHandlerFunc) {
 // the test's messages are consumed in order, under correlation ID cid.
 func newMessage(uuid, payload, cid string) *message.Message {
 	msg := message.NewMessage(uuid, []byte(payload))
-	msg.Metadata.Set(broker.PartitionKeyMetadataKey, "one-key")
+	msg.Metadata.Set(koto.PartitionKeyMetadataKey, "one-key")
 	msg.Metadata.Set(correlation.MetadataKey, cid)
 	return msg
 }
@@ -96,7 +98,7 @@ func TestConsumerOutcomes(t *testing.T) {
 				return errors.New("flaky: try again")
 			}
 		case "poison":
-			return middleware.Poison(errors.New("cannot decode"))
+			return koto.Poison(errors.New("cannot decode"))
 		}
 		return nil
 	})
@@ -206,7 +208,7 @@ func checkConsumerSpans(t *testing.T, e *consumerEnv, spans []sdktrace.ReadOnlyS
 func TestNackedDelivery(t *testing.T) {
 	e := newConsumerEnv(t)
 	h := message.HandlerFunc(func(*message.Message) ([]*message.Message, error) {
-		return nil, middleware.Outage(errors.New("database down"))
+		return nil, koto.Outage(errors.New("database down"))
 	})
 	mws := e.chain.Middlewares()
 	for i := len(mws) - 1; i >= 0; i-- {

@@ -41,7 +41,7 @@ func Example() {
 		panic(err)
 	}
 	defer kafka.Close()
-	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()})
 	if err != nil {
 		panic(err)
 	}
@@ -95,7 +95,7 @@ func ExampleTelemetry_Publisher() {
 		panic(err)
 	}
 	defer kafka.Close()
-	raw, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()}, nil)
+	raw, err := broker.NewPublisher(broker.Config{Brokers: kafka.Addrs()})
 	if err != nil {
 		panic(err)
 	}

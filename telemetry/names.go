@@ -45,7 +45,9 @@ const (
 	// AttrErrorClass is the class of a handler error that is retried or
 	// dead-lettered: "retryable", "outage" or "poison".
 	AttrErrorClass = attribute.Key("koto.error_class")
-	// AttrStoreOperation is the idempotency store call: a [StoreOperation].
+	// AttrStoreOperation is the idempotency store call: "check", "mark",
+	// "claim" (the begin and claim of the transactional mode, unless
+	// deferred) or "commit".
 	AttrStoreOperation = attribute.Key("koto.idempotency.operation")
 	// AttrRequestOutcome is how a request/reply ended: a [RequestOutcome].
 	AttrRequestOutcome = attribute.Key("koto.request.outcome")

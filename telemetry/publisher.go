@@ -5,13 +5,14 @@ import (
 	"context"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
@@ -91,7 +92,7 @@ func sendAttrs(ctx context.Context, topic string, msg *message.Message) []attrib
 	if id := cmp.Or(correlation.FromMessage(msg), correlation.FromContext(ctx)); id != "" {
 		attrs = append(attrs, semconv.MessagingMessageConversationID(id))
 	}
-	if key := msg.Metadata.Get(broker.PartitionKeyMetadataKey); key != "" {
+	if key := msg.Metadata.Get(koto.PartitionKeyMetadataKey); key != "" {
 		attrs = append(attrs, semconv.MessagingKafkaMessageKey(key))
 	}
 	return attrs

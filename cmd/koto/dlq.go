@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/koto-dev/watermill-koto/deadletter"
 )
 
@@ -125,7 +127,7 @@ func (d *dlqFlags) openQueue() (*deadletter.Queue, error) {
 	q, err := deadletter.NewQueue(deadletter.Config{
 		Broker: cfg, ConsumerGroup: d.group, Topic: d.topic, ReplayGroup: d.replayGroup, BatchSize: d.batch,
 	})
-	if errors.Is(err, deadletter.ErrInvalidConfig) {
+	if errors.Is(err, config.ErrInvalid) {
 		return nil, usageError(err.Error())
 	}
 	return q, err

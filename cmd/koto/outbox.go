@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
@@ -139,7 +141,7 @@ func (o *outboxFlags) outboxes(ctx context.Context, pool *pgxpool.Pool) ([]*outb
 // usageOrError makes an invalid configuration, which the flags gave, a
 // usage error.
 func usageOrError(err error) error {
-	if errors.Is(err, outbox.ErrInvalidConfig) {
+	if errors.Is(err, config.ErrInvalid) {
 		return usageError(err.Error())
 	}
 	return err

@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/outbox"
 )
 
 // errOutOfStock is the kind of error inventory answers for an unknown SKU.
@@ -38,7 +39,7 @@ func inventory(log *slog.Logger) cqrs.Consumer {
 // The order's key is locked first, so its events keep their commit order.
 func payments(log *slog.Logger, l ledger, events *cqrs.EventPublisher) cqrs.Consumer {
 	return cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
-		tx, ok := outbox.TxFromContext(ctx)
+		tx, ok := postgres.TxFromContext(ctx)
 		if !ok {
 			return errors.New("payments: no transaction; register the consumer on the durable outbox's Service")
 		}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
+
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
@@ -54,7 +56,7 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 			s.Close()
 		}
 	}()
-	if s.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}, nil); err != nil {
+	if s.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}); err != nil {
 		return nil, err
 	}
 	// One durable outbox for the database that orders and payments share:
@@ -289,7 +291,7 @@ func (s *shop) poison(ctx context.Context) error {
 		return err
 	}
 	dlq := topics.DeadLetter(topics.ConsumerGroup("payments", topics.TypeName(OrderPlaced{})))
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: s.brokers, ConsumerGroup: "shop-example-dlq-reader"}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: s.brokers, ConsumerGroup: "shop-example-dlq-reader"})
 	if err != nil {
 		return err
 	}
@@ -303,7 +305,7 @@ func (s *shop) poison(ctx context.Context) error {
 	for msg := range msgs {
 		msg.Ack()
 		if msg.UUID == bad.UUID {
-			fmt.Printf("dead letter on %s: %s\n", dlq, msg.Metadata.Get(middleware.DeadLetterReasonKey))
+			fmt.Printf("dead letter on %s: %s\n", dlq, msg.Metadata.Get(dlqmeta.Reason))
 			return nil
 		}
 	}

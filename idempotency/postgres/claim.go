@@ -10,26 +10,11 @@ import (
 // errNilTx is returned by MarkProcessedTx when it is given no transaction.
 var errNilTx = errors.New("postgres: MarkProcessedTx needs a transaction, got nil")
 
-// BeginClaim begins a transaction on the store's pool and claims key in it,
-// BEGIN and the claim in one round trip (a pgx batch): the transactional
-// mode of the package doc, as middleware.TransactionalIdempotency runs it.
-//
-// When claimed is true, tx is open and holds the claim: the caller writes
-// its effects in it and commits or rolls it back. When claimed is false, a
-// fresh mark exists (a duplicate): BeginClaim has ended the transaction and
-// tx is nil. An error leaves nothing open.
-func (s *Store) BeginClaim(ctx context.Context, key string) (tx pgx.Tx, claimed bool, err error) {
-	return s.BeginClaimAfter(ctx, key, nil)
-}
-
-// BeginClaimAfter is [Store.BeginClaim] with the statements that before
-// queues into b run between BEGIN and the claim, in the same round trip:
-// what must precede the transaction's first write, such as the outbox's
-// key locks (outbox.Outbox.QueueLockKeys). Their results are dropped; one
-// that fails ends the transaction, and the error says so. A nil before
-// queues nothing.
-func (s *Store) BeginClaimAfter(ctx context.Context, key string, before func(b *pgx.Batch)) (tx pgx.Tx, claimed bool, err error) {
-	tx, err = s.DeferClaim(key, before).begun(ctx)
+// beginClaim begins a transaction on the store's pool that locks locks
+// and claims key, in one round trip. When claimed, tx is open and holds the
+// claim; otherwise key has a fresh mark and nothing is left open.
+func (s *Store) beginClaim(ctx context.Context, key string, locks []string) (tx pgx.Tx, claimed bool, err error) {
+	tx, err = s.deferClaim(key, locks).begun(ctx)
 	switch {
 	case errors.Is(err, ErrDuplicate):
 		return nil, false, nil
@@ -42,7 +27,7 @@ func (s *Store) BeginClaimAfter(ctx context.Context, key string, before func(b *
 // MarkProcessedTx claims key inside tx, a transaction of the caller's on
 // the store's database: claimed is true when tx marked the key (it had no
 // mark, or one older than the window) and false when a fresh mark exists,
-// a duplicate. It runs the statement of [Store.BeginClaim], so the claim
+// a duplicate. It runs the claim of [Store.Transact], so the claim
 // commits or rolls back with tx and a concurrent claim of the key waits
 // for tx to end, as the package doc describes.
 //

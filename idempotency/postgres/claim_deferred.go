@@ -7,21 +7,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
 
-// ErrDuplicate is what the statements of a [ClaimTx] return once its claim
-// found a fresh mark of its key: the message is a duplicate, and the
-// transaction was rolled back.
+// ErrDuplicate is what the handler's statements return under a deferred
+// claim (idempotency.Claim.Defer) once the claim found a fresh mark of its
+// key: the message is a duplicate, and the transaction was rolled back.
 var ErrDuplicate = errors.New("postgres: the key has a fresh mark (a duplicate); the transaction was rolled back")
 
-// ClaimTx is a transaction that begins, and claims its key, together with
-// its first statement: the deferred claim of the package doc. Make it with
-// [Store.DeferClaim]. It is a pgx.Tx, and, like one, not safe for
-// concurrent use.
-type ClaimTx struct {
-	s      *Store
-	key    string
-	before func(b *pgx.Batch)
+// claimTx is a transaction that begins, and claims its key, together with
+// its first statement: the deferred claim of the package doc. It is a
+// pgx.Tx, and, like one, not safe for concurrent use.
+type claimTx struct {
+	s     *Store
+	key   string
+	locks []string // locked between BEGIN and the claim
 
 	tx     pgx.Tx // the transaction, once begun and claimed
 	state  claimState
@@ -29,7 +30,7 @@ type ClaimTx struct {
 	closed bool  // rolled back, or committed without a statement
 }
 
-var _ pgx.Tx = (*ClaimTx)(nil)
+var _ pgx.Tx = (*claimTx)(nil)
 
 type claimState int
 
@@ -40,28 +41,26 @@ const (
 	claimFailed                      // the begin or the claim failed: nothing is open
 )
 
-// DeferClaim returns a [ClaimTx] for key on the store's pool, without a
-// round trip: BEGIN, the statements that before queues into a batch (as
-// [Store.BeginClaimAfter] runs them), the claim of key and the first
+// deferClaim returns a claimTx for key on the store's pool, without a
+// round trip: BEGIN, the lock of locks, the claim of key and the first
 // statement of the transaction go to PostgreSQL together, when that
-// statement runs. Call [ClaimTx.Outcome] once done with it to learn
-// whether it claimed the key.
-func (s *Store) DeferClaim(key string, before func(b *pgx.Batch)) *ClaimTx {
-	return &ClaimTx{s: s, key: key, before: before}
+// statement runs.
+func (s *Store) deferClaim(key string, locks []string) *claimTx {
+	return &claimTx{s: s, key: key, locks: pgschema.NonEmpty(locks)}
 }
 
 // Outcome reports what became of the claim: sent is false while no
 // statement has run (nor Commit), claimed is true when the transaction
 // holds the claim, and err is the error that made the begin or the claim
-// fail, wrapped as in [Store.BeginClaim]. Neither claimed nor err means a
+// fail. Neither claimed nor err means a
 // duplicate.
-func (c *ClaimTx) Outcome() (sent, claimed bool, err error) {
+func (c *claimTx) Outcome() (sent, claimed bool, err error) {
 	return c.state != claimPending, c.state == claimHeld, c.err
 }
 
 // Open returns the transaction that holds the claim, or nil while no
 // statement has run or when the claim did not hold.
-func (c *ClaimTx) Open() pgx.Tx {
+func (c *claimTx) Open() pgx.Tx {
 	if c.state != claimHeld {
 		return nil
 	}
@@ -73,7 +72,7 @@ func (c *ClaimTx) Open() pgx.Tx {
 // the claim is held and br is at then's first result; otherwise br is
 // closed, nothing is left open and the error is ErrDuplicate or the
 // failure.
-func (c *ClaimTx) send(ctx context.Context, then func(b *pgx.Batch)) (br pgx.BatchResults, err error) {
+func (c *claimTx) send(ctx context.Context, then func(b *pgx.Batch)) (br pgx.BatchResults, err error) {
 	if c.state != claimPending {
 		return nil, c.settled()
 	}
@@ -82,8 +81,8 @@ func (c *ClaimTx) send(ctx context.Context, then func(b *pgx.Batch)) (br pgx.Bat
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	if c.before != nil {
-		c.before(b)
+	if len(c.locks) > 0 {
+		b.Queue(pgschema.LockKeysSQL, c.locks)
 	}
 	first := b.Len() - 1
 	b.Queue(c.s.sql.claim, keyArg(c.key))
@@ -141,14 +140,14 @@ func readPrelude(br pgx.BatchResults, first int) (bool, error) {
 	return err == nil && tag.RowsAffected() == 1, err
 }
 
-func (c *ClaimTx) fail(err error) error {
+func (c *claimTx) fail(err error) error {
 	c.state, c.err = claimFailed, err
 	return err
 }
 
-// settled is the error of a statement on a ClaimTx whose claim did not
+// settled is the error of a statement on a claimTx whose claim did not
 // hold.
-func (c *ClaimTx) settled() error {
+func (c *claimTx) settled() error {
 	switch c.state {
 	case claimDuplicate:
 		return ErrDuplicate
@@ -161,7 +160,7 @@ func (c *ClaimTx) settled() error {
 // begun returns the open transaction, beginning it with the claim alone
 // if no statement has run yet, for the statements that cannot join the
 // claim's round trip.
-func (c *ClaimTx) begun(ctx context.Context) (pgx.Tx, error) {
+func (c *claimTx) begun(ctx context.Context) (pgx.Tx, error) {
 	if c.state == claimHeld {
 		return c.tx, nil
 	}
@@ -183,7 +182,7 @@ func (c *ClaimTx) begun(ctx context.Context) (pgx.Tx, error) {
 // Exec runs sql in the transaction; the first statement carries BEGIN and
 // the claim. After a claim that found a fresh mark it returns
 // [ErrDuplicate].
-func (c *ClaimTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+func (c *claimTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if c.fusing(args) {
 		br, err := c.send(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) })
 		if err == nil {
@@ -205,7 +204,7 @@ func (c *ClaimTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 }
 
 // QueryRow runs sql in the transaction, as Exec does.
-func (c *ClaimTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+func (c *claimTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if c.fusing(args) {
 		br, err := c.send(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) })
 		if err == nil {
@@ -226,7 +225,7 @@ func (c *ClaimTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 // transaction and can join the claim's batch: it has arguments (pgx runs
 // one without them with the simple protocol, which allows several
 // statements in one string) and no option a batch ignores.
-func (c *ClaimTx) fusing(args []any) bool {
+func (c *claimTx) fusing(args []any) bool {
 	if c.state != claimPending || c.closed || len(args) == 0 {
 		return false
 	}
@@ -251,7 +250,7 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 // Query runs sql in the transaction, begun and claimed first if needed.
-func (c *ClaimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+func (c *claimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	tx, err := c.begun(ctx)
 	if err != nil {
 		return nil, err
@@ -260,7 +259,7 @@ func (c *ClaimTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 }
 
 // SendBatch sends b in the transaction, begun and claimed first if needed.
-func (c *ClaimTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+func (c *claimTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	tx, err := c.begun(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
@@ -269,7 +268,7 @@ func (c *ClaimTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 }
 
 // CopyFrom copies in the transaction, begun and claimed first if needed.
-func (c *ClaimTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+func (c *claimTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	tx, err := c.begun(ctx)
 	if err != nil {
 		return 0, err
@@ -279,7 +278,7 @@ func (c *ClaimTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []
 
 // Prepare prepares sql on the transaction's connection, begun and claimed
 // first if needed.
-func (c *ClaimTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+func (c *claimTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	tx, err := c.begun(ctx)
 	if err != nil {
 		return nil, err
@@ -289,7 +288,7 @@ func (c *ClaimTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Statem
 
 // Begin starts a pseudo nested transaction (a savepoint), after beginning
 // and claiming if needed.
-func (c *ClaimTx) Begin(ctx context.Context) (pgx.Tx, error) {
+func (c *claimTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	tx, err := c.begun(ctx)
 	if err != nil {
 		return nil, err
@@ -301,7 +300,7 @@ func (c *ClaimTx) Begin(ctx context.Context) (pgx.Tx, error) {
 // claimed first if needed (within the store's pool's own limits, since
 // it takes no context). When that fails, its methods fail with
 // pgx.ErrTxClosed.
-func (c *ClaimTx) LargeObjects() pgx.LargeObjects {
+func (c *claimTx) LargeObjects() pgx.LargeObjects {
 	tx, err := c.begun(context.Background())
 	if err != nil {
 		// A zero pgx.LargeObjects has no transaction and its methods
@@ -316,7 +315,7 @@ func (c *ClaimTx) LargeObjects() pgx.LargeObjects {
 
 // Conn returns the transaction's connection, beginning and claiming first
 // if needed; nil when that fails.
-func (c *ClaimTx) Conn() *pgx.Conn {
+func (c *claimTx) Conn() *pgx.Conn {
 	tx, err := c.begun(context.Background())
 	if err != nil {
 		return nil
@@ -328,7 +327,7 @@ func (c *ClaimTx) Conn() *pgx.Conn {
 // claim and COMMIT go together; Outcome then tells whether it claimed.
 // After a duplicate it returns [ErrDuplicate], after a failed claim its
 // error.
-func (c *ClaimTx) Commit(ctx context.Context) error {
+func (c *claimTx) Commit(ctx context.Context) error {
 	switch {
 	case c.state == claimHeld:
 		return c.tx.Commit(ctx)
@@ -355,8 +354,8 @@ func (c *ClaimTx) Commit(ctx context.Context) error {
 }
 
 // Rollback rolls the transaction back; before any statement it only
-// closes the ClaimTx, since nothing was sent.
-func (c *ClaimTx) Rollback(ctx context.Context) error {
+// closes the claimTx, since nothing was sent.
+func (c *claimTx) Rollback(ctx context.Context) error {
 	if c.state == claimHeld {
 		return c.tx.Rollback(ctx)
 	}

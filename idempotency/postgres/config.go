@@ -1,12 +1,11 @@
 package postgres
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
 
@@ -77,33 +76,19 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports every field that cannot work, each error wrapping
-// ErrInvalidConfig. Zero fields count as their defaults, so Config{} is
-// valid. NewStore calls it.
+// Validate reports every field that cannot work, in one error that wraps
+// koto.ErrInvalidConfig. Zero fields count as their defaults, so Config{}
+// is valid. NewStore calls it.
 func (c Config) Validate() error {
 	c.setDefaults()
-	var errs []error
-	if err := checkIdentifier("Schema", c.Schema, pgschema.MaxIdentifier); err != nil {
-		errs = append(errs, err)
-	}
-	if err := checkIdentifier("Table", c.Table, maxTable); err != nil {
-		errs = append(errs, err)
-	}
+	p := config.For("postgres.Config")
+	pgschema.CheckName(p, "Schema", c.Schema, pgschema.MaxIdentifier)
+	pgschema.CheckName(p, "Table", c.Table, maxTable)
 	if c.Window < time.Millisecond {
-		errs = append(errs, fmt.Errorf("%w: Window is %v; set it to at least 1ms, or 0 for the default (%v)",
-			ErrInvalidConfig, c.Window, idempotency.DefaultWindow))
+		p.Add("Window", "is %v; set it to at least 1ms, or 0 for the default (%v)", c.Window, idempotency.DefaultWindow)
 	}
 	if c.CleanupBatchSize <= 0 {
-		errs = append(errs, fmt.Errorf("%w: CleanupBatchSize is %d; set a positive number of rows, or 0 for the default (%d)",
-			ErrInvalidConfig, c.CleanupBatchSize, DefaultCleanupBatchSize))
+		p.Add("CleanupBatchSize", "is %d; set a positive number of rows, or 0 for the default (%d)", c.CleanupBatchSize, DefaultCleanupBatchSize)
 	}
-	return errors.Join(errs...)
-}
-
-// checkIdentifier refuses a name PostgreSQL would not keep as given.
-func checkIdentifier(field, name string, limit int) error {
-	if err := pgschema.CheckName(field, name, limit); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	return p.Err()
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -44,7 +46,7 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 				s.Close()
 				t.Fatal("NewStore accepted it")
 			}
-			if !errors.Is(err, postgres.ErrInvalidConfig) {
+			if !errors.Is(err, koto.ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 			}
 			if !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), c.hint) {
@@ -52,7 +54,7 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := postgres.NewStore(nil, postgres.Config{}); !errors.Is(err, postgres.ErrInvalidConfig) {
+	if _, err := postgres.NewStore(nil, postgres.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("NewStore(nil pool): %v", err)
 	}
 	s, err := postgres.NewStore(pool, postgres.Config{Table: strings.Repeat("t", 47), CleanupInterval: -1})
@@ -83,7 +85,7 @@ func TestValidateNamesEveryField(t *testing.T) {
 			t.Errorf("Validate does not name %s: %v", field, err)
 		}
 	}
-	if !errors.Is(err, postgres.ErrInvalidConfig) {
+	if !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("%v does not wrap ErrInvalidConfig", err)
 	}
 }

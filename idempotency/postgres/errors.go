@@ -4,13 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/idempotency"
 )
-
-// ErrInvalidConfig is wrapped by every error NewStore and Config.Validate
-// return for a configuration they refuse. The message names the field and
-// says what to change.
-var ErrInvalidConfig = errors.New("postgres: invalid configuration")
 
 // ErrSchemaMissing is returned, wrapped, when DisableAutoCreateSchema is set
 // and the table does not exist. The message names the table and points at
@@ -23,9 +19,9 @@ var ErrSchemaMissing = errors.New("postgres: idempotency table missing")
 // other one does the work.
 var ErrCleanupBusy = errors.New("postgres: idempotency cleanup already running")
 
-// unavailable wraps an error of PostgreSQL so that callers can test it with
-// errors.Is against idempotency.ErrStoreUnavailable and against the
-// original error.
+// unavailable wraps an error of PostgreSQL as an outage that callers can
+// test with errors.Is against idempotency.ErrStoreUnavailable and against
+// the original error.
 func unavailable(op string, err error) error {
-	return fmt.Errorf("%w: postgres %s: %w", idempotency.ErrStoreUnavailable, op, err)
+	return koto.Outage(fmt.Errorf("%w: postgres %s: %w", idempotency.ErrStoreUnavailable, op, err))
 }

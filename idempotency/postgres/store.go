@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // Store is the PostgreSQL idempotency store. It is safe for concurrent use.
@@ -41,7 +41,7 @@ var _ idempotency.Store = (*Store)(nil)
 // its first pass right away, which is such a first use.
 func NewStore(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: pool is nil; pass a connected *pgxpool.Pool", ErrInvalidConfig)
+		return nil, config.Invalid("postgres.NewStore", "", "got a nil pool; pass a connected *pgxpool.Pool")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {

@@ -4,19 +4,17 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/internal/pgtx"
 )
 
-type txKey struct{}
-
-// ContextWithTx returns a copy of ctx that carries tx, the transaction that
-// claimed a message, for its handler to write its effects in.
-func ContextWithTx(ctx context.Context, tx pgx.Tx) context.Context {
-	return context.WithValue(ctx, txKey{}, tx)
-}
-
-// TxFromContext returns the transaction ContextWithTx put in ctx, and
-// whether there is one.
+// TxFromContext returns the transaction in ctx: the one [Store.Transact]
+// runs a transactional handler in, or outbox's Transact's. The handler
+// writes its effects through it and neither commits nor rolls it back.
 func TxFromContext(ctx context.Context) (pgx.Tx, bool) {
-	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
-	return tx, ok && tx != nil
+	u, ok := pgtx.From(ctx)
+	if !ok {
+		return nil, false
+	}
+	return u.Tx, true
 }

@@ -69,7 +69,7 @@ func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix st
 	if e.sdk, err = newSDKTelemetry(); err != nil {
 		return nil, err
 	}
-	e.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}, nil)
+	e.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers})
 	return e, err
 }
 

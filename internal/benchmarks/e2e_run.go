@@ -74,7 +74,7 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group}, nil)
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group})
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
@@ -108,9 +108,9 @@ func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, e
 	case CheckHandleMark:
 		cfg.Store = e.store
 	case Transactional:
-		cfg.Store, cfg.Transactional = e.store, true
+		cfg.Store, cfg.Idempotency.Transactional = e.store, true
 	case TransactionalDeferred:
-		cfg.Store, cfg.Transactional, cfg.Idempotency.DeferClaim = e.store, true, true
+		cfg.Store, cfg.Idempotency.Transactional, cfg.Idempotency.DeferClaim = e.store, true, true
 	}
 	return middleware.Defaults(cfg)
 }

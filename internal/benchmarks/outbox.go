@@ -98,7 +98,7 @@ func (b *Outbox) Fill(ctx context.Context, n int) (string, error) {
 		for i := start; i < n && i < start+outboxFillBatch; i++ {
 			msgs = append(msgs, b.newMessage(i))
 		}
-		err := outbox.Transact(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := b.o.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			return b.o.Publisher(tx).Publish(topic, msgs...)
 		})
 		if err != nil {
@@ -187,7 +187,7 @@ func (b *Outbox) watermillForwarder(mw message.HandlerMiddleware) (*forwarder.Fo
 	if err != nil {
 		return nil, nil, err
 	}
-	pub, err := broker.NewPublisher(broker.Config{Brokers: b.brokers}, nil)
+	pub, err := broker.NewPublisher(broker.Config{Brokers: b.brokers})
 	if err != nil {
 		_ = sub.Close()
 		return nil, nil, err

@@ -116,7 +116,7 @@ func (b *Outbox) commitPaced(ctx context.Context, v OutboxVariant, topic string,
 			return nil, err
 		}
 		msg := b.newMessage(i)
-		err := outbox.Transact(ctx, b.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := b.o.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if v.notify {
 				return b.o.Publisher(tx).Publish(topic, msg)
 			}

@@ -61,7 +61,7 @@ func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSi
 		}
 	}()
 	bcfg := broker.Config{Brokers: brokers}
-	pub, err := broker.NewPublisher(bcfg, nil)
+	pub, err := broker.NewPublisher(bcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (b *ReqReply) startDispatcher(ctx context.Context, bcfg broker.Config, call
 // subscribe subscribes to topic in group; the subscriber closes with b.
 func (b *ReqReply) subscribe(ctx context.Context, cfg broker.Config, group, topic string) (<-chan *message.Message, error) {
 	cfg.ConsumerGroup = group
-	sub, err := broker.NewSubscriber(cfg, nil)
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		return nil, err
 	}

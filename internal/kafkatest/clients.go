@@ -3,7 +3,6 @@ package kafkatest
 import (
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,7 +12,7 @@ import (
 // NewPublisher returns broker.NewPublisher(cfg), closed when t finishes.
 func NewPublisher(t testing.TB, cfg broker.Config) *broker.Publisher {
 	t.Helper()
-	pub, err := broker.NewPublisher(cfg, nil)
+	pub, err := broker.NewPublisher(cfg)
 	if err != nil {
 		t.Fatalf("kafkatest: NewPublisher: %v", err)
 	}
@@ -23,9 +22,9 @@ func NewPublisher(t testing.TB, cfg broker.Config) *broker.Publisher {
 
 // NewSubscriber returns broker.NewSubscriber(cfg), closed when t finishes.
 // cfg.ConsumerGroup is required; [Group] makes a fresh one.
-func NewSubscriber(t testing.TB, cfg broker.Config) *kafka.Subscriber {
+func NewSubscriber(t testing.TB, cfg broker.Config) *broker.Subscriber {
 	t.Helper()
-	sub, err := broker.NewSubscriber(cfg, nil)
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		t.Fatalf("kafkatest: NewSubscriber: %v", err)
 	}

@@ -1,11 +1,12 @@
 package pgschema
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // MaxIdentifier is PostgreSQL's identifier limit, NAMEDATALEN-1 bytes.
@@ -25,22 +26,20 @@ func QuoteIdent(name string) string {
 	return pgx.Identifier{name}.Sanitize()
 }
 
-// CheckName reports why PostgreSQL would not keep name, the value of the
-// configuration field field, as given: empty, longer than limit bytes, with
-// a NUL byte or not UTF-8. The error says what to change; callers wrap it
-// with their package's configuration sentinel.
-func CheckName(field, name string, limit int) error {
+// CheckName records in p why PostgreSQL would not keep name, the value of
+// the configuration field field, as given: empty, longer than limit bytes,
+// with a NUL byte or not UTF-8.
+func CheckName(p *config.Problems, field, name string, limit int) {
 	switch {
 	case name == "":
-		return fmt.Errorf("%s is empty; set a name", field)
+		p.Add(field, "is empty; set a name")
 	case len(name) > limit:
-		return fmt.Errorf("%s %q is %d bytes; shorten it to at most %d bytes", field, name, len(name), limit)
+		p.Add(field, "%q is %d bytes; shorten it to at most %d bytes", name, len(name), limit)
 	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("%s %q contains a NUL byte; remove it", field, name)
+		p.Add(field, "%q contains a NUL byte; remove it", name)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("%s %q is not valid UTF-8; use a UTF-8 name", field, name)
+		p.Add(field, "%q is not valid UTF-8; use a UTF-8 name", name)
 	}
-	return nil
 }
 
 // plainIdent reports whether name is made only of what an unquoted

@@ -32,3 +32,25 @@ func XactLock(ctx context.Context, tx pgx.Tx, class int32, name string) error {
 	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::int4, $2::int4)", class, LockObject(name))
 	return err
 }
+
+// LockKeysSQL takes the transaction-scoped advisory lock of each distinct
+// key hash ($1, text[]), in ascending order so that two transactions
+// locking the same keys cannot deadlock, and only while the transaction
+// has no xid yet: it returns how many locks it took, none when the
+// transaction had written. Every outbox table and the transactional
+// idempotency mode lock keys through it, so that one key's transactions
+// are ordered whichever of them takes the lock.
+const LockKeysSQL = `SELECT count(pg_advisory_xact_lock(h)) FROM (
+	SELECT DISTINCT hashtextextended(k, 7021902153413407835) AS h FROM unnest($1::text[]) AS k ORDER BY h
+) AS keys WHERE pg_current_xact_id_if_assigned() IS NULL`
+
+// NonEmpty returns keys without the empty ones.
+func NonEmpty(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
