@@ -1,0 +1,118 @@
+// Package config holds what the Config types of every package share: the
+// error of an invalid field, and the collection of every such error of one
+// configuration into a single error.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrInvalid is the sentinel every configuration error wraps
+// (koto.ErrInvalidConfig).
+var ErrInvalid = errors.New("invalid configuration")
+
+// fieldError is one invalid field: root is the configuration type that
+// holds it ("broker.Config"), or the path of the field that holds that
+// type once nested ("cqrs.ServiceConfig.Broker"); rest is the field below
+// root, empty for the whole value.
+type fieldError struct {
+	root, rest string
+	problem    string
+}
+
+func (e *fieldError) Error() string { return "invalid configuration: " + e.field() + " " + e.problem }
+
+func (e *fieldError) Unwrap() error { return ErrInvalid }
+
+func (e *fieldError) field() string {
+	if e.rest == "" {
+		return e.root
+	}
+	return e.root + "." + e.rest
+}
+
+// Problems collects the invalid fields of one configuration. The zero
+// value is empty and ready to use.
+type Problems struct {
+	root string
+	errs []error
+}
+
+// For returns the collection for the configuration type root, such as
+// "broker.Config".
+func For(root string) *Problems { return &Problems{root: root} }
+
+// Add records that field (below the root; "" for the whole value) is
+// invalid: problem says what is wrong and what to change, as in
+// "is empty; list at least one host:port".
+func (p *Problems) Add(field, format string, args ...any) {
+	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Sprintf(format, args...)})
+}
+
+// Wrap records err, an error that wraps ErrInvalid or that becomes one
+// here, as a problem of field.
+func (p *Problems) Wrap(field string, err error) {
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrInvalid) {
+		p.Add(field, "%v", err)
+		return
+	}
+	p.errs = append(p.errs, err)
+}
+
+// Nest records the problems of a nested configuration's Validate, err,
+// as problems of field: "Backoff.InitialInterval" held at field
+// "DeadLetter.Backoff" of "middleware.Config" becomes
+// "middleware.Config.DeadLetter.Backoff.InitialInterval".
+func (p *Problems) Nest(field string, err error) {
+	for _, e := range flatten(err) {
+		var fe *fieldError
+		if errors.As(e, &fe) {
+			e = &fieldError{root: join(p.root, field), rest: fe.rest, problem: fe.problem}
+		}
+		p.errs = append(p.errs, e)
+	}
+}
+
+// Err returns nil when nothing was recorded, the one problem, or all of
+// them joined, each on a line of its own.
+func (p *Problems) Err() error {
+	if len(p.errs) == 1 {
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
+}
+
+// Invalid returns the error of one invalid field of root, for the checks
+// a constructor makes beyond its Config's Validate.
+func Invalid(root, field, format string, args ...any) error {
+	p := For(root)
+	p.Add(field, format, args...)
+	return p.Err()
+}
+
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var all []error
+		for _, e := range j.Unwrap() {
+			all = append(all, flatten(e)...)
+		}
+		return all
+	}
+	return []error{err}
+}
+
+func join(root, field string) string {
+	field = strings.TrimPrefix(field, ".")
+	if field == "" {
+		return root
+	}
+	return root + "." + field
+}
