@@ -9,9 +9,9 @@ import (
 
 // Defaults of [Backoff].
 const (
-	DefaultInitialInterval = 100 * time.Millisecond
-	DefaultMaxInterval     = 10 * time.Second
-	DefaultMultiplier      = 2.0
+	defaultInitialInterval = 100 * time.Millisecond
+	defaultMaxInterval     = 10 * time.Second
+	defaultMultiplier      = 2.0
 )
 
 // Backoff is the wait between retries: exponential with equal jitter (the
@@ -20,24 +20,24 @@ const (
 // draws the actual wait between half of it and all of it. The zero value
 // is the default.
 type Backoff struct {
-	// InitialInterval is the first nominal wait. Default [DefaultInitialInterval].
+	// InitialInterval is the first nominal wait. Default 100ms.
 	InitialInterval time.Duration
-	// MaxInterval caps every nominal wait. Default [DefaultMaxInterval].
+	// MaxInterval caps every nominal wait. Default 10s.
 	MaxInterval time.Duration
 	// Multiplier grows the nominal wait after each retry; at least 1.
-	// Default [DefaultMultiplier].
+	// Default 2.
 	Multiplier float64
 }
 
 func (b *Backoff) setDefaults() {
 	if b.InitialInterval == 0 {
-		b.InitialInterval = DefaultInitialInterval
+		b.InitialInterval = defaultInitialInterval
 	}
 	if b.MaxInterval == 0 {
-		b.MaxInterval = DefaultMaxInterval
+		b.MaxInterval = defaultMaxInterval
 	}
 	if b.Multiplier == 0 {
-		b.Multiplier = DefaultMultiplier
+		b.Multiplier = defaultMultiplier
 	}
 }
 
@@ -47,16 +47,16 @@ func (b Backoff) Validate() error {
 	b.setDefaults()
 	p := config.For("koto.Backoff")
 	if b.InitialInterval < 0 {
-		p.Add("InitialInterval", "is negative (%v); use 0 for the default (%v) or a positive duration", b.InitialInterval, DefaultInitialInterval)
+		p.Add("InitialInterval", "is negative (%v); use 0 for the default (%v) or a positive duration", b.InitialInterval, defaultInitialInterval)
 	}
 	switch {
 	case b.MaxInterval < 0:
-		p.Add("MaxInterval", "is negative (%v); use 0 for the default (%v) or a duration of at least InitialInterval", b.MaxInterval, DefaultMaxInterval)
+		p.Add("MaxInterval", "is negative (%v); use 0 for the default (%v) or a duration of at least InitialInterval", b.MaxInterval, defaultMaxInterval)
 	case b.MaxInterval < b.InitialInterval:
 		p.Add("MaxInterval", "(%v) is less than InitialInterval (%v); raise MaxInterval or lower InitialInterval", b.MaxInterval, b.InitialInterval)
 	}
 	if b.Multiplier < 1 {
-		p.Add("Multiplier", "(%v) is less than 1; use 0 for the default (%v) or a value of at least 1", b.Multiplier, DefaultMultiplier)
+		p.Add("Multiplier", "(%v) is less than 1; use 0 for the default (%v) or a value of at least 1", b.Multiplier, defaultMultiplier)
 	}
 	return p.Err()
 }

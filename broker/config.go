@@ -16,19 +16,19 @@ import (
 
 // Defaults applied to the zero values of [Config].
 const (
-	// DefaultClientID is the client ID Kafka sees when Config.ClientID is
+	// defaultClientID is the client ID Kafka sees when Config.ClientID is
 	// empty.
-	DefaultClientID = "watermill-koto"
-	// DefaultNackResendSleep is how long a nacked message waits before it
+	defaultClientID = "watermill-koto"
+	// defaultNackResendSleep is how long a nacked message waits before it
 	// is delivered again. It is short on purpose: the partition is blocked
 	// meanwhile. Retry middleware with backoff is the place for longer waits.
-	DefaultNackResendSleep = 100 * time.Millisecond
-	// DefaultReconnectRetrySleep is the pause between attempts to reconnect
+	defaultNackResendSleep = 100 * time.Millisecond
+	// defaultReconnectRetrySleep is the pause between attempts to reconnect
 	// a subscription whose consumer stopped.
-	DefaultReconnectRetrySleep = time.Second
-	// DefaultInitialOffset is where a consumer group without a committed
+	defaultReconnectRetrySleep = time.Second
+	// defaultInitialOffset is where a consumer group without a committed
 	// offset starts: the oldest offset (see Defaults in the package doc).
-	DefaultInitialOffset = sarama.OffsetOldest
+	defaultInitialOffset = sarama.OffsetOldest
 )
 
 // defaultKafkaVersion is the Kafka protocol version sarama is configured
@@ -48,7 +48,7 @@ type Config struct {
 	Brokers []string
 
 	// ClientID names this client in the brokers' logs, metrics and quotas.
-	// Default: [DefaultClientID].
+	// Default: "watermill-koto".
 	ClientID string
 
 	// SASL authenticates every connection. Zero: no SASL.
@@ -66,7 +66,7 @@ type Config struct {
 
 	// InitialOffset is where a consumer group without a committed offset
 	// starts: sarama.OffsetOldest or sarama.OffsetNewest. Default:
-	// [DefaultInitialOffset].
+	// sarama.OffsetOldest.
 	InitialOffset int64
 
 	// KafkaVersion is the protocol version sarama is configured for.
@@ -76,12 +76,12 @@ type Config struct {
 	KafkaVersion sarama.KafkaVersion
 
 	// NackResendSleep is how long a nacked message waits before it is
-	// delivered again. Default: [DefaultNackResendSleep]; negative turns
+	// delivered again. Default: 100ms; negative turns
 	// the wait off.
 	NackResendSleep time.Duration
 
 	// ReconnectRetrySleep is the pause between attempts to restart a stopped
-	// consumer. Default: [DefaultReconnectRetrySleep]; negative turns the
+	// consumer. Default: 1s; negative turns the
 	// pause off.
 	ReconnectRetrySleep time.Duration
 
@@ -122,19 +122,19 @@ type SASLConfig struct {
 
 func (c *Config) setDefaults() {
 	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
+		c.ClientID = defaultClientID
 	}
 	if c.InitialOffset == 0 {
-		c.InitialOffset = DefaultInitialOffset
+		c.InitialOffset = defaultInitialOffset
 	}
 	if c.KafkaVersion == (sarama.KafkaVersion{}) {
 		c.KafkaVersion = defaultKafkaVersion()
 	}
 	if c.NackResendSleep == 0 {
-		c.NackResendSleep = DefaultNackResendSleep
+		c.NackResendSleep = defaultNackResendSleep
 	}
 	if c.ReconnectRetrySleep == 0 {
-		c.ReconnectRetrySleep = DefaultReconnectRetrySleep
+		c.ReconnectRetrySleep = defaultReconnectRetrySleep
 	}
 	if c.Marshaler == nil {
 		c.Marshaler = NewPartitionKeyMarshaler()
@@ -171,28 +171,25 @@ func (c Config) validate(p *config.Problems) {
 	case 0, sarama.OffsetOldest, sarama.OffsetNewest:
 	default:
 		p.Add("InitialOffset", "is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
-			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, DefaultInitialOffset)
+			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, defaultInitialOffset)
 	}
-	p.Nest("SASL", c.SASL.Validate())
-	p.Nest("Provision", c.Provision.Validate())
+	c.SASL.validate(p)
+	c.Provision.validate(p)
 }
 
-// Validate reports what stops the SASL configuration from being used.
-func (c SASLConfig) Validate() error {
-	p := config.For("broker.SASLConfig")
+func (c SASLConfig) validate(p *config.Problems) {
 	switch {
 	case c.User == "" && (c.Password != "" || c.Mechanism != ""):
-		p.Add("User", "is empty but Password or Mechanism is set; set User to turn SASL on")
+		p.Add("SASL.User", "is empty but Password or Mechanism is set; set User to turn SASL on")
 	case c.User != "" && c.Password == "":
-		p.Add("Password", "is empty for user %q", c.User)
+		p.Add("SASL.Password", "is empty for user %q", c.User)
 	}
 	switch c.Mechanism {
 	case "", sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512:
 	default:
-		p.Add("Mechanism", "is %q; use %s, %s or %s, or configure other mechanisms in Config.Sarama",
+		p.Add("SASL.Mechanism", "is %q; use %s, %s or %s, or configure other mechanisms in Config.Sarama",
 			c.Mechanism, sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512)
 	}
-	return p.Err()
 }
 
 func (c Config) validateSubscriber() error {

@@ -4,16 +4,11 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+	koto "github.com/koto-dev/watermill-koto"
 )
 
-// PartitionKeyMetadataKey is the message metadata key whose value becomes
-// the Kafka record key. Records with the same key go to the same partition
-// and so are consumed in the order they were published. Set it to the
-// aggregate ID for events of one aggregate.
-const PartitionKeyMetadataKey = "partition_key"
-
 // NewPartitionKeyMarshaler returns the default marshaler: watermill-kafka's
-// partitioning marshaler keyed by [PartitionKeyMetadataKey].
+// partitioning marshaler keyed by koto.PartitionKeyMetadataKey.
 //
 // Marshal copies the UUID into the _watermill_message_uuid header and every
 // metadata entry (the partition key included) into a header. A message
@@ -33,7 +28,7 @@ func NewPartitionKeyMarshaler() kafka.MarshalerUnmarshaler {
 }
 
 func partitionKey(_ string, msg *message.Message) (string, error) {
-	return msg.Metadata.Get(PartitionKeyMetadataKey), nil
+	return msg.Metadata.Get(koto.PartitionKeyMetadataKey), nil
 }
 
 type partitionKeyMarshaler struct {
@@ -45,7 +40,7 @@ func (m partitionKeyMarshaler) Marshal(topic string, msg *message.Message) (*sar
 	if err != nil {
 		return nil, err
 	}
-	if msg.Metadata.Get(PartitionKeyMetadataKey) == "" {
+	if msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
 		rec.Key = nil
 	}
 	return rec, nil
@@ -56,8 +51,8 @@ func (m partitionKeyMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.
 	if err != nil {
 		return nil, err
 	}
-	if len(rec.Key) > 0 && msg.Metadata.Get(PartitionKeyMetadataKey) == "" {
-		msg.Metadata.Set(PartitionKeyMetadataKey, string(rec.Key))
+	if len(rec.Key) > 0 && msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, string(rec.Key))
 	}
 	return msg, nil
 }

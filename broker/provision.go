@@ -17,10 +17,10 @@ const (
 	// DefaultPartitions is the partition count of provisioned topics, and
 	// of the topics the embedded broker creates.
 	DefaultPartitions = 3
-	// DefaultReplicationFactor is the replication factor of provisioned
+	// defaultReplicationFactor is the replication factor of provisioned
 	// topics. 1 suits a single development broker; production clusters
 	// want 3, so that a topic survives the loss of a broker.
-	DefaultReplicationFactor = 1
+	defaultReplicationFactor = 1
 )
 
 // ProvisionConfig is Config.Provision: the settings of the topics that
@@ -30,7 +30,7 @@ type ProvisionConfig struct {
 	Partitions int32
 
 	// ReplicationFactor of each new topic. Default:
-	// [DefaultReplicationFactor] (1); set 3 in production.
+	// 1 (1); set 3 in production.
 	ReplicationFactor int16
 
 	// TopicConfigs are Kafka topic configs for new topics, such as
@@ -43,21 +43,17 @@ func (c *ProvisionConfig) setDefaults() {
 		c.Partitions = DefaultPartitions
 	}
 	if c.ReplicationFactor == 0 {
-		c.ReplicationFactor = DefaultReplicationFactor
+		c.ReplicationFactor = defaultReplicationFactor
 	}
 }
 
-// Validate reports every field that cannot be used, zero values counting
-// as their defaults. Config.Validate calls it.
-func (c ProvisionConfig) Validate() error {
-	p := config.For("broker.ProvisionConfig")
+func (c ProvisionConfig) validate(p *config.Problems) {
 	if c.Partitions < 0 {
-		p.Add("Partitions", "is %d; use 1 or more (0 means %d)", c.Partitions, DefaultPartitions)
+		p.Add("Provision.Partitions", "is %d; use 1 or more (0 means %d)", c.Partitions, DefaultPartitions)
 	}
 	if c.ReplicationFactor < 0 {
-		p.Add("ReplicationFactor", "is %d; use 1 or more (0 means %d, production wants 3)", c.ReplicationFactor, DefaultReplicationFactor)
+		p.Add("Provision.ReplicationFactor", "is %d; use 1 or more (0 means %d, production wants 3)", c.ReplicationFactor, defaultReplicationFactor)
 	}
-	return p.Err()
 }
 
 // ProvisionTopics creates those of the topics that do not exist yet, as

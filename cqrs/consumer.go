@@ -84,7 +84,7 @@ func SkipOtherTypes() ConsumerOption {
 // the order their transactions commit (see middleware.IdempotencyConfig's
 // LockKeys; Outbox.LockKeys inside the handler comes too late and is
 // refused). keys gets the incoming message: its partition_key metadata
-// (broker.PartitionKeyMetadataKey), say, when the consumer's events share
+// (koto.PartitionKeyMetadataKey), say, when the consumer's events share
 // the aggregate of the one it handles.
 func LockKeys(keys func(msg *message.Message) ([]string, error)) ConsumerOption {
 	return func(o *consumerOptions) { o.lockKeys = keys }

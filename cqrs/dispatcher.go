@@ -22,9 +22,9 @@ import (
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// DefaultTimeout is the longest a Request, Send or Publish takes when its
+// defaultTimeout is the longest a Request, Send or Publish takes when its
 // configuration sets no Timeout.
-const DefaultTimeout = 10 * time.Second
+const defaultTimeout = 10 * time.Second
 
 // ReplyTopic returns the conventional reply topic of a service,
 // "{service}.replies".
@@ -46,7 +46,7 @@ type CommandDispatcherConfig struct {
 
 	// Timeout is the longest a Request (sending the command and waiting
 	// for its reply) or a Send takes (see the package doc). Default:
-	// [DefaultTimeout].
+	// 10s.
 	Timeout time.Duration
 
 	// ReplyTopic is the topic replies come back on. Default:
@@ -85,7 +85,7 @@ type CommandDispatcherConfig struct {
 
 func (c *CommandDispatcherConfig) setDefaults() {
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 	if c.ReplyTopic == "" && c.Service != "" {
 		c.ReplyTopic = ReplyTopic(c.Service)

@@ -49,7 +49,7 @@
 // # Deadlines and broker faults
 //
 // Request, Send and EventPublisher.Publish end at the deadline of their
-// context or after their configured Timeout ([DefaultTimeout]), whichever
+// context or after their configured Timeout (10s), whichever
 // comes first, whatever the broker does. The error then matches
 // [ErrTimeout] and context.DeadlineExceeded and says which stage ran out:
 // the start of the dispatcher (a Request during Start waits for it), the

@@ -11,7 +11,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -50,7 +49,7 @@ type MessageIDer interface {
 // PartitionKeyer is implemented by an event or command that chooses its
 // Kafka partition key, typically the ID of the aggregate it belongs to, so
 // that one aggregate's messages stay in order on one partition. The key
-// travels in the metadata key broker.PartitionKeyMetadataKey. An empty key
+// travels in the metadata key koto.PartitionKeyMetadataKey. An empty key
 // leaves the partition to the producer.
 type PartitionKeyer interface {
 	PartitionKey() string
@@ -84,7 +83,7 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 	msg.Metadata.Set(TypeNameMetadataKey, name)
 	if keyer, ok := implements[PartitionKeyer](v); ok {
 		if key := keyer.PartitionKey(); key != "" {
-			msg.Metadata.Set(broker.PartitionKeyMetadataKey, key)
+			msg.Metadata.Set(koto.PartitionKeyMetadataKey, key)
 		}
 	}
 	return msg, nil

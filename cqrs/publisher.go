@@ -25,7 +25,7 @@ type EventPublisherConfig struct {
 	Routes []Route
 
 	// Timeout is the longest a Publish takes (see the package doc).
-	// Default: [DefaultTimeout].
+	// Default: 10s.
 	Timeout time.Duration
 
 	// Telemetry traces and measures the events published. Nil:
@@ -35,7 +35,7 @@ type EventPublisherConfig struct {
 
 func (c *EventPublisherConfig) setDefaults() {
 	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
+		c.Timeout = defaultTimeout
 	}
 }
 
@@ -67,7 +67,7 @@ var errNilPublisher = fmt.Errorf("%w: the publisher is nil; pass a message.Publi
 // validateTimeout checks the Timeout field of a configuration.
 func validateTimeout(d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s); use 0 for the default (%s) or a positive duration", ErrInvalidConfig, d, DefaultTimeout)
+		return fmt.Errorf("%w: Timeout is negative (%s); use 0 for the default (%s) or a positive duration", ErrInvalidConfig, d, defaultTimeout)
 	}
 	return nil
 }

@@ -38,17 +38,17 @@ func (d *CommandDispatcher) observedRequest(ctx context.Context, name string, cm
 
 // requestOutcome returns how a request ended, and its error, the
 // handler's included.
-func requestOutcome(reply *message.Message, err error) (telemetry.RequestOutcome, error) {
+func requestOutcome(reply *message.Message, err error) (string, error) {
 	switch {
 	case errors.Is(err, ErrTimeout):
-		return telemetry.RequestTimeout, err
+		return "timeout", err
 	case err != nil:
-		return telemetry.RequestFailed, err
+		return "error", err
 	case reply.Metadata.Get(requestreply.HasErrorMetadataKey) == "1":
-		return telemetry.RequestHandlerError, &HandlerError{
+		return "handler-error", &HandlerError{
 			Kind:    reply.Metadata.Get(ErrorKindMetadataKey),
 			Message: reply.Metadata.Get(requestreply.ErrorMetadataKey),
 		}
 	}
-	return telemetry.RequestOK, nil
+	return "ok", nil
 }

@@ -8,14 +8,14 @@ import (
 
 // Defaults applied to the zero values of [Config].
 const (
-	// DefaultReplayGroupSuffix makes the default replay group of a consumer
+	// defaultReplayGroupSuffix makes the default replay group of a consumer
 	// group: "payments.order-placed-consumer" replays in
 	// "payments.order-placed-consumer.dlq-replay".
-	DefaultReplayGroupSuffix = ".dlq-replay"
-	// DefaultBatchSize is how many dead letters a replay sends before it
+	defaultReplayGroupSuffix = ".dlq-replay"
+	// defaultBatchSize is how many dead letters a replay sends before it
 	// records them in the replay group, and so the most that a crash
 	// between the two can send again.
-	DefaultBatchSize = 100
+	defaultBatchSize = 100
 )
 
 // Config configures a [Queue]. The zero value of every field but Broker's
@@ -36,11 +36,11 @@ type Config struct {
 
 	// ReplayGroup is the consumer group in which replays record what they
 	// sent; not ConsumerGroup. Default: ConsumerGroup +
-	// [DefaultReplayGroupSuffix].
+	// ".dlq-replay".
 	ReplayGroup string
 
 	// BatchSize is how many dead letters a replay sends in one produce
-	// before it records them. Default: [DefaultBatchSize].
+	// before it records them. Default: 100.
 	BatchSize int
 }
 
@@ -49,10 +49,10 @@ func (c *Config) setDefaults() {
 		c.Topic = topics.DeadLetter(c.ConsumerGroup)
 	}
 	if c.ReplayGroup == "" && c.ConsumerGroup != "" {
-		c.ReplayGroup = c.ConsumerGroup + DefaultReplayGroupSuffix
+		c.ReplayGroup = c.ConsumerGroup + defaultReplayGroupSuffix
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
+		c.BatchSize = defaultBatchSize
 	}
 }
 
@@ -69,10 +69,10 @@ func (c Config) Validate() error {
 	}
 	if c.ReplayGroup != "" && c.ReplayGroup == c.ConsumerGroup {
 		p.Add("ReplayGroup", "is the consumer group %q itself, whose members would make every replay fail; "+
-			"leave it empty for ConsumerGroup + %q, or name a group of its own", c.ReplayGroup, DefaultReplayGroupSuffix)
+			"leave it empty for ConsumerGroup + %q, or name a group of its own", c.ReplayGroup, defaultReplayGroupSuffix)
 	}
 	if c.BatchSize < 0 {
-		p.Add("BatchSize", "is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, DefaultBatchSize)
+		p.Add("BatchSize", "is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, defaultBatchSize)
 	}
 	p.Nest("Broker", c.Broker.Validate())
 	return p.Err()

@@ -24,7 +24,7 @@
 // [Queue.Replay] sends the selected dead letters back to their original
 // topic as they are: the same record key, payload and headers (UUID and
 // metadata, the dead_letter_* keys included, which stay as history), plus
-// [ReplayedFromKey]. The consumer's handler runs again because a
+// the dead_letter_replayed_from metadata. The consumer's handler runs again because a
 // dead-lettered message is never marked processed: in the chain that
 // middleware.Defaults builds, DeadLetter wraps Idempotency, which marks a
 // message only when the handler succeeds (with Idempotency outside

@@ -1,11 +1,11 @@
 package deadletter
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // Filter selects dead letters for [Queue.List] and [Queue.Replay]. A zero
@@ -42,19 +42,15 @@ func (f Filter) Match(l *Letter) bool {
 	return true
 }
 
-// ErrInvalidFilter is wrapped by the error of a [Filter] that cannot select
-// anything sensible.
-var ErrInvalidFilter = errors.New("deadletter: invalid filter")
-
 // Validate reports a negative Limit or a time range that ends before it
 // starts.
 func (f Filter) Validate() error {
-	switch {
-	case f.Limit < 0:
-		return fmt.Errorf("%w: Limit is negative (%d); use 0 for no limit", ErrInvalidFilter, f.Limit)
-	case !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until):
-		return fmt.Errorf("%w: Since (%s) is not before Until (%s)", ErrInvalidFilter,
-			f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	p := config.For("deadletter.Filter")
+	if f.Limit < 0 {
+		p.Add("Limit", "is negative (%d); use 0 for no limit", f.Limit)
 	}
-	return nil
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		p.Add("Since", "(%s) is not before Until (%s)", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	return p.Err()
 }

@@ -9,7 +9,7 @@ import (
 
 // OnlyOwnReplays returns router middleware that acks, without calling the
 // handler, a message that a replay sent back for another consumer group:
-// one with [ReplayedFromKey], consumed from the topic that its
+// one with the dead_letter_replayed_from metadata, consumed from the topic that its
 // dlqmeta.OriginalTopic names (so not a copy that a handler
 // forwarded elsewhere), whose dlqmeta.ConsumerGroup is not
 // the group of this handler. group returns the consumer group of a message;
@@ -36,7 +36,7 @@ func OnlyOwnReplays(group func(msg *message.Message) string) message.HandlerMidd
 func replayedForOthers(msg *message.Message, group func(*message.Message) string) bool {
 	md := msg.Metadata
 	failed := md.Get(dlqmeta.ConsumerGroup)
-	return md.Get(ReplayedFromKey) != "" && failed != "" &&
+	return md.Get(dlqmeta.ReplayedFrom) != "" && failed != "" &&
 		md.Get(dlqmeta.OriginalTopic) == message.SubscribeTopicFromCtx(msg.Context()) &&
 		failed != group(msg)
 }

@@ -9,13 +9,6 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// ReplayedFromKey is the metadata key a replay adds to each message it
-// sends: "<dead-letter topic>/<partition>/<offset>" of the dead letter it
-// came from. The middleware's dead_letter_* keys stay as they were, as
-// history; a replayed message that fails again keeps this key and gets
-// those keys updated.
-const ReplayedFromKey = "dead_letter_replayed_from"
-
 // progressEvery is how many scanned records at most pass between two
 // calls of ReplayOptions.Progress.
 const progressEvery = 1000
@@ -77,7 +70,7 @@ type Replayed struct {
 
 // Replay sends the dead letters that f selects, and that the replay group
 // does not record as sent, to their original topics, with their key,
-// headers and payload (UUID and metadata included) and [ReplayedFromKey].
+// headers and payload (UUID and metadata included) and the dead_letter_replayed_from metadata.
 // It reads the topic as it was when Replay started, partition by partition
 // in offset order, sends in batches of Config.BatchSize and records each
 // batch in the replay group once Kafka has acknowledged it. The package

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
+
 	"github.com/IBM/sarama"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -14,11 +16,11 @@ func (r *replayer) message(l *Letter) *sarama.ProducerMessage {
 	from := fmt.Sprintf("%s/%d/%d", r.q.cfg.Topic, l.Partition, l.Offset)
 	headers := make([]sarama.RecordHeader, 0, len(l.headers)+1)
 	for _, h := range l.headers {
-		if string(h.Key) != ReplayedFromKey {
+		if string(h.Key) != dlqmeta.ReplayedFrom {
 			headers = append(headers, h)
 		}
 	}
-	headers = append(headers, sarama.RecordHeader{Key: []byte(ReplayedFromKey), Value: []byte(from)})
+	headers = append(headers, sarama.RecordHeader{Key: []byte(dlqmeta.ReplayedFrom), Value: []byte(from)})
 	m := &sarama.ProducerMessage{Topic: l.OriginalTopic, Headers: headers, Metadata: l}
 	if l.Key != nil {
 		m.Key = sarama.ByteEncoder(l.Key)

@@ -20,8 +20,8 @@ import (
 
 // Defaults of [DeadLetterConfig].
 const (
-	DefaultMaxAttempts    = 5
-	DefaultMaxElapsedTime = time.Minute
+	defaultMaxAttempts    = 5
+	defaultMaxElapsedTime = time.Minute
 )
 
 // DeadLetterConfig configures [DeadLetter]. The zero value is the default.
@@ -35,12 +35,12 @@ type DeadLetterConfig struct {
 	ConsumerGroup func(msg *message.Message) string
 	// MaxAttempts is how many times the handler may fail with a
 	// [koto.ClassRetryable] error in one delivery; the last failure is
-	// dead-lettered. Outages do not count. Default [DefaultMaxAttempts];
+	// dead-lettered. Outages do not count. Default 5;
 	// 1 dead-letters the first failure.
 	MaxAttempts int
 	// MaxElapsedTime bounds the retries of [koto.ClassRetryable] errors: no
 	// retry is scheduled later than this after the first such failure.
-	// Default [DefaultMaxElapsedTime].
+	// Default 1m.
 	MaxElapsedTime time.Duration
 	// Backoff spaces the retries, of outages and retryable errors alike.
 	Backoff koto.Backoff
@@ -54,10 +54,10 @@ func (c *DeadLetterConfig) setDefaults() {
 		c.ConsumerGroup = HandlerName
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.MaxElapsedTime == 0 {
-		c.MaxElapsedTime = DefaultMaxElapsedTime
+		c.MaxElapsedTime = defaultMaxElapsedTime
 	}
 	if c.Classify == nil {
 		c.Classify = koto.ClassOf
@@ -81,10 +81,10 @@ func (c DeadLetterConfig) validate(p *config.Problems) {
 		}
 	}
 	if c.MaxAttempts < 0 {
-		p.Add("MaxAttempts", "is negative (%d); use 0 for the default (%d) or a positive count", c.MaxAttempts, DefaultMaxAttempts)
+		p.Add("MaxAttempts", "is negative (%d); use 0 for the default (%d) or a positive count", c.MaxAttempts, defaultMaxAttempts)
 	}
 	if c.MaxElapsedTime < 0 {
-		p.Add("MaxElapsedTime", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, DefaultMaxElapsedTime)
+		p.Add("MaxElapsedTime", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, defaultMaxElapsedTime)
 	}
 	p.Nest("Backoff", c.Backoff.Validate())
 }

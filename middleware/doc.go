@@ -57,7 +57,7 @@
 // MarkAfterAckTimeout more: a failed publish marks nothing and the
 // redelivery returns the messages again. A delivery of the same key that
 // arrives meanwhile waits for that mark and is then a duplicate; after
-// StoreTimeout it fails as an outage ([ErrMarkPending]) rather than run the
+// StoreTimeout it fails as an outage (errMarkPending) rather than run the
 // handler a second time. A mark given up there is logged at warn; only a
 // later duplicate of that message would run the handler again.
 // [IdempotentConsumer.Close] waits for these goroutines.

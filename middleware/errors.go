@@ -24,9 +24,9 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// ErrMarkPending is the outage of a delivery whose key an earlier delivery
+// errMarkPending is the outage of a delivery whose key an earlier delivery
 // still waits to mark after its ack (see [IdempotentConsumer]).
-var ErrMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
+var errMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
 
 // ErrReturnedMessagesInTx is the poison of a handler under
 // [TransactionalIdempotency] that returned messages with no outbox to

@@ -21,8 +21,8 @@ import (
 
 // Defaults of [IdempotencyConfig].
 const (
-	DefaultStoreTimeout        = 5 * time.Second
-	DefaultMarkAfterAckTimeout = time.Minute
+	defaultStoreTimeout        = 5 * time.Second
+	defaultMarkAfterAckTimeout = time.Minute
 )
 
 // IdempotencyConfig configures [Idempotency]. The zero value is the
@@ -35,7 +35,7 @@ type IdempotencyConfig struct {
 	// idempotency.ScopedKey(scope, key). Default [HandlerName]. Return ""
 	// to store the bare key.
 	Scope func(msg *message.Message) string
-	// StoreTimeout bounds each store call. Default [DefaultStoreTimeout].
+	// StoreTimeout bounds each store call. Default 5s.
 	StoreTimeout time.Duration
 	// OnDuplicate, if set, is called for every duplicate that is skipped,
 	// to count them. Handlers run concurrently, and so may it.
@@ -51,7 +51,7 @@ type IdempotencyConfig struct {
 	MarkBackoff koto.Backoff
 	// MarkAfterAckTimeout, in check-handle-mark, bounds the wait for the
 	// ack of a message whose handler returned messages, and then the
-	// retries of its mark. Default [DefaultMarkAfterAckTimeout].
+	// retries of its mark. Default 1m.
 	MarkAfterAckTimeout time.Duration
 
 	// Transactional runs each delivery in a transaction of the store's
@@ -84,10 +84,10 @@ func (c *IdempotencyConfig) setDefaults() {
 		c.Scope = HandlerName
 	}
 	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
+		c.StoreTimeout = defaultStoreTimeout
 	}
 	if c.MarkAfterAckTimeout == 0 {
-		c.MarkAfterAckTimeout = DefaultMarkAfterAckTimeout
+		c.MarkAfterAckTimeout = defaultMarkAfterAckTimeout
 	}
 }
 
@@ -103,10 +103,10 @@ func (c IdempotencyConfig) Validate() error {
 func (c IdempotencyConfig) validate(p *config.Problems) {
 	c.setDefaults()
 	if c.StoreTimeout < 0 {
-		p.Add("StoreTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.StoreTimeout, DefaultStoreTimeout)
+		p.Add("StoreTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.StoreTimeout, defaultStoreTimeout)
 	}
 	if c.MarkAfterAckTimeout < 0 {
-		p.Add("MarkAfterAckTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, DefaultMarkAfterAckTimeout)
+		p.Add("MarkAfterAckTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, defaultMarkAfterAckTimeout)
 	}
 	p.Nest("MarkBackoff", c.MarkBackoff.Validate())
 	switch {

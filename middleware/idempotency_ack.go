@@ -74,7 +74,7 @@ func (d *checkHandleMark) settle(key string, done chan struct{}) {
 
 // awaitPending waits while earlier deliveries of key wait for their ack to
 // mark it, so that a duplicate right behind one is skipped. After
-// StoreTimeout it returns ErrMarkPending as an outage, so the delivery is
+// StoreTimeout it returns errMarkPending as an outage, so the delivery is
 // retried later instead of running the handler a second time.
 func (d *checkHandleMark) awaitPending(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.StoreTimeout)
@@ -92,7 +92,7 @@ func (d *checkHandleMark) awaitPending(ctx context.Context, key string) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return koto.Outage(fmt.Errorf("%w (key %s): %w", ErrMarkPending, key, ctx.Err()))
+			return koto.Outage(fmt.Errorf("%w (key %s): %w", errMarkPending, key, ctx.Err()))
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (c *IdempotencyConfig) keyOf(msg *message.Message) (scopedKey, error) {
 // skipped reports msg as a duplicate that is acked without running the
 // handler: to [Logging] and to c.OnDuplicate.
 func (c *IdempotencyConfig) skipped(msg *message.Message, k scopedKey) {
-	reportFrom(msg.Context()).set(OutcomeDuplicate,
+	reportFrom(msg.Context()).set(outcomeDuplicate,
 		slog.String(logattr.IdempotencyScope, k.scope),
 		slog.String(logattr.IdempotencyKey, k.key))
 	if c.OnDuplicate != nil {

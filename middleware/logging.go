@@ -16,7 +16,7 @@ import (
 // Logging logs one structured line per delivery of a message, when the
 // chain inside it returns: handler, topic, partition and offset (when the
 // subscriber is Kafka), message_uuid, correlation_id, duration, outcome
-// (an [Outcome]), attempts when the handler ran more than once, and error.
+// (an [outcome]), attempts when the handler ran more than once, and error.
 // A duplicate adds idempotency_scope and idempotency_key, a dead letter
 // error_class and dead_letter_topic. Levels: debug for ok and duplicate,
 // warn for nacked, error for dead-lettered.
@@ -100,7 +100,7 @@ func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.At
 
 func logRetry(ctx context.Context, logger *slog.Logger, base []slog.Attr, n retryNote) {
 	attrs := append(base[:len(base):len(base)],
-		slog.String(logattr.Outcome, string(OutcomeRetry)),
+		slog.String(logattr.Outcome, string(outcomeRetry)),
 		slog.Int(logattr.Attempts, n.attempt),
 		slog.String(logattr.Error, n.err.Error()),
 		slog.String(logattr.ErrorClass, n.class.String()),
@@ -109,11 +109,11 @@ func logRetry(ctx context.Context, logger *slog.Logger, base []slog.Attr, n retr
 	logger.LogAttrs(ctx, slog.LevelWarn, "message handling failed, retrying", attrs...)
 }
 
-func outcomeLevel(o Outcome) slog.Level {
+func outcomeLevel(o outcome) slog.Level {
 	switch o {
-	case OutcomeDeadLettered:
+	case outcomeDeadLettered:
 		return slog.LevelError
-	case OutcomeNacked, OutcomeRetry:
+	case outcomeNacked, outcomeRetry:
 		return slog.LevelWarn
 	default:
 		return slog.LevelDebug

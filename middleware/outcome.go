@@ -11,28 +11,28 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/reporting"
 )
 
-// Outcome is what became of one delivery of a message: the "outcome" field
+// outcome is what became of one delivery of a message: the "outcome" field
 // of the [Logging] line.
-type Outcome string
+type outcome string
 
 const (
-	// OutcomeOK: the handler succeeded; the message is acked.
-	OutcomeOK Outcome = "ok"
-	// OutcomeDuplicate: the message was already processed; it is acked
+	// outcomeOK: the handler succeeded; the message is acked.
+	outcomeOK outcome = "ok"
+	// outcomeDuplicate: the message was already processed; it is acked
 	// without calling the handler, or, in the transactional mode, with
 	// what the handler did in the transaction rolled back.
-	OutcomeDuplicate Outcome = "duplicate"
-	// OutcomeRetry: an attempt failed ([koto.ClassOutage] or [koto.ClassRetryable])
+	outcomeDuplicate outcome = "duplicate"
+	// outcomeRetry: an attempt failed ([koto.ClassOutage] or [koto.ClassRetryable])
 	// and is retried after a backoff. Logged once per retry, before the
 	// wait.
-	OutcomeRetry Outcome = "retry"
-	// OutcomeDeadLettered: the message ([koto.ClassPoison], or [koto.ClassRetryable]
+	outcomeRetry outcome = "retry"
+	// outcomeDeadLettered: the message ([koto.ClassPoison], or [koto.ClassRetryable]
 	// past its retries) is on the dead-letter topic; it is acked.
-	OutcomeDeadLettered Outcome = "dead-lettered"
-	// OutcomeNacked: the chain returned an error (an outage that outlived
+	outcomeDeadLettered outcome = "dead-lettered"
+	// outcomeNacked: the chain returned an error (an outage that outlived
 	// the message's context, a dead letter that could not be published);
 	// the router nacks the message and the subscriber redelivers it.
-	OutcomeNacked Outcome = "nacked"
+	outcomeNacked outcome = "nacked"
 )
 
 // report is how the inner middlewares tell [Logging] what happened. Logging
@@ -40,10 +40,10 @@ const (
 // Logging in the chain) ignores everything.
 type report struct {
 	mu         sync.Mutex
-	outcome    Outcome
+	outcome    outcome
 	attempts   int
 	attrs      []slog.Attr
-	deadLetter *deadLetterNote // set with OutcomeDeadLettered
+	deadLetter *deadLetterNote // set with outcomeDeadLettered
 	onRetry    func(retryNote)
 	onLate     func(msg string, err error)
 }
@@ -75,7 +75,7 @@ func reportFrom(ctx context.Context) *report {
 }
 
 // set records the outcome and extra log attributes.
-func (r *report) set(o Outcome, attrs ...slog.Attr) {
+func (r *report) set(o outcome, attrs ...slog.Attr) {
 	if r == nil {
 		return
 	}
@@ -90,7 +90,7 @@ func (r *report) deadLettered(n deadLetterNote, attrs ...slog.Attr) {
 	if r == nil {
 		return
 	}
-	r.set(OutcomeDeadLettered, attrs...)
+	r.set(outcomeDeadLettered, attrs...)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deadLetter = &n
@@ -135,7 +135,7 @@ func (r *report) late(msg string, err error) {
 
 // result is the final account of a delivery whose chain returned err.
 type result struct {
-	outcome    Outcome
+	outcome    outcome
 	attempts   int
 	attrs      []slog.Attr
 	deadLetter *deadLetterNote
@@ -150,9 +150,9 @@ func (r *report) result(err error) result {
 	res := result{outcome: r.outcome, attempts: r.attempts, attrs: append([]slog.Attr(nil), r.attrs...), deadLetter: r.deadLetter}
 	switch {
 	case err != nil:
-		res.outcome, res.deadLetter = OutcomeNacked, nil
+		res.outcome, res.deadLetter = outcomeNacked, nil
 	case res.outcome == "":
-		res.outcome = OutcomeOK
+		res.outcome = outcomeOK
 	}
 	return res
 }

@@ -8,11 +8,11 @@ import (
 
 // Defaults of Config. A zero field means its default.
 const (
-	DefaultSchema = "koto"
-	DefaultTable  = "outbox"
-	// DefaultMaxMessageBytes is sarama's default Producer.MaxMessageBytes,
+	defaultSchema = "koto"
+	defaultTable  = "outbox"
+	// defaultMaxMessageBytes is sarama's default Producer.MaxMessageBytes,
 	// just under Kafka's default message.max.bytes.
-	DefaultMaxMessageBytes = 1_000_000
+	defaultMaxMessageBytes = 1_000_000
 )
 
 // offsetsSuffix names the forwarder's position table: <Table>_offsets.
@@ -25,11 +25,11 @@ const maxTable = pgschema.MaxIdentifier - len(offsetsSuffix)
 // Config configures an Outbox. Its zero value is the default: tables
 // koto.outbox and koto.outbox_offsets, created by Setup.
 type Config struct {
-	// Schema holds the tables; default [DefaultSchema]. Names are used
+	// Schema holds the tables; default "koto". Names are used
 	// exactly as given, case included: they are quoted, never
 	// interpolated raw.
 	Schema string
-	// Table is the outbox table's name; default [DefaultTable]. The forwarder
+	// Table is the outbox table's name; default "outbox". The forwarder
 	// keeps its position in <Table>_offsets, so Table has at most 55
 	// bytes.
 	Table string
@@ -39,7 +39,7 @@ type Config struct {
 	DisableAutoCreateSchema bool
 	// MaxMessageBytes is the largest message a publisher accepts, counting
 	// payload, metadata, UUID and partition key; default
-	// [DefaultMaxMessageBytes]. Keep it at most the producer's
+	// 1 000 000. Keep it at most the producer's
 	// Producer.MaxMessageBytes and the topics' max.message.bytes: a row
 	// Kafka refuses would stop the forwarder until Kafka's limit is raised.
 	MaxMessageBytes int
@@ -48,13 +48,13 @@ type Config struct {
 // setDefaults fills the zero fields with their defaults.
 func (c *Config) setDefaults() {
 	if c.Schema == "" {
-		c.Schema = DefaultSchema
+		c.Schema = defaultSchema
 	}
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = defaultTable
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+		c.MaxMessageBytes = defaultMaxMessageBytes
 	}
 }
 
@@ -67,7 +67,7 @@ func (c Config) Validate() error {
 	pgschema.CheckName(p, "Schema", c.Schema, pgschema.MaxIdentifier)
 	pgschema.CheckName(p, "Table", c.Table, maxTable)
 	if c.MaxMessageBytes < 0 {
-		p.Add("MaxMessageBytes", "is %d; set a positive size in bytes, or 0 for %d", c.MaxMessageBytes, DefaultMaxMessageBytes)
+		p.Add("MaxMessageBytes", "is %d; set a positive size in bytes, or 0 for %d", c.MaxMessageBytes, defaultMaxMessageBytes)
 	}
 	return p.Err()
 }

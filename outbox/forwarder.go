@@ -154,13 +154,13 @@ func (f *Forwarder) stop() {
 }
 
 // observe reads the backlog for the gauges, within QueryTimeout.
-func (f *Forwarder) observe(ctx context.Context) (telemetry.OutboxStats, error) {
+func (f *Forwarder) observe(ctx context.Context) (int64, time.Duration, error) {
 	var s Status
 	err := f.query(ctx, func(ctx context.Context) (err error) {
 		s, err = f.o.Status(ctx)
 		return err
 	})
-	return telemetry.OutboxStats{Waiting: s.Waiting, OldestAge: s.Lag}, err
+	return s.Waiting, s.Lag, err
 }
 
 // Close stops Run and waits until it has returned: the connection is

@@ -13,11 +13,11 @@ import (
 
 // Defaults of ForwarderConfig. A zero field means its default.
 const (
-	DefaultBatchSize        = 1000
-	DefaultPollInterval     = time.Second
-	DefaultTakeoverInterval = time.Second
-	DefaultQueryTimeout     = 10 * time.Second
-	DefaultApplicationName  = "koto-outbox-forwarder"
+	defaultBatchSize        = 1000
+	defaultPollInterval     = time.Second
+	defaultTakeoverInterval = time.Second
+	defaultQueryTimeout     = 10 * time.Second
+	defaultApplicationName  = "koto-outbox-forwarder"
 )
 
 // ForwarderConfig configures a Forwarder. Every field but Broker.Brokers
@@ -29,21 +29,21 @@ type ForwarderConfig struct {
 	Broker broker.Config
 
 	// BatchSize is the most rows read and produced at once; default
-	// [DefaultBatchSize]. A crash re-sends at most one batch.
+	// 1000. A crash re-sends at most one batch.
 	BatchSize int
 
 	// PollInterval is how long the forwarder waits for a notification
-	// before it looks at the table anyway; default [DefaultPollInterval]. A
+	// before it looks at the table anyway; default 1s. A
 	// lost notification delays messages by at most this much.
 	PollInterval time.Duration
 
 	// TakeoverInterval is how often a standby forwarder tries to become
-	// the active one; default [DefaultTakeoverInterval]. When the active
+	// the active one; default 1s. When the active
 	// forwarder dies, another takes over within about this much.
 	TakeoverInterval time.Duration
 
 	// QueryTimeout bounds every statement of the forwarder's connection;
-	// default [DefaultQueryTimeout]. A connection that does not answer in
+	// default 10s. A connection that does not answer in
 	// time is dropped and made again.
 	QueryTimeout time.Duration
 
@@ -54,7 +54,7 @@ type ForwarderConfig struct {
 
 	// ApplicationName is the application_name of the forwarder's
 	// PostgreSQL connection, as pg_stat_activity shows it; default
-	// [DefaultApplicationName].
+	// "koto-outbox-forwarder".
 	ApplicationName string
 
 	// Logger receives the forwarder's life: becoming active (info),
@@ -71,19 +71,19 @@ type ForwarderConfig struct {
 
 func (c *ForwarderConfig) setDefaults() {
 	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
+		c.BatchSize = defaultBatchSize
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
+		c.PollInterval = defaultPollInterval
 	}
 	if c.TakeoverInterval == 0 {
-		c.TakeoverInterval = DefaultTakeoverInterval
+		c.TakeoverInterval = defaultTakeoverInterval
 	}
 	if c.QueryTimeout == 0 {
-		c.QueryTimeout = DefaultQueryTimeout
+		c.QueryTimeout = defaultQueryTimeout
 	}
 	if c.ApplicationName == "" {
-		c.ApplicationName = DefaultApplicationName
+		c.ApplicationName = defaultApplicationName
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -98,15 +98,15 @@ func (c ForwarderConfig) Validate() error {
 	p := config.For("outbox.ForwarderConfig")
 	p.Nest("Broker", c.Broker.Validate())
 	if c.BatchSize < 0 {
-		p.Add("BatchSize", "is %d; set a positive number of rows, or 0 for %d", c.BatchSize, DefaultBatchSize)
+		p.Add("BatchSize", "is %d; set a positive number of rows, or 0 for %d", c.BatchSize, defaultBatchSize)
 	}
 	for _, d := range []struct {
 		name      string
 		value, to time.Duration
 	}{
-		{"PollInterval", c.PollInterval, DefaultPollInterval},
-		{"TakeoverInterval", c.TakeoverInterval, DefaultTakeoverInterval},
-		{"QueryTimeout", c.QueryTimeout, DefaultQueryTimeout},
+		{"PollInterval", c.PollInterval, defaultPollInterval},
+		{"TakeoverInterval", c.TakeoverInterval, defaultTakeoverInterval},
+		{"QueryTimeout", c.QueryTimeout, defaultQueryTimeout},
 	} {
 		if d.value < 0 {
 			p.Add(d.name, "is %v; set a positive duration, or 0 for %v", d.value, d.to)

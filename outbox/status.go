@@ -126,13 +126,13 @@ WHERE m.names @> $2::text[] AND o.names @> $3::text[]
 ORDER BY m.table_name`
 
 // FindTables returns the Config of every outbox table in schema (default
-// [DefaultSchema]): each table with the columns of watermill-sql's
+// "koto"): each table with the columns of watermill-sql's
 // default PostgreSQL messages table and a <table>_offsets table with
 // those of its offsets table, by name. Only tables the pool's role may
 // see are found. The Configs have their other fields zero.
 func FindTables(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Config, error) {
 	if schema == "" {
-		schema = DefaultSchema
+		schema = defaultSchema
 	}
 	p := config.For("outbox.FindTables")
 	pgschema.CheckName(p, "schema", schema, pgschema.MaxIdentifier)

@@ -137,7 +137,7 @@ func (d *delivery) end(ctx context.Context, err error) {
 		}
 	}
 	if d.outcome == outcomeDeadLettered && m.deadLetters.Enabled(ctx) {
-		attrs := append(d.metricAttrs(""), AttrErrorClass.String(d.class), semconv.ErrorTypeKey.String(d.errorType))
+		attrs := append(d.metricAttrs(""), attrErrorClass.String(d.class), semconv.ErrorTypeKey.String(d.errorType))
 		m.deadLetters.Add(ctx, 1, metric.WithAttributes(attrs...))
 	}
 	if !d.span.IsRecording() {
@@ -146,10 +146,10 @@ func (d *delivery) end(ctx context.Context, err error) {
 	}
 	attrs := make([]attribute.KeyValue, 0, 3)
 	if d.outcome != "" {
-		attrs = append(attrs, AttrOutcome.String(d.outcome))
+		attrs = append(attrs, attrOutcome.String(d.outcome))
 	}
 	if d.attempts > 1 {
-		attrs = append(attrs, AttrAttempts.Int(d.attempts))
+		attrs = append(attrs, attrAttempts.Int(d.attempts))
 	}
 	if err != nil {
 		d.span.RecordError(err)
@@ -164,7 +164,7 @@ func (d *delivery) end(ctx context.Context, err error) {
 func (d *delivery) processAttrs(k setKey) attribute.Set {
 	attrs := d.metricAttrs(opProcess)
 	if k.outcome != "" {
-		attrs = append(attrs, AttrOutcome.String(k.outcome))
+		attrs = append(attrs, attrOutcome.String(k.outcome))
 	}
 	if k.errorType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errorType))
@@ -210,7 +210,7 @@ func (d *delivery) Report(r reports.Outcome) {
 	if r.Outcome == outcomeDeadLettered && d.span.IsRecording() && r.Err != nil {
 		d.span.RecordError(r.Err)
 		d.span.SetStatus(codes.Error, r.Err.Error())
-		d.span.SetAttributes(AttrErrorClass.String(r.ErrorClass), semconv.ErrorTypeKey.String(r.ErrorType))
+		d.span.SetAttributes(attrErrorClass.String(r.ErrorClass), semconv.ErrorTypeKey.String(r.ErrorType))
 	}
 }
 
@@ -218,12 +218,12 @@ func (d *delivery) Report(r reports.Outcome) {
 func (d *delivery) Retried(r reports.Retry) {
 	ctx := d.Context
 	if m := &d.t.m; m.retries.Enabled(ctx) {
-		m.retries.Add(ctx, 1, metric.WithAttributes(append(d.metricAttrs(""), AttrErrorClass.String(r.ErrorClass))...))
+		m.retries.Add(ctx, 1, metric.WithAttributes(append(d.metricAttrs(""), attrErrorClass.String(r.ErrorClass))...))
 	}
 	if d.span.IsRecording() {
 		d.span.AddEvent("retry", trace.WithAttributes(
 			attrAttempt.Int(r.Attempt),
-			AttrErrorClass.String(r.ErrorClass),
+			attrErrorClass.String(r.ErrorClass),
 			semconv.ErrorType(r.Err),
 			semconv.ExceptionMessage(r.Err.Error()),
 			attrRetryDelay.Float64(r.Delay.Seconds()),

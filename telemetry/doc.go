@@ -50,12 +50,12 @@
 //     "process", messaging.destination.name,
 //     messaging.consumer.group.name, messaging.destination.partition.id,
 //     messaging.kafka.offset, messaging.message.id, and when it ends
-//     [AttrOutcome], [AttrAttempts], and for a dead letter or a nack the
-//     error (status, exception event, error.type, [AttrErrorClass]). Each
+//     koto.outcome, koto.attempts, and for a dead letter or a nack the
+//     error (status, exception event, error.type, koto.error_class). Each
 //     retry adds a "retry" event.
 //   - "request <topic>", kind client, one per cqrs Request: the parent of
 //     the request's producer span, and so of the handler's consumer span
-//     and the reply's producer span, with [AttrRequestOutcome] and a link
+//     and the reply's producer span, with koto.request.outcome and a link
 //     to the reply's span.
 //
 // So one order's journey is one trace: the request of a checkout, its
@@ -72,7 +72,7 @@
 //   - messaging.client.consumed.messages ({message}), one per delivery,
 //     and messaging.process.duration (s), the time of the whole chain
 //     inside the middleware: messaging.operation.name "process",
-//     messaging.consumer.group.name, [AttrOutcome] ("ok", "duplicate",
+//     messaging.consumer.group.name, koto.outcome ("ok", "duplicate",
 //     "dead-lettered", "nacked") and, for a nack, error.type.
 //   - messaging.client.sent.messages ({message}) and
 //     messaging.client.operation.duration (s), per Publish call of a
@@ -81,21 +81,21 @@
 //
 // And this module's own:
 //
-//   - [MetricConsumerRetries] ({retry}): the retries that outcome "retry"
-//     logs, with messaging.consumer.group.name and [AttrErrorClass]
+//   - koto.consumer.retries ({retry}): the retries that outcome "retry"
+//     logs, with messaging.consumer.group.name and koto.error_class
 //     ("retryable" or "outage").
-//   - [MetricConsumerDeadLetters] ({message}): dead letters published, with
-//     messaging.consumer.group.name, [AttrErrorClass] ("poison" or
+//   - koto.consumer.dead_letters ({message}): dead letters published, with
+//     messaging.consumer.group.name, koto.error_class ("poison" or
 //     "retryable") and error.type (the Go type of the root cause).
-//   - [MetricStoreDuration] (s): each call of the idempotency middleware to
-//     its store, with [AttrStoreOperation], messaging.consumer.group.name
+//   - koto.idempotency.store.duration (s): each call of the idempotency middleware to
+//     its store, with koto.idempotency.operation, messaging.consumer.group.name
 //     and, for a failed call, error.type; the errors are the calls with it.
-//   - [MetricRequestDuration] (s): each cqrs Request, with
-//     [AttrRequestOutcome]; [MetricRequestTimeouts] ({request}): the ones
+//   - koto.request.duration (s): each cqrs Request, with
+//     koto.request.outcome; koto.request.timeouts ({request}): the ones
 //     that timed out.
-//   - [MetricOutboxWaiting] ({row}) and [MetricOutboxLag] (s), gauges an
+//   - koto.outbox.rows.waiting ({row}) and koto.outbox.forward.lag (s), gauges an
 //     outbox reports through [Telemetry.ObserveOutbox], with
-//     [AttrOutboxTable].
+//     koto.outbox.table.
 //
 // With the Prometheus exporter the names become, for example,
 // messaging_client_consumed_messages_total{koto_outcome="duplicate"} and

@@ -71,7 +71,7 @@ func Example() {
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-			outcome, _ := sum.DataPoints[0].Attributes.Value(telemetry.AttrOutcome)
+			outcome, _ := sum.DataPoints[0].Attributes.Value(telemetry.attrOutcome)
 			fmt.Println(m.Name, outcome.AsString(), sum.DataPoints[0].Value)
 		}
 	}

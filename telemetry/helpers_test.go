@@ -156,7 +156,7 @@ func describe(spans []sdktrace.ReadOnlySpan) string {
 	var walk func(s sdktrace.ReadOnlySpan, depth int)
 	walk = func(s sdktrace.ReadOnlySpan, depth int) {
 		fmt.Fprintf(&b, "%s%s (trace %s, outcome %q)\n", strings.Repeat("  ", depth), s.Name(),
-			s.SpanContext().TraceID(), attr(s, telemetry.AttrOutcome))
+			s.SpanContext().TraceID(), attr(s, telemetry.attrOutcome))
 		kids := children[s.SpanContext().SpanID()]
 		slices.SortFunc(kids, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 		for _, k := range kids {

@@ -166,12 +166,12 @@ func TestOrderJourneyIsOneTrace(t *testing.T) {
 		if links := req.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != reply.SpanContext().SpanID() {
 			t.Errorf("the request span does not link to the reply's send span: %v", links)
 		}
-		if got := attr(req, telemetry.AttrRequestOutcome); got != string(telemetry.RequestOK) {
+		if got := attr(req, telemetry.attrRequestOutcome); got != string(telemetry.RequestOK) {
 			t.Errorf("request outcome %q, want ok", got)
 		}
 	}
-	if got := s.count(t, telemetry.MetricRequestDuration, semconv.MessagingDestinationName(command),
-		telemetry.AttrRequestOutcome.String("ok")); got != 1 {
+	if got := s.count(t, telemetry.metricRequestDuration, semconv.MessagingDestinationName(command),
+		telemetry.attrRequestOutcome.String("ok")); got != 1 {
 		t.Errorf("request durations: %d, want 1", got)
 	}
 }

@@ -39,13 +39,13 @@ func TestObserveOutbox(t *testing.T) {
 			switch data := m.Data.(type) {
 			case metricdata.Gauge[int64]:
 				for _, dp := range data.DataPoints {
-					if m.Name == telemetry.MetricOutboxWaiting && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.AttrOutboxTable.String("public.outbox")}) {
+					if m.Name == telemetry.metricOutboxWaiting && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.attrOutboxTable.String("public.outbox")}) {
 						waiting, n = dp.Value, n+1
 					}
 				}
 			case metricdata.Gauge[float64]:
 				for _, dp := range data.DataPoints {
-					if m.Name == telemetry.MetricOutboxLag && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.AttrOutboxTable.String("public.outbox")}) {
+					if m.Name == telemetry.metricOutboxLag && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.attrOutboxTable.String("public.outbox")}) {
 						lag, n = dp.Value, n+1
 					}
 				}

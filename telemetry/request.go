@@ -14,35 +14,23 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
-// RequestOutcome is how a request/reply ended, the value of
-// [AttrRequestOutcome].
-type RequestOutcome string
-
+// Request outcomes, the value of koto.request.outcome.
 const (
-	// RequestOK: the reply came with a result.
-	RequestOK RequestOutcome = "ok"
-	// RequestHandlerError: the reply came with the handler's error.
-	RequestHandlerError RequestOutcome = "handler-error"
-	// RequestTimeout: no reply came in time.
-	RequestTimeout RequestOutcome = "timeout"
-	// RequestFailed: the request could not be sent, or the wait ended for
-	// another reason (a cancelled context, a closed dispatcher).
-	RequestFailed RequestOutcome = "error"
+	requestTimeout = "timeout"
 )
-
-// RequestEnd ends what [Telemetry.StartRequest] started: the request's
-// span and metrics. reply is the reply when one came, err the request's
-// error when there is one.
-type RequestEnd func(outcome RequestOutcome, reply *message.Message, err error)
 
 // StartRequest starts the client span of a request/reply whose request goes
 // to topic, a child of the span in ctx, and returns ctx with it, for the
 // request to be sent with: its producer span, the handler's consumer span
 // and the reply's producer span are descendants, so one request/reply is
 // one trace. End it with the returned function, which also records
-// [MetricRequestDuration] and, for a timeout, [MetricRequestTimeouts]. The
-// cqrs command dispatcher calls it around every Request.
-func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Context, RequestEnd) {
+// koto.request.duration and, for a timeout, koto.request.timeouts: its
+// outcome is "ok" (the reply came with a result), "handler-error" (with
+// the handler's error), "timeout" (no reply in time) or "error" (not sent,
+// or the wait ended otherwise); reply is the reply when one came, err the
+// request's error. The cqrs command dispatcher calls it around every
+// Request.
+func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Context, func(outcome string, reply *message.Message, err error)) {
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, opRequest+" "+topic, t.clientSpan...)
 	if span.IsRecording() {
@@ -53,13 +41,13 @@ func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Con
 		}
 		span.SetAttributes(attrs...)
 	}
-	return ctx, func(outcome RequestOutcome, reply *message.Message, err error) {
+	return ctx, func(outcome string, reply *message.Message, err error) {
 		t.recordRequest(ctx, topic, outcome, time.Since(start))
 		if !span.IsRecording() {
 			span.End()
 			return
 		}
-		span.SetAttributes(AttrRequestOutcome.String(string(outcome)))
+		span.SetAttributes(attrRequestOutcome.String(outcome))
 		if reply != nil {
 			span.AddLink(trace.LinkFromContext(t.Extract(context.Background(), reply)))
 		}
@@ -72,13 +60,13 @@ func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Con
 	}
 }
 
-func (t *Telemetry) recordRequest(ctx context.Context, topic string, outcome RequestOutcome, took time.Duration) {
+func (t *Telemetry) recordRequest(ctx context.Context, topic string, outcome string, took time.Duration) {
 	m := &t.m
 	if m.request.Enabled(ctx) {
 		m.request.Record(ctx, took.Seconds(), metric.WithAttributes(semconv.MessagingSystemKafka,
-			semconv.MessagingDestinationName(topic), AttrRequestOutcome.String(string(outcome))))
+			semconv.MessagingDestinationName(topic), attrRequestOutcome.String(outcome)))
 	}
-	if outcome == RequestTimeout && m.timeouts.Enabled(ctx) {
+	if outcome == requestTimeout && m.timeouts.Enabled(ctx) {
 		m.timeouts.Add(ctx, 1, metric.WithAttributes(semconv.MessagingSystemKafka, semconv.MessagingDestinationName(topic)))
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // StoreCall starts timing a call of the idempotency middleware to its store
-// and returns what records it, with the call's error: [MetricStoreDuration],
+// and returns what records it, with the call's error: koto.idempotency.store.duration,
 // with error.type when the call failed.
 func (d *delivery) StoreCall(op string) func(err error) {
 	ctx := d.Context
@@ -19,7 +19,7 @@ func (d *delivery) StoreCall(op string) func(err error) {
 	start := time.Now()
 	return func(err error) {
 		attrs := make([]attribute.KeyValue, 0, 3)
-		attrs = append(attrs, AttrStoreOperation.String(op))
+		attrs = append(attrs, attrStoreOperation.String(op))
 		if d.group != "" {
 			attrs = append(attrs, semconv.MessagingConsumerGroupName(d.group))
 		}

@@ -94,8 +94,8 @@ func durationBuckets() metric.HistogramOption {
 func New(cfg Config) (*Telemetry, error) {
 	cfg.setDefaults()
 	t := &Telemetry{
-		tracer: cfg.TracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
-		meter:  cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL)),
+		tracer: cfg.TracerProvider.Tracer(scopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		meter:  cfg.MeterProvider.Meter(scopeName, metric.WithSchemaURL(semconv.SchemaURL)),
 		prop:   cfg.Propagator,
 		group:  cfg.ConsumerGroup,
 
@@ -116,19 +116,19 @@ func (m *instruments) create(meter metric.Meter) error {
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
 	m.send, errs[3] = messagingconv.NewClientOperationDuration(meter, buckets)
-	m.retries, errs[4] = meter.Int64Counter(MetricConsumerRetries, metric.WithUnit("{retry}"),
+	m.retries, errs[4] = meter.Int64Counter(metricConsumerRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Failed attempts of a handler that are retried after a backoff."))
-	m.deadLetters, errs[5] = meter.Int64Counter(MetricConsumerDeadLetters, metric.WithUnit("{message}"),
+	m.deadLetters, errs[5] = meter.Int64Counter(metricConsumerDeadLetters, metric.WithUnit("{message}"),
 		metric.WithDescription("Messages sent to a dead-letter topic."))
-	m.store, errs[6] = meter.Float64Histogram(MetricStoreDuration, metric.WithUnit("s"), buckets,
+	m.store, errs[6] = meter.Float64Histogram(metricStoreDuration, metric.WithUnit("s"), buckets,
 		metric.WithDescription("Duration of the idempotency store's calls."))
-	m.request, errs[7] = meter.Float64Histogram(MetricRequestDuration, metric.WithUnit("s"), buckets,
+	m.request, errs[7] = meter.Float64Histogram(metricRequestDuration, metric.WithUnit("s"), buckets,
 		metric.WithDescription("Duration of a request/reply, from sending the request to its reply or the end of the wait."))
-	m.timeouts, errs[8] = meter.Int64Counter(MetricRequestTimeouts, metric.WithUnit("{request}"),
+	m.timeouts, errs[8] = meter.Int64Counter(metricRequestTimeouts, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests that got no reply in time."))
-	m.outboxWaiting, errs[9] = meter.Int64ObservableGauge(MetricOutboxWaiting, metric.WithUnit("{row}"),
+	m.outboxWaiting, errs[9] = meter.Int64ObservableGauge(metricOutboxWaiting, metric.WithUnit("{row}"),
 		metric.WithDescription("Outbox rows not yet forwarded."))
-	m.outboxLag, errs[10] = meter.Float64ObservableGauge(MetricOutboxLag, metric.WithUnit("s"),
+	m.outboxLag, errs[10] = meter.Float64ObservableGauge(metricOutboxLag, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest outbox row not yet forwarded."))
 	return errors.Join(errs[:]...)
 }

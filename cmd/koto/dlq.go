@@ -75,7 +75,7 @@ func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*d
 	d.kafka.register(fs, cio.getenv)
 	fs.StringVar(&d.group, "group", "", "the consumer group whose dead letters these are, e.g. payments.order-placed-consumer (required)")
 	fs.StringVar(&d.topic, "topic", "", "the dead-letter topic (default <group>.dlq)")
-	fs.StringVar(&d.replayGroup, "replay-group", "", "the consumer group that records replays (default <group>"+deadletter.DefaultReplayGroupSuffix+")")
+	fs.StringVar(&d.replayGroup, "replay-group", "", "the consumer group that records replays (default <group>.dlq-replay)")
 	fs.BoolVar(&d.json, "json", false, "print JSON for scripts instead of text")
 	if sub.filters {
 		d.filter.register(fs)
@@ -84,7 +84,7 @@ func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*d
 		fs.BoolVar(&d.dryRun, "dry-run", false, "list what would be sent; send and record nothing")
 		fs.Var(&d.progress, "progress", "show a progress bar on stderr (default: when stderr is a terminal; -progress=false turns it off)")
 		fs.BoolVar(&d.verbose, "v", false, "print a line for every dead letter sent")
-		fs.IntVar(&d.batch, "batch", deadletter.DefaultBatchSize, "dead letters sent per produce and recorded per commit: the most a crash can send twice")
+		fs.IntVar(&d.batch, "batch", 0, "dead letters sent per produce and recorded per commit, the most a crash can send twice (0: 100)")
 	}
 	var err error
 	if d.args, err = parseInterspersed(fs, args); err != nil {

@@ -76,7 +76,7 @@ func parseOutboxFlags(name string, sub outboxSubcommand, cio cmdIO, args []strin
 	// The default is not shown as the flag's: $DATABASE_URL may hold a
 	// password.
 	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
-	fs.StringVar(&o.schema, "schema", outbox.DefaultSchema, "the schema of the outbox tables (outbox.Config.Schema)")
+	fs.StringVar(&o.schema, "schema", "koto", "the schema of the outbox tables (outbox.Config.Schema)")
 	fs.StringVar(&o.table, "table", "", "one outbox table (outbox.Config.Table); default: every outbox table of -schema")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
 	rest, err := parseInterspersed(fs, args)

@@ -117,7 +117,7 @@ func printTree(w io.Writer, spans []sdktrace.ReadOnlySpan, parent trace.SpanID, 
 		}
 		outcome := ""
 		for _, kv := range s.Attributes() {
-			if kv.Key == telemetry.AttrOutcome {
+			if kv.Key == "koto.outcome" {
 				outcome = ", " + kv.Value.AsString()
 			}
 		}

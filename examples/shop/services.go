@@ -7,11 +7,12 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 )
@@ -53,7 +54,7 @@ func payments(log *slog.Logger, l ledger, events *cqrs.EventPublisher) cqrs.Cons
 
 // orderKey is the order ID an OrderPlaced carries as its partition key.
 func orderKey(msg *message.Message) ([]string, error) {
-	return []string{msg.Metadata.Get(broker.PartitionKeyMetadataKey)}, nil
+	return []string{msg.Metadata.Get(koto.PartitionKeyMetadataKey)}, nil
 }
 
 // paid is the orders service's consumer of PaymentProcessed: it reports

@@ -67,18 +67,18 @@ func TestCleanupDeletesExactlyExpiredInBatches(t *testing.T) {
 	if want := freshRows + marked.Load(); left != want {
 		t.Fatalf("%d rows left, want the %d fresh ones and %d marked during the cleanup", left, freshRows, marked.Load())
 	}
-	if want := int64(expiredRows + freshRows - postgres.DefaultCleanupBatchSize); visibleAfterFirst != want {
+	if want := int64(expiredRows + freshRows - postgres.defaultCleanupBatchSize); visibleAfterFirst != want {
 		t.Fatalf("after the first batch other connections see %d rows, want %d", visibleAfterFirst, want)
 	}
 	batches := log.recorded()
 	var sum int64
 	for _, n := range batches {
-		if n > postgres.DefaultCleanupBatchSize {
-			t.Fatalf("a batch deleted %d rows, more than %d", n, postgres.DefaultCleanupBatchSize)
+		if n > postgres.defaultCleanupBatchSize {
+			t.Fatalf("a batch deleted %d rows, more than %d", n, postgres.defaultCleanupBatchSize)
 		}
 		sum += n
 	}
-	if want := expiredRows / postgres.DefaultCleanupBatchSize; len(batches) != want || sum != expiredRows {
+	if want := expiredRows / postgres.defaultCleanupBatchSize; len(batches) != want || sum != expiredRows {
 		t.Fatalf("%d batches deleting %d rows, want %d batches deleting %d", len(batches), sum, want, expiredRows)
 	}
 }

@@ -11,10 +11,10 @@ import (
 
 // Defaults of Config. A zero field means its default.
 const (
-	DefaultSchema           = "koto"
-	DefaultTable            = "processed_messages"
-	DefaultCleanupInterval  = time.Hour
-	DefaultCleanupBatchSize = 5000
+	defaultSchema           = "koto"
+	defaultTable            = "processed_messages"
+	defaultCleanupInterval  = time.Hour
+	defaultCleanupBatchSize = 5000
 )
 
 // maxTable leaves room for the index name ix_<table>_processed_at within
@@ -26,11 +26,11 @@ const maxTable = pgschema.MaxIdentifier - len("ix__processed_at")
 // table koto.processed_messages, created on first use, cleaned every hour,
 // marks counting for idempotency.DefaultWindow.
 type Config struct {
-	// Schema holds the table; default [DefaultSchema]. Names are used
+	// Schema holds the table; default "koto". Names are used
 	// exactly as given, case included: they are quoted, never interpolated
 	// raw.
 	Schema string
-	// Table is the table's name; default [DefaultTable]. At most 47 bytes,
+	// Table is the table's name; default "processed_messages". At most 47 bytes,
 	// so that its index name ix_<table>_processed_at fits PostgreSQL's
 	// 63-byte limit.
 	Table string
@@ -39,7 +39,7 @@ type Config struct {
 	// migrations create the table (see SchemaSQL).
 	DisableAutoCreateSchema bool
 	// CleanupInterval is how often the background cleanup deletes expired
-	// marks; default [DefaultCleanupInterval]. The first pass runs when the
+	// marks; default 1h. The first pass runs when the
 	// store is made. A negative interval turns the background cleanup off;
 	// Cleanup still works.
 	CleanupInterval time.Duration
@@ -47,7 +47,7 @@ type Config struct {
 	// idempotency.DefaultWindow.
 	Window time.Duration
 	// CleanupBatchSize is how many rows one cleanup transaction deletes at
-	// most; default [DefaultCleanupBatchSize].
+	// most; default 5000.
 	CleanupBatchSize int
 	// Logger receives the background cleanup's failures (warn) and its
 	// progress (debug); default slog.Default().
@@ -57,19 +57,19 @@ type Config struct {
 // setDefaults fills the zero fields with their defaults.
 func (c *Config) setDefaults() {
 	if c.Schema == "" {
-		c.Schema = DefaultSchema
+		c.Schema = defaultSchema
 	}
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = defaultTable
 	}
 	if c.CleanupInterval == 0 {
-		c.CleanupInterval = DefaultCleanupInterval
+		c.CleanupInterval = defaultCleanupInterval
 	}
 	if c.Window == 0 {
 		c.Window = idempotency.DefaultWindow
 	}
 	if c.CleanupBatchSize == 0 {
-		c.CleanupBatchSize = DefaultCleanupBatchSize
+		c.CleanupBatchSize = defaultCleanupBatchSize
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -88,7 +88,7 @@ func (c Config) Validate() error {
 		p.Add("Window", "is %v; set it to at least 1ms, or 0 for the default (%v)", c.Window, idempotency.DefaultWindow)
 	}
 	if c.CleanupBatchSize <= 0 {
-		p.Add("CleanupBatchSize", "is %d; set a positive number of rows, or 0 for the default (%d)", c.CleanupBatchSize, DefaultCleanupBatchSize)
+		p.Add("CleanupBatchSize", "is %d; set a positive number of rows, or 0 for the default (%d)", c.CleanupBatchSize, defaultCleanupBatchSize)
 	}
 	return p.Err()
 }

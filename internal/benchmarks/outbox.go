@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -82,7 +84,7 @@ func (b *Outbox) newTopic(ctx context.Context, what string) (string, error) {
 // newMessage is a message with a UUIDv7 and one of 16 partition keys.
 func (b *Outbox) newMessage(i int) *message.Message {
 	msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), b.payload)
-	msg.Metadata.Set(broker.PartitionKeyMetadataKey, "key-"+strconv.Itoa(i%16))
+	msg.Metadata.Set(koto.PartitionKeyMetadataKey, "key-"+strconv.Itoa(i%16))
 	return msg
 }
 
