@@ -13,7 +13,7 @@
 //     newest and skip those silently).
 //   - The producer waits for all in-sync replicas (acks=all) and is
 //     idempotent: its retries cannot duplicate or reorder a partition.
-//   - Messages whose metadata has [PartitionKeyMetadataKey] get that value as
+//   - Messages whose metadata has koto.PartitionKeyMetadataKey get that value as
 //     their Kafka record key, so one aggregate's events land on one partition
 //     and stay in order. Messages without it have no key and spread over the
 //     partitions.
@@ -28,6 +28,32 @@
 // Credentials that Kafka rejects fail the call that connects with an error
 // wrapping [ErrAuthenticationFailed], after sarama's few metadata retries
 // (about a second), never in an endless retry.
+//
+// # Errors
+//
+// A publish that fails because the cluster, not the message, is the
+// problem returns an error marked koto.Outage, so that the middleware
+// retries it for as long as it lasts and never dead-letters it: sarama's
+// ErrOutOfBrokers, ErrNotConnected, ErrControllerNotAvailable,
+// ErrClosedClient and ErrShuttingDown ([ErrPublisherClosed] too: the
+// service is stopping), and the Kafka errors that say a broker, a leader,
+// the replicas, the controller, a coordinator or the network is
+// unavailable for now (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+// REQUEST_TIMED_OUT, BROKER_NOT_AVAILABLE, REPLICA_NOT_AVAILABLE,
+// NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, NOT_ENOUGH_REPLICAS,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_CONTROLLER, KAFKA_STORAGE_ERROR,
+// FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+// PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+// THROTTLING_QUOTA_EXCEEDED), or that an idempotent producer's state was
+// lost and a retry clears (OUT_OF_ORDER_SEQUENCE_NUMBER,
+// INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING,
+// UNKNOWN_PRODUCER_ID: the record was not written). Kafka flags a few
+// errors of the request retriable too, UNKNOWN_TOPIC_OR_PARTITION (a
+// misspelt topic) and CORRUPT_MESSAGE among them; they are not outages
+// here, since retrying them for ever would block the partition. A record
+// larger than the broker or the producer accepts wraps
+// koto.ErrMessageTooLarge.
 //
 // # When offsets are committed
 //

@@ -30,17 +30,14 @@ type DeadLetterConfig struct {
 	// consumer group, e.g. "payments.order-placed-consumer.dlq".
 	Topic string
 	// ConsumerGroup returns the consumer group a message was consumed by,
-	// which names the default topic and fills [dlqmeta.ConsumerGroup].
-	// Default [HandlerName].
+	// which names the default topic. Default [HandlerName].
 	ConsumerGroup func(msg *message.Message) string
-	// MaxAttempts is how many times the handler may fail with a
-	// [koto.ClassRetryable] error in one delivery; the last failure is
-	// dead-lettered. Outages do not count. Default 5;
-	// 1 dead-letters the first failure.
+	// MaxAttempts is how many times the handler may fail with a retryable
+	// error in one delivery; outages do not count. Default 5; 1
+	// dead-letters the first failure.
 	MaxAttempts int
-	// MaxElapsedTime bounds the retries of [koto.ClassRetryable] errors: no
-	// retry is scheduled later than this after the first such failure.
-	// Default 1m.
+	// MaxElapsedTime bounds the retries of retryable errors, from the first
+	// failure. Default 1m.
 	MaxElapsedTime time.Duration
 	// Backoff spaces the retries, of outages and retryable errors alike.
 	Backoff koto.Backoff
@@ -89,26 +86,19 @@ func (c DeadLetterConfig) validate(p *config.Problems) {
 	p.Nest("Backoff", c.Backoff.Validate())
 }
 
-// HandlerName returns the name of the router handler that consumes msg
-// (message.HandlerNameFromCtx): by the package's convention, its consumer
-// group.
+// HandlerName returns the name of the router handler that consumes msg:
+// by convention, its consumer group.
 func HandlerName(msg *message.Message) string {
 	return message.HandlerNameFromCtx(msg.Context())
 }
 
-// DeadLetter retries a failing handler with backoff and, when the error is
-// poison or the retries are exhausted, publishes the message to the
-// dead-letter topic with pub and acks it, so the partition moves on. What
-// happens to each [koto.Class] (cfg.Classify), and what a dead letter
-// carries, the package doc describes. When the message's context ends
-// (the router or subscriber closes) the last error is returned and the
-// router nacks the message. If the dead letter cannot be published, the
-// error is returned: the message is nacked and redelivered, never lost. A
-// message for which there is no valid dead-letter topic is nacked with an
-// error that wraps koto.ErrInvalidConfig.
-//
-// DeadLetter recovers panics of the handler ([PanicError]), so Watermill's
-// Recoverer is not needed inside it.
+// DeadLetter retries a failing handler with backoff and publishes a
+// message that is poison, or that exhausted its retries, to the
+// dead-letter topic with pub, then acks it (see Errors and Dead letters in
+// the package doc). When the dead letter cannot be published, or the
+// message's context ends, the error is returned and the router nacks the
+// message: it is never lost. It recovers the handler's panics
+// ([PanicError]).
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
 	p := config.For("middleware.DeadLetterConfig")
 	if pub == nil {

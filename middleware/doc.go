@@ -1,11 +1,10 @@
 // Package middleware gives a Watermill router reliable consumer semantics:
 // correlation IDs that follow the work ([Correlation]), duplicates skipped
-// with a store that may survive restarts ([Idempotency]) or, for handlers
-// whose effects live in PostgreSQL, in the transaction that holds those
-// effects ([TransactionalIdempotency]), poison messages sent to a
-// dead-letter topic instead of blocking the partition while outages are
-// waited out ([DeadLetter]), and one structured log line per message
-// ([Logging]).
+// with a store that survives restarts, or claimed in the transaction that
+// holds the handler's effects ([Idempotency]), poison messages sent to a
+// dead-letter topic while outages are waited out ([DeadLetter]), and one
+// structured log line per message ([Logging]). It reads the error classes
+// of package koto and talks to no transport itself.
 //
 // # Order
 //
@@ -17,177 +16,139 @@
 // Correlation comes first so that everything inside, the log line and the
 // consumer span included, sees the correlation ID. Telemetry (the
 // Middleware of telemetry.Telemetry) comes next, so that its consumer span
-// covers the whole delivery and is in the context of everything inside:
-// the log lines, the dead letter's producer span, the messages the handler
-// publishes. Logging wraps the rest so that it times the whole delivery
-// and decides its final outcome, which it logs and reports to
-// Telemetry's span and metrics. DeadLetter wraps Idempotency so
-// that a store outage reaches it as an outage (retried, never
-// dead-lettered) and so that a dead-lettered message is never marked
-// processed: replaying it from the dead-letter topic, with the same UUID,
-// runs the handler again. Idempotency is innermost so that only a handler
-// that succeeded is marked and each retry checks again; in the
-// transactional mode, so that each retry is a transaction of its own, whose
-// claim rolls back with the failed attempt.
+// covers the whole delivery and is the parent of everything inside.
+// Logging wraps the rest so that it times the whole delivery and decides
+// its outcome, which it logs and reports to the span and metrics.
+// DeadLetter wraps Idempotency so that a store outage reaches it as an
+// outage (retried, never dead-lettered) and so that a dead-lettered
+// message is never marked processed: replayed from the dead-letter topic
+// with the same UUID, it runs the handler again. Idempotency is innermost
+// so that only a handler that succeeded is marked and each retry checks
+// again; in the transactional mode, so that each retry is a transaction of
+// its own.
 //
 // DeadLetter does the work of Watermill's Retry and PoisonQueue together;
 // do not add those two, nor Watermill's Deduplicator: it records a message
 // before the handler runs, so a failed message's redelivery is dropped, a
-// lost message.
-//
-// The chain owns goroutines (the marks after an ack, below): close the
-// router, then the [Chain], then the store.
+// lost message. Close the router, then the [Chain], then the store.
 //
 // # Check, handle, mark
 //
-// [Idempotency] skips a message whose scoped key (see [IdempotencyConfig])
-// the store has: it is acked without calling the handler, with outcome
-// duplicate. Otherwise the handler runs, and only when it succeeds is the
-// key marked: a failing handler marks nothing, so its retry or redelivery
-// runs it again. Delivery stays at-least-once: a crash between the handler
-// and the mark redelivers the message and runs the handler again. A mark
-// that fails is retried in place with MarkBackoff, so an outage of the
-// store does not run the handler twice.
+// By default [Idempotency] skips a message whose scoped key the store has
+// (the key is [MessageKey] within the scope [HandlerName]; the store keeps
+// idempotency.ScopedKey(scope, key)): it is acked without calling the
+// handler. Otherwise the handler runs, and only when it succeeds is the key
+// marked, so a failing handler's retry or redelivery runs it again.
+// Delivery stays at-least-once: a crash between the handler and the mark
+// runs the handler again. A failed mark is retried in place with
+// MarkBackoff, so a store outage does not run the handler twice.
 //
-// When the handler returns messages, the router publishes them after the
-// chain has returned, and acks the message only if that publish succeeds.
-// So such a message is marked not when the handler returns but once it is
-// acked, by a goroutine of the [IdempotentConsumer] that waits for the ack
-// (at most MarkAfterAckTimeout) and then marks, retrying for at most
-// MarkAfterAckTimeout more: a failed publish marks nothing and the
-// redelivery returns the messages again. A delivery of the same key that
-// arrives meanwhile waits for that mark and is then a duplicate; after
-// StoreTimeout it fails as an outage (errMarkPending) rather than run the
-// handler a second time. A mark given up there is logged at warn; only a
-// later duplicate of that message would run the handler again.
-// [IdempotentConsumer.Close] waits for these goroutines.
+// A message whose handler returns messages is marked only once the router
+// has published them and acked it, by a goroutine that waits for the ack
+// (at most MarkAfterAckTimeout) and then marks: a failed publish marks
+// nothing and the redelivery returns the messages again. A delivery of the
+// same key that arrives meanwhile waits for that mark and is then a
+// duplicate, or, after StoreTimeout, an outage. [Chain.Close] waits for
+// these marks.
 //
 // # Exactly-once effects
 //
-// [TransactionalIdempotency] closes the crash window for handlers that
-// write to PostgreSQL. Per delivery, its store begins a transaction and
-// claims the key in it; the handler runs with that transaction in its
-// context (postgres.TxFromContext) and its writes commit with the claim,
+// With IdempotencyConfig.Transactional, for handlers whose effects live in
+// the store's PostgreSQL database, each delivery runs in a transaction of
+// the store (idempotency.TxStore) that claims its key first. The handler
+// finds it with postgres.TxFromContext(msg.Context()), writes through it
+// and neither commits nor rolls it back: its writes commit with the claim,
 // or roll back with it when it fails or panics. A key with a fresh mark is
-// a duplicate: the transaction ends and the message is acked, with
-// OnDuplicate called. A concurrent delivery of the same key (a redelivery
-// during a rebalance, two instances) waits on the claim until the first
-// transaction ends: after a commit it is a duplicate, after a rollback it
-// runs. Size the pool for one connection per message handled at once (one
-// per partition), plus the store's own use.
+// a duplicate and never reaches the handler. A concurrent delivery of the
+// same key waits on the claim until the first transaction ends: after a
+// commit it is a duplicate, after a rollback it runs. Give the pool a
+// connection per message handled at once, and some to spare.
 //
-// By default BEGIN and the claim take a round trip of their own before the
-// handler runs, so a duplicate never reaches the handler. With
-// IdempotencyConfig.DeferClaim they go to PostgreSQL with the handler's
-// first statement instead (a postgres.ClaimTx), or with the COMMIT when
-// the handler wrote nothing, so a handler that writes one row costs two
-// round trips (its statement, the commit) instead of three. The handler
-// then starts before the claim is decided: on a duplicate its first
-// statement fails with postgres.ErrDuplicate, everything it did in the
-// transaction rolls back, and whatever it returns the message is acked as
-// a duplicate. The effects in the transaction still commit once, but code
-// of the handler before its first statement (an HTTP call, an email) runs
-// for every redelivery of a processed message, not only for retries, so
-// DeferClaim suits handlers whose work before their first statement is
-// free of outside effects.
+// IdempotencyConfig.DeferClaim sends BEGIN and the claim with the handler's
+// first statement instead, a round trip less per message. The handler then
+// starts before the claim is decided: on a duplicate its first statement
+// fails with postgres.ErrDuplicate and the message is acked as a
+// duplicate whatever the handler returns. The effects in the transaction
+// still commit once, but the handler's code before its first statement (an
+// HTTP call, an email) runs for every redelivery, so DeferClaim suits
+// handlers whose work before their first statement has no outside effects.
 //
 // A failed begin, claim or commit is an outage, and so is a handler error
-// once the transaction's connection broke; a commit whose outcome is
-// unknown too, since the redelivery finds the claim if it happened. A
-// commit that PostgreSQL turns into a rollback, because a statement of the
-// handler failed and the handler returned nil all the same, is an ordinary
-// retryable error.
+// once the transaction's connection broke. A commit that PostgreSQL turns
+// into a rollback, because a statement failed and the handler returned nil
+// all the same, is retried as an ordinary error.
 //
 // # Outgoing messages in the transaction
 //
-// A message the handler publishes straight to Kafka is out before the
-// commit: if the commit then fails, it announces effects that never
-// happened. Give the mode the transactional outbox of the same database
-// (IdempotencyConfig.Outbox, an *outbox.Outbox) and the messages commit
-// with the effects instead. The transaction is then bound to the outbox,
-// so in the handler the outbox's ContextPublisher (and the cqrs publishers
-// built on it), outbox.AfterCommit and outbox.PublishDomainEvents write
-// and register in it; the middleware runs the after-commit work once the
-// commit succeeded. The messages the handler returns are written into the
-// outbox in the transaction, for the router handler's publish topic and
-// with the correlation ID, and the router publishes nothing itself (its
-// publisher is not used). Without an outbox, or without a publish topic, a
-// handler that returns messages is rolled back and dead-lettered with
+// A message published straight to Kafka is out before the commit, and
+// announces effects that may never commit. IdempotencyConfig.Outbox, the
+// ContextPublisher of the outbox in the store's database, makes them commit
+// with the effects instead: the messages the handler returns are written
+// through it in the transaction, for the router handler's publish topic,
+// and the router publishes nothing itself. The handler can also publish
+// through that outbox directly (the cqrs publishers built on it), and
+// register outbox.AfterCommit work. Without an outbox, or without a publish
+// topic, a handler that returns messages is dead-lettered with
 // [ErrReturnedMessagesInTx]: the router would publish them after the
 // commit, and if that failed the redelivery would find the claim and lose
 // them.
 //
-// The outbox forwards transactions in the order of their first writes, and
-// the claim is the first write here, so Outbox.LockKeys in the handler is
-// refused. For one key's messages in commit order, IdempotencyConfig.LockKeys
-// returns the keys to lock (the messages' partition keys): they are locked
-// after BEGIN and before the claim, in the same round trip, and another
-// delivery that locks one of them waits there for the first transaction
-// to end. The wait counts against StoreTimeout; a longer one is an outage,
-// retried.
-//
-// Check-handle-mark has no transaction to write into, and [Idempotency]
-// refuses an Outbox: a handler there opens its own with outbox.Transact,
-// and a crash between its commit and the mark runs it again.
+// The outbox forwards transactions in the order of their first writes,
+// and the claim is the first write here; IdempotencyConfig.LockKeys returns
+// the partition keys to lock before the claim, so that one key's messages
+// reach Kafka in the order their transactions commit.
 //
 // # Errors
 //
-// DeadLetter sorts handler errors with [Classify] into three classes, and
-// the marks [Poison] and [Outage] name two of them:
-//
-//   - [ClassPoison] ([PoisonError], panics): the message can never succeed.
-//     It is dead-lettered at once.
-//   - [ClassOutage] ([OutageError], store errors, unreachable networks,
-//     databases and Kafka brokers, dependency timeouts): the
-//     infrastructure failed, not the message. It is retried with backoff
-//     for as long as the message's context lives and never dead-lettered.
-//   - [ClassRetryable], everything else: retried up to
-//     DeadLetterConfig.MaxAttempts and MaxElapsedTime, then dead-lettered.
-//
-// A handler that decodes its payload should wrap the decode error with
-// [Poison] (this project's cqrs consumers do): a bare JSON error is
-// retryable, since it may as well come from a dependency that answers with
-// an HTML error page during its own outage.
-//
-// # Retries
-//
-// Every retry (DeadLetter's, a failed mark's, a cqrs reply's) waits by
-// [Backoff]: exponential, with equal jitter, each wait drawn uniformly
-// between half the nominal wait and all of it. Without jitter every
-// consumer that hit the same outage would retry in lockstep and hit the
-// recovering dependency together. Equal jitter rather than full jitter
-// (anywhere from zero to the nominal wait): the consumers retry against a
-// shared dependency that is down, and full jitter sends a share of them
-// back almost at once at every step; with equal jitter each wait is at
-// least half the nominal one, so the backoff still backs off and the
-// elapsed-time budgets stay predictable, while the retries spread over
-// half the interval.
+// DeadLetter sorts handler errors by their koto.Class (DeadLetterConfig.Classify,
+// koto.ClassOf by default): poison (a koto.Poison mark, a panic) is
+// dead-lettered at once; an outage (a koto.Outage mark, a store error, an
+// unreachable database or broker) is retried with backoff for as long as
+// the message's context lives and never dead-lettered; anything else is
+// retried up to MaxAttempts and MaxElapsedTime, then dead-lettered. Every
+// retry waits by DeadLetterConfig.Backoff.
 //
 // # Dead letters
 //
-// A dead letter is a copy of the message, with its UUID, payload and
-// metadata (plus the correlation ID of the context when it had none), and
-// the metadata listed at [DeadLetterReasonKey]: why, where and when it
-// failed. Messages the handler returned are dropped with it. A dead letter
+// A dead letter goes to topics.DeadLetter(consumer group) unless
+// DeadLetterConfig.Topic says otherwise. It is a copy of the message, with
+// its UUID, payload and metadata (and the correlation ID of the context
+// when it had none), and these metadata, read back by package deadletter:
+//
+//	dead_letter_reason              the error's text
+//	dead_letter_error_type          the Go type of its root cause, e.g. *json.SyntaxError
+//	dead_letter_error_class         poison or retryable
+//	dead_letter_original_topic      where it was consumed from
+//	dead_letter_original_partition  (Kafka only)
+//	dead_letter_original_offset     (Kafka only)
+//	dead_letter_consumer_group      the consumer group that failed it
+//	dead_letter_handler             the router handler
+//	dead_letter_attempts            handler calls in the delivery that gave up
+//	dead_letter_failed_at           RFC 3339 with nanoseconds, UTC
+//	dead_letter_dropped             why the payload was left out (below)
+//
+// The messages the handler returned are dropped with it. A dead letter
 // that Kafka refuses as too large (a message near the topic's
 // max.message.bytes, grown by that metadata) is sent again without its
-// payload and with [DeadLetterDroppedKey] saying so, rather than nacked:
-// nacked, it would be refused again on every redelivery and block its
-// partition. The message itself stays at its original position.
+// payload, its values cut to 1 KiB, with dead_letter_dropped saying so,
+// rather than nacked: nacked, it would be refused again on every
+// redelivery and block its partition. The message itself stays at its
+// original position.
 //
-// # Correlation
+// # Log lines
 //
-// [Correlation] puts the ID in the message context, where everything reads
-// it: [Logging] for its line; loggers built on [NewLogHandler] for the
-// handler's own records (logger.InfoContext(msg.Context(), ...)); this
-// project's cqrs publishers for the messages a handler publishes; and
-// [DeadLetter] for the dead letter. Correlation itself stamps the messages
-// the handler returns.
+// [Logging] writes one line per delivery with handler, topic, partition
+// and offset, message_uuid, correlation_id, duration and outcome: ok and
+// duplicate at debug, nacked (the chain returned an error: an outage that
+// outlived the message's context, a dead letter that could not be
+// published) at warn, dead-lettered at error. Each retry is a warn line of
+// its own, outcome retry, when it is scheduled. [NewLogHandler] adds the
+// correlation ID to the handler's own records.
 //
 // # Conventions
 //
-// The router handler's name is the consumer group (topics.ConsumerGroup).
-// So the default dead-letter topic is topics.DeadLetter(handler name) and
-// the default idempotency scope is the handler name, so that two consumers
-// of one message do not skip each other's work.
+// The router handler's name is the consumer group (topics.ConsumerGroup):
+// it names the default dead-letter topic and the default idempotency
+// scope, so that two consumers of one message do not skip each other's
+// work.
 package middleware

@@ -28,12 +28,11 @@ func (e *PanicError) Unwrap() error {
 // still waits to mark after its ack (see [IdempotentConsumer]).
 var errMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
 
-// ErrReturnedMessagesInTx is the poison of a handler under
-// [TransactionalIdempotency] that returned messages with no outbox to
-// write them into, or no publish topic for them (see there).
+// ErrReturnedMessagesInTx is the poison of a transactional handler that
+// returned messages with no outbox to write them into, or no publish topic
+// for them.
 var ErrReturnedMessagesInTx = errors.New("middleware: a handler in the transactional mode returned messages; publish them from the handler instead")
 
-// ErrClosed is the outage of a delivery that reaches an
-// [IdempotentConsumer] (or a [Chain]) after its Close: the message is
-// nacked, for another instance or a later run to handle.
+// ErrClosed is the outage of a delivery that reaches a [Chain] after its
+// Close: the message is nacked, for another instance to handle.
 var ErrClosed = errors.New("middleware: closed")

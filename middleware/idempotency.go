@@ -37,42 +37,36 @@ type IdempotencyConfig struct {
 	Scope func(msg *message.Message) string
 	// StoreTimeout bounds each store call. Default 5s.
 	StoreTimeout time.Duration
-	// OnDuplicate, if set, is called for every duplicate that is skipped,
-	// to count them. Handlers run concurrently, and so may it.
+	// OnDuplicate, if set, is called for every duplicate that is skipped.
+	// Handlers run concurrently, and so may it.
 	OnDuplicate func(msg *message.Message, scope, key string)
 
 	// IgnoreStoreErrors, in check-handle-mark, prefers availability to
 	// deduplication: a failed check runs the handler anyway and a failed
-	// mark is dropped, both noted in the log line. By default a store
-	// error is an outage.
+	// mark is dropped. By default a store error is an outage.
 	IgnoreStoreErrors bool
 	// MarkBackoff, in check-handle-mark, spaces the retries of a failed
 	// mark.
 	MarkBackoff koto.Backoff
 	// MarkAfterAckTimeout, in check-handle-mark, bounds the wait for the
-	// ack of a message whose handler returned messages, and then the
-	// retries of its mark. Default 1m.
+	// ack of a handler that returned messages, and then its mark's
+	// retries. Default 1m.
 	MarkAfterAckTimeout time.Duration
 
 	// Transactional runs each delivery in a transaction of the store's
-	// database that claims its key (see Exactly-once effects in the
-	// package doc); the store must be an idempotency.TxStore.
+	// database that claims its key: exactly-once effects.
 	Transactional bool
-	// Outbox, in the transactional mode, is the publisher of the outbox
-	// of the store's database that writes into the transaction of each
-	// message's context (outbox.Outbox.ContextPublisher): the messages the
-	// handler returns are written through it, so that they commit with
-	// its effects. Nil: the handler must not return messages.
+	// Outbox, in the transactional mode, is the ContextPublisher of the
+	// outbox in the store's database: the messages the handler returns
+	// commit with its effects. Nil: the handler must not return messages.
 	Outbox message.Publisher
-	// LockKeys, in the transactional mode, returns the keys to lock before
-	// the claim: the partition keys of the messages the handler will write
-	// into the outbox, so that they reach Kafka in the order their
-	// transactions commit. An error makes the message poison.
+	// LockKeys, in the transactional mode, returns the partition keys to
+	// lock before the claim, for commit order in the outbox. An error makes
+	// the message poison.
 	LockKeys func(msg *message.Message) ([]string, error)
 	// DeferClaim, in the transactional mode, sends BEGIN and the claim
-	// with the handler's first statement instead of before the handler: a
-	// round trip less per message, but the handler's code before its first
-	// statement also runs for a duplicate (see the package doc).
+	// with the handler's first statement: a round trip less, but the
+	// handler starts before the claim is decided.
 	DeferClaim bool
 }
 
@@ -118,16 +112,11 @@ func (c IdempotencyConfig) validate(p *config.Problems) {
 	}
 }
 
-// Idempotency skips messages that were already processed. By default it
-// checks, handles and marks (the package doc describes each mode); with
-// cfg.Transactional, store must be an idempotency.TxStore and each delivery
-// runs in a transaction that claims its key. A nil store or an invalid cfg
-// is an error that wraps koto.ErrInvalidConfig.
-//
-// Check-handle-mark marks a message whose handler returned messages only
-// once the router acked it, on a goroutine that ends within twice
-// MarkAfterAckTimeout; [Defaults] returns a [Chain] whose Close waits for
-// those marks, to call between the router's Close and the store's.
+// Idempotency skips messages that were already processed: check, handle,
+// mark, or with cfg.Transactional a transaction that claims each message
+// (see the package doc; store must then be an idempotency.TxStore). The
+// marks after an ack have no owner here: use [Defaults], whose
+// [Chain.Close] waits for them.
 func Idempotency(store idempotency.Store, cfg IdempotencyConfig) (message.HandlerMiddleware, error) {
 	m, err := newIdempotency(store, cfg)
 	if err != nil {

@@ -13,26 +13,10 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/reporting"
 )
 
-// Logging logs one structured line per delivery of a message, when the
-// chain inside it returns: handler, topic, partition and offset (when the
-// subscriber is Kafka), message_uuid, correlation_id, duration, outcome
-// (an [outcome]), attempts when the handler ran more than once, and error.
-// A duplicate adds idempotency_scope and idempotency_key, a dead letter
-// error_class and dead_letter_topic. Levels: debug for ok and duplicate,
-// warn for nacked, error for dead-lettered.
-//
-// Each retry that [DeadLetter] or [Idempotency] schedules is logged when it
-// is scheduled, at warn: outcome retry, with the attempt number, error,
-// error_class and retry_delay. A mark after the ack that fails is logged
-// on a warn line of its own (the delivery's line is written by then).
-//
-// The correlation ID comes from the context ([Correlation] comes first in
-// [Defaults]) or, failing that, from the message's metadata. A nil logger
-// means slog.Default().
-//
-// Logging is where a delivery's outcome is decided: it also reports the
-// outcome and each retry to the consumer span and metrics of
-// telemetry.Telemetry.Middleware, when that runs outside it.
+// Logging logs one line per delivery and one per retry, as Log lines in
+// the package doc says, and reports each delivery's outcome to the
+// consumer span of telemetry's Middleware outside it. A nil logger means
+// slog.Default().
 func Logging(logger *slog.Logger) message.HandlerMiddleware {
 	if logger == nil {
 		logger = slog.Default()

@@ -9,21 +9,25 @@
 //
 // [New] describes one outbox table per database (koto.outbox by default)
 // and [Outbox.Setup] creates it, under an advisory lock, at startup;
-// [SchemaSQL] gives the DDL for external migrations. Inside a transaction,
-// [Outbox.Publisher] writes into a given pgx.Tx, and
-// [Outbox.ContextPublisher] into the transaction carried by each message's
-// context: the one [Transact] or [WithTx] put there, or the transactional
-// consumer mode's (the context key is postgres.ContextWithTx's). Both are
-// message.Publishers, so Watermill's and this module's cqrs publishers can
-// be pointed at them unchanged. A message with no transaction in reach is
-// an error wrapping [ErrNoTransaction]; it is never published some other
-// way. [Outbox.AutoTxPublisher] is the exception asked for by name: it
-// writes the messages that have no transaction into one of their own.
-// The transactional consumer mode (middleware.TransactionalIdempotency
-// with IdempotencyConfig.Outbox) binds its transaction with
-// [Outbox.BindTx], writes the messages a handler returns with
-// [Outbox.PublishTx] and takes key locks before its claim with
-// [Outbox.QueueLockKeys]. A message keeps its UUID (one without gets a
+// [SchemaSQL] gives the DDL for external migrations. [Outbox.Transact] runs
+// a function in a transaction whose context carries it, as the
+// transactional consumer mode (middleware's IdempotencyConfig.Transactional)
+// does for its handlers. Three publishers write into the outbox, each a
+// message.Publisher, so Watermill's and this module's cqrs publishers can
+// be pointed at them unchanged:
+//
+//   - [Outbox.ContextPublisher] writes each message into the transaction of
+//     its context. A message without one is an error wrapping
+//     [ErrNoTransaction] and is never published some other way: the code
+//     that lost its transaction on the way is caught. Use it by default.
+//   - [Outbox.Publisher] writes into the pgx.Tx it is given, for code that
+//     holds a transaction of its own.
+//   - [Outbox.AutoTxPublisher] writes the messages that find no transaction
+//     into one of their own, committed before Publish returns: for a
+//     message that announces nothing a transaction writes (a reminder, a
+//     notice) but should still be durable and ordered with the rest.
+//
+// A message keeps its UUID (one without gets a
 // UUIDv7), its payload and its metadata, gains the correlation ID of its
 // context if it has none, and its partition_key metadata becomes the Kafka
 // record key, exactly as with a direct publish through the broker package.
@@ -99,7 +103,7 @@
 //
 // Messages are checked when written (a topic Kafka would refuse, a message
 // over Config.MaxMessageBytes, metadata that is not UTF-8: ErrInvalidMessage,
-// marked middleware.Poison, so that a handler that returns the error is
+// marked koto.Poison, so that a handler that returns the error is
 // dead-lettered at once rather than retried) so that a row Kafka refuses
 // should not happen; if it does, the forwarder retries it and logs the
 // error until Kafka's limit is raised. A row that is not a message envelope

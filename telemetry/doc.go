@@ -17,10 +17,10 @@
 // CommandDispatcher use both, and the dispatcher wraps each Request in
 // [Telemetry.StartRequest]; the outbox's Forwarder reports its table's
 // backlog through [Telemetry.ObserveOutbox]. Each takes a *Telemetry in its
-// config (nil: the global providers). A chain built by hand puts Middleware right
-// inside middleware.Correlation and outside middleware.Logging, which
-// decides each delivery's outcome and reports it ([ReportDelivery],
-// [ReportRetry]); a publisher of one's own is decorated with Publisher.
+// config (nil: the global providers). A chain built by hand puts Middleware
+// right inside middleware.Correlation and outside middleware.Logging, which
+// decides each delivery's outcome and reports it to the span; a publisher
+// of one's own is decorated with Publisher.
 //
 // # Traces
 //

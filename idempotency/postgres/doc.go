@@ -60,21 +60,23 @@
 // mark, or renews one older than the window, and reports whether it did.
 // It commits or rolls back with the effects. A concurrent claim of the same
 // key waits on the row until the first transaction ends: after a commit it
-// finds the mark (a duplicate), after a rollback it claims. [Store.BeginClaim]
-// begins such a transaction on the store's pool with the claim in one round
-// trip; [Store.DeferClaim] returns a [ClaimTx] that sends BEGIN and the
-// claim with its first statement (or its COMMIT), saving that round trip:
-// when its claim finds a fresh mark, that statement fails with
-// [ErrDuplicate] and the transaction is rolled back. A first statement
-// that cannot join the batch (one without arguments, a Query, a batch of
-// the caller's, a COPY) runs after the claim instead.
-// [Store.MarkProcessedTx] claims in a transaction of the caller's.
-// [ContextWithTx] and [TxFromContext] carry the transaction to the handler.
+// finds the mark (a duplicate), after a rollback it claims.
+//
+// [Store.Transact] runs a handler in such a transaction on the store's
+// pool, BEGIN, the key locks of idempotency.Claim.LockKeys and the claim in
+// one round trip, and the handler finds it with [TxFromContext]. With
+// Claim.Defer they go with the handler's first statement instead (or with
+// the COMMIT when it wrote nothing), saving that round trip: when the claim
+// finds a fresh mark, that statement fails with [ErrDuplicate] and the
+// transaction is rolled back. A first statement that cannot join the batch
+// (one without arguments, a Query, a batch of the caller's, a COPY) runs
+// after the claim instead. [Store.MarkProcessedTx] claims in a transaction
+// of the caller's.
 //
 // # Errors
 //
 // Errors from PostgreSQL are returned wrapped with
-// idempotency.ErrStoreUnavailable (and the pgx error): an outage, for the
-// caller to retry. A Store never panics on them and works again once the
-// database is back.
+// idempotency.ErrStoreUnavailable (and the pgx error) and marked
+// koto.Outage, for the caller to retry. A Store never panics on them and
+// works again once the database is back.
 package postgres
