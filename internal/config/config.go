@@ -13,10 +13,10 @@ import (
 // (koto.ErrInvalidConfig).
 var ErrInvalid = errors.New("invalid configuration")
 
-// fieldError is one invalid field: root is the configuration type that
-// holds it ("broker.Config"), or the path of the field that holds that
-// type once nested ("cqrs.ServiceConfig.Broker"); rest is the field below
-// root, empty for the whole value.
+// fieldError is one invalid field: root is the outermost configuration
+// type that holds it ("broker.Config", or "cqrs.ServiceConfig" once
+// nested); rest is the path of the field below root ("Brokers", or
+// "Broker.Brokers" once nested), empty for the whole value.
 type fieldError struct {
 	root, rest string
 	problem    string
@@ -72,7 +72,7 @@ func (p *Problems) Nest(field string, err error) {
 	for _, e := range flatten(err) {
 		var fe *fieldError
 		if errors.As(e, &fe) {
-			e = &fieldError{root: join(p.root, field), rest: fe.rest, problem: fe.problem}
+			e = &fieldError{root: p.root, rest: path(field, fe.rest), problem: fe.problem}
 		}
 		p.errs = append(p.errs, e)
 	}
@@ -109,10 +109,13 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-func join(root, field string) string {
-	field = strings.TrimPrefix(field, ".")
-	if field == "" {
-		return root
+// path joins the parts of a field's path that are not empty with dots.
+func path(parts ...string) string {
+	var kept []string
+	for _, part := range parts {
+		if part = strings.Trim(part, "."); part != "" {
+			kept = append(kept, part)
+		}
 	}
-	return root + "." + field
+	return strings.Join(kept, ".")
 }
