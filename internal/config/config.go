@@ -19,12 +19,14 @@ var ErrInvalid = errors.New("invalid configuration")
 // "Broker.Brokers" once nested), empty for the whole value.
 type fieldError struct {
 	root, rest string
-	problem    string
+	problem    error // wraps the cause of the problem, if it has one
 }
 
-func (e *fieldError) Error() string { return "invalid configuration: " + e.field() + " " + e.problem }
+func (e *fieldError) Error() string {
+	return "invalid configuration: " + e.field() + " " + e.problem.Error()
+}
 
-func (e *fieldError) Unwrap() error { return ErrInvalid }
+func (e *fieldError) Unwrap() []error { return []error{ErrInvalid, e.problem} }
 
 func (e *fieldError) field() string {
 	if e.rest == "" {
@@ -46,9 +48,10 @@ func For(root string) *Problems { return &Problems{root: root} }
 
 // Add records that field (below the root; "" for the whole value) is
 // invalid: problem says what is wrong and what to change, as in
-// "is empty; list at least one host:port".
+// "is empty; list at least one host:port". As in fmt.Errorf, a %w verb
+// wraps its error, so that errors.Is finds the cause.
 func (p *Problems) Add(field, format string, args ...any) {
-	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Errorf(format, args...)})
 }
 
 // Wrap records err, an error that wraps ErrInvalid or that becomes one
@@ -58,7 +61,7 @@ func (p *Problems) Wrap(field string, err error) {
 		return
 	}
 	if !errors.Is(err, ErrInvalid) {
-		p.Add(field, "%v", err)
+		p.Add(field, "%w", err)
 		return
 	}
 	p.errs = append(p.errs, err)
@@ -98,6 +101,9 @@ func Invalid(root, field, format string, args ...any) error {
 func flatten(err error) []error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := err.(*fieldError); ok {
+		return []error{err}
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var all []error
