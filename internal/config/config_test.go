@@ -125,16 +125,12 @@ func TestProblems(t *testing.T) {
 	}
 }
 
-// TestProblemsOneIsNotJoined: a single problem is returned as it is, so
-// that it reads as one line and unwraps straight to ErrInvalid; several are
-// joined, and each wraps ErrInvalid.
+// TestProblemsOneIsNotJoined: a single problem is returned as it is, one
+// line; several are joined, and each wraps ErrInvalid.
 func TestProblemsOneIsNotJoined(t *testing.T) {
 	one := config.Invalid("x.Config", "A", "is bad")
-	if _, joined := one.(interface{ Unwrap() []error }); joined {
-		t.Errorf("one problem is a join: %#v", one)
-	}
-	if !errors.Is(one, config.ErrInvalid) || errors.Unwrap(one) != config.ErrInvalid {
-		t.Errorf("one problem does not unwrap to ErrInvalid: %v", one)
+	if strings.Contains(one.Error(), "\n") || !errors.Is(one, config.ErrInvalid) {
+		t.Errorf("one problem is not one line wrapping ErrInvalid: %q", one)
 	}
 	p := config.For("x.Config")
 	p.Add("A", "is bad")
@@ -147,8 +143,30 @@ func TestProblemsOneIsNotJoined(t *testing.T) {
 		t.Fatalf("two problems joined into %d errors", got)
 	}
 	for _, e := range many.Unwrap() {
-		if !errors.Is(e, config.ErrInvalid) {
-			t.Errorf("joined problem %v does not wrap ErrInvalid", e)
+		if !errors.Is(e, config.ErrInvalid) || strings.Contains(e.Error(), "\n") {
+			t.Errorf("joined problem %q is not one line wrapping ErrInvalid", e)
 		}
+	}
+}
+
+// TestProblemsKeepTheCause: a problem recorded with %w, or a plain error
+// recorded with Wrap, wraps its cause as well as ErrInvalid, also once
+// nested.
+func TestProblemsKeepTheCause(t *testing.T) {
+	cause := errors.New(`invalid Kafka topic name "a b"`)
+	p := config.For("broker.Config")
+	p.Add("", "cannot read topic %q: %w", "a b", cause)
+	p.Wrap("Sarama", cause)
+	outer := config.For("cqrs.Config")
+	outer.Nest("Broker", p.Err())
+	for name, err := range map[string]error{"Add": config.Invalid("x.Config", "Topic", "%w", cause), "Wrap and Add": p.Err(), "nested": outer.Err()} {
+		if !errors.Is(err, cause) || !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("%s: %v does not wrap both the cause and ErrInvalid", name, err)
+		}
+	}
+	want := `invalid configuration: cqrs.Config.Broker cannot read topic "a b": invalid Kafka topic name "a b"` + "\n" +
+		`invalid configuration: cqrs.Config.Broker.Sarama invalid Kafka topic name "a b"`
+	if got := outer.Err().Error(); got != want {
+		t.Errorf("nested:\n got %s\nwant %s", got, want)
 	}
 }
