@@ -82,7 +82,7 @@ func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
 		c.Sarama(sc)
 	}
 	if err := sc.Validate(); err != nil {
-		return nil, config.Invalid("broker.Config", "Sarama", "leaves a configuration that sarama rejects: %v", err)
+		return nil, config.Invalid("broker.Config", "Sarama", "leaves a configuration that sarama rejects: %w", err)
 	}
 	return sc, nil
 }

@@ -84,7 +84,7 @@ func NewTailReader(cfg Config, topic string, handle func(*message.Message)) (*Ta
 	p := config.For("broker.Config")
 	cfg.validate(p)
 	if err := topics.Validate(topic); err != nil {
-		p.Add("", "cannot read topic %q: %v", topic, err)
+		p.Add("", "cannot read topic %q: %w", topic, err)
 	}
 	if handle == nil {
 		p.Add("", "cannot read topic %q: the handle func is nil", topic)

@@ -74,7 +74,7 @@ func (c DeadLetterConfig) validate(p *config.Problems) {
 	c.setDefaults()
 	if c.Topic != "" {
 		if err := topics.Validate(c.Topic); err != nil {
-			p.Add("Topic", "%v; or leave it empty for the default, topics.DeadLetter(consumer group)", err)
+			p.Add("Topic", "%w; or leave it empty for the default, topics.DeadLetter(consumer group)", err)
 		}
 	}
 	if c.MaxAttempts < 0 {
@@ -224,7 +224,7 @@ func (d *deadLetter) topic(group string) (string, error) {
 	}
 	topic := topics.DeadLetter(group)
 	if err := topics.Validate(topic); err != nil {
-		return "", config.Invalid("middleware.DeadLetterConfig", "", "gives no valid dead-letter topic for consumer group %q: %v; set Topic or ConsumerGroup", group, err)
+		return "", config.Invalid("middleware.DeadLetterConfig", "", "gives no valid dead-letter topic for consumer group %q: %w; set Topic or ConsumerGroup", group, err)
 	}
 	return topic, nil
 }

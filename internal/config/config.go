@@ -13,18 +13,20 @@ import (
 // (koto.ErrInvalidConfig).
 var ErrInvalid = errors.New("invalid configuration")
 
-// fieldError is one invalid field: root is the configuration type that
-// holds it ("broker.Config"), or the path of the field that holds that
-// type once nested ("cqrs.ServiceConfig.Broker"); rest is the field below
-// root, empty for the whole value.
+// fieldError is one invalid field: root is the outermost configuration
+// type that holds it ("broker.Config", or "cqrs.ServiceConfig" once
+// nested); rest is the path of the field below root ("Brokers", or
+// "Broker.Brokers" once nested), empty for the whole value.
 type fieldError struct {
 	root, rest string
-	problem    string
+	problem    error // wraps the cause of the problem, if it has one
 }
 
-func (e *fieldError) Error() string { return "invalid configuration: " + e.field() + " " + e.problem }
+func (e *fieldError) Error() string {
+	return "invalid configuration: " + e.field() + " " + e.problem.Error()
+}
 
-func (e *fieldError) Unwrap() error { return ErrInvalid }
+func (e *fieldError) Unwrap() []error { return []error{ErrInvalid, e.problem} }
 
 func (e *fieldError) field() string {
 	if e.rest == "" {
@@ -46,9 +48,10 @@ func For(root string) *Problems { return &Problems{root: root} }
 
 // Add records that field (below the root; "" for the whole value) is
 // invalid: problem says what is wrong and what to change, as in
-// "is empty; list at least one host:port".
+// "is empty; list at least one host:port". As in fmt.Errorf, a %w verb
+// wraps its error, so that errors.Is finds the cause.
 func (p *Problems) Add(field, format string, args ...any) {
-	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Errorf(format, args...)})
 }
 
 // Wrap records err, an error that wraps ErrInvalid or that becomes one
@@ -58,7 +61,7 @@ func (p *Problems) Wrap(field string, err error) {
 		return
 	}
 	if !errors.Is(err, ErrInvalid) {
-		p.Add(field, "%v", err)
+		p.Add(field, "%w", err)
 		return
 	}
 	p.errs = append(p.errs, err)
@@ -72,7 +75,7 @@ func (p *Problems) Nest(field string, err error) {
 	for _, e := range flatten(err) {
 		var fe *fieldError
 		if errors.As(e, &fe) {
-			e = &fieldError{root: join(p.root, field), rest: fe.rest, problem: fe.problem}
+			e = &fieldError{root: p.root, rest: path(field, fe.rest), problem: fe.problem}
 		}
 		p.errs = append(p.errs, e)
 	}
@@ -99,6 +102,9 @@ func flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
+	if _, ok := err.(*fieldError); ok {
+		return []error{err}
+	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var all []error
 		for _, e := range j.Unwrap() {
@@ -109,10 +115,13 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-func join(root, field string) string {
-	field = strings.TrimPrefix(field, ".")
-	if field == "" {
-		return root
+// path joins the parts of a field's path that are not empty with dots.
+func path(parts ...string) string {
+	var kept []string
+	for _, part := range parts {
+		if part = strings.Trim(part, "."); part != "" {
+			kept = append(kept, part)
+		}
 	}
-	return root + "." + field
+	return strings.Join(kept, ".")
 }

@@ -23,6 +23,7 @@ func objects(schema string) pgschema.Objects {
 // TestCreateConcurrently creates one schema's tables from ten goroutines at
 // once: none fails, and afterwards they all exist.
 func TestCreateConcurrently(t *testing.T) {
+	t.Parallel()
 	cfg := pgtest.Config(t)
 	cfg.MaxConns = 12
 	pool := pgtest.PoolWith(t, cfg)
@@ -53,6 +54,7 @@ func TestCreateConcurrently(t *testing.T) {
 
 // TestExistNeedsEveryTable: one table of two missing means not there.
 func TestExistNeedsEveryTable(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	ctx := context.Background()

@@ -2,9 +2,11 @@ package pgschema
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -52,18 +54,22 @@ func TestKeywordsCoverServer(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
-	if err := CheckName("Table", "outbox", MaxIdentifier); err != nil {
+	p := config.For("x.Config")
+	CheckName(p, "Table", "outbox", MaxIdentifier)
+	if err := p.Err(); err != nil {
 		t.Fatalf("CheckName(outbox) = %v", err)
 	}
 	for name, want := range map[string]string{
-		"":                      "Table is empty",
-		strings.Repeat("x", 64): "is 64 bytes; shorten it to at most 63 bytes",
-		"a\x00b":                "contains a NUL byte",
-		"\xff":                  "not valid UTF-8",
+		"":                      "invalid configuration: x.Config.Table is empty; set a name",
+		strings.Repeat("x", 64): "invalid configuration: x.Config.Table \"" + strings.Repeat("x", 64) + "\" is 64 bytes; shorten it to at most 63 bytes",
+		"a\x00b":                `invalid configuration: x.Config.Table "a\x00b" contains a NUL byte; remove it`,
+		"\xff":                  `invalid configuration: x.Config.Table "\xff" is not valid UTF-8; use a UTF-8 name`,
 	} {
-		err := CheckName("Table", name, MaxIdentifier)
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("CheckName(%q) = %v, want an error containing %q", name, err, want)
+		p := config.For("x.Config")
+		CheckName(p, "Table", name, MaxIdentifier)
+		err := p.Err()
+		if err == nil || err.Error() != want || !errors.Is(err, config.ErrInvalid) {
+			t.Errorf("CheckName(%q) = %v, want %q wrapping config.ErrInvalid", name, err, want)
 		}
 	}
 }
