@@ -128,8 +128,8 @@ func newCommandCall(msg *message.Message, env *handlerEnv, typeName string) *com
 		msg:      msg,
 		env:      env,
 		typeName: typeName,
-		replyTo:  msg.Metadata.Get(ReplyToMetadataKey),
-		op:       msg.Metadata.Get(OperationIDMetadataKey),
+		replyTo:  msg.Metadata.Get(replyToKey),
+		op:       msg.Metadata.Get(operationIDKey),
 		start:    time.Now(),
 	}
 }
@@ -204,13 +204,13 @@ func (c *commandCall) reply(result any) error {
 	reply := message.NewMessage(newMessageID(), payload)
 	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends; the reply's producer span is a child of the command's consumer span
 	reply.Metadata = make(message.Metadata, 6)
-	reply.Metadata[OperationIDMetadataKey] = c.op
+	reply.Metadata[operationIDKey] = c.op
 	reply.Metadata[requestreply.HasErrorMetadataKey] = "0"
 	if c.err != nil {
 		he := replyError(c.err)
 		reply.Metadata[requestreply.HasErrorMetadataKey] = "1"
 		reply.Metadata[requestreply.ErrorMetadataKey] = he.Message
-		reply.Metadata[ErrorKindMetadataKey] = he.Kind
+		reply.Metadata[errorKindKey] = he.Kind
 	}
 	if id := cmp.Or(correlation.FromContext(c.ctx), correlation.FromMessage(c.msg)); id != "" {
 		reply.Metadata[correlation.MetadataKey] = id

@@ -69,7 +69,7 @@ func Idempotent(on bool) ConsumerOption {
 }
 
 // SkipOtherTypes makes the consumer ack, with a debug log line, the
-// messages whose type name (TypeNameMetadataKey) is another type's: for a
+// messages whose type name (koto.TypeNameMetadataKey) is another type's: for a
 // topic that carries several types, each read by its own consumer.
 // Without it such a message is poison, dead-lettered at once with an error
 // that wraps ErrUnexpectedType and names both types. A message without a
@@ -159,7 +159,7 @@ func NewEventConsumer[T any](handle func(ctx context.Context, ev *T) error, opts
 // poison, or, with SkipOtherTypes, skipped: checkType logs it and reports
 // skip.
 func (s *consumerSpec) checkType(msg *message.Message, env *handlerEnv) (skip bool, err error) {
-	name := msg.Metadata.Get(TypeNameMetadataKey)
+	name := msg.Metadata.Get(koto.TypeNameMetadataKey)
 	switch {
 	case name == "" || name == s.typeName:
 		return false, nil

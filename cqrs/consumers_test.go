@@ -99,7 +99,7 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 		}
 	}
 	poison := message.NewMessage("0190c3a4-0000-7000-8000-0000000000ff", []byte("{not json"))
-	poison.Metadata.Set(cqrs.TypeNameMetadataKey, "stock-reserved")
+	poison.Metadata.Set(koto.TypeNameMetadataKey, "stock-reserved")
 	poison.Metadata.Set(koto.PartitionKeyMetadataKey, "sku-1")
 	if err := pub.Publish(topics.Event(inventory, "stock-reserved"), poison); err != nil {
 		t.Fatal(err)
@@ -340,7 +340,7 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	}
 	dead := kafkatest.Receive(t, strictDead, "the strict consumer's dead letter")
 	reason := dead.Metadata.Get(middleware.DeadLetterReasonKey)
-	if dead.Metadata.Get(cqrs.TypeNameMetadataKey) != "order-placed" ||
+	if dead.Metadata.Get(koto.TypeNameMetadataKey) != "order-placed" ||
 		!strings.Contains(reason, `"order-placed"`) || !strings.Contains(reason, `"stock-reserved"`) {
 		t.Errorf("strict consumer's first dead letter %s (%v), want order-placed with a reason naming both types", dead.UUID, dead.Metadata)
 	}

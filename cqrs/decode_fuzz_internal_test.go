@@ -80,7 +80,7 @@ func FuzzEventConsumerDecoding(f *testing.F) {
 		s := c.(*consumerSpec)
 		msg := message.NewMessage("uuid", payload)
 		if typeName != "" {
-			msg.Metadata.Set(TypeNameMetadataKey, typeName)
+			msg.Metadata.Set(koto.TypeNameMetadataKey, typeName)
 		}
 		err := s.handle(msg, fuzzEnv(&sentReplies{}))
 		want, ok := decodes[fuzzOrder](payload)
@@ -124,8 +124,8 @@ func FuzzCommandConsumerDecoding(f *testing.F) {
 		})
 		s := c.(*consumerSpec)
 		msg := message.NewMessage("uuid", payload)
-		msg.Metadata.Set(ReplyToMetadataKey, replyTo)
-		msg.Metadata.Set(OperationIDMetadataKey, op)
+		msg.Metadata.Set(replyToKey, replyTo)
+		msg.Metadata.Set(operationIDKey, op)
 		pub := &sentReplies{}
 		err := s.handle(msg, fuzzEnv(pub))
 
@@ -149,7 +149,7 @@ func FuzzCommandConsumerDecoding(f *testing.F) {
 			}
 			return
 		}
-		if len(pub.msgs) != 1 || pub.topics[0] != replyTo || pub.msgs[0].Metadata.Get(OperationIDMetadataKey) != op {
+		if len(pub.msgs) != 1 || pub.topics[0] != replyTo || pub.msgs[0].Metadata.Get(operationIDKey) != op {
 			t.Fatalf("request to %q/%q: replies %v; want one on its reply topic with its operation ID", replyTo, op, pub.topics)
 		}
 		res, rerr := decodeReply[int]("fuzz-order", pub.msgs[0])
@@ -180,7 +180,7 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte, hasError, kind, text string) {
 		reply := message.NewMessage("r", payload)
 		reply.Metadata.Set(requestreply.HasErrorMetadataKey, hasError)
-		reply.Metadata.Set(ErrorKindMetadataKey, kind)
+		reply.Metadata.Set(errorKindKey, kind)
 		reply.Metadata.Set(requestreply.ErrorMetadataKey, text)
 		got, err := decodeReply[fuzzOrder]("fuzz-order", reply)
 		if hasError == "1" {

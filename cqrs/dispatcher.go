@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	koto "github.com/koto-dev/watermill-koto"
 
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
@@ -67,20 +69,17 @@ type CommandDispatcherConfig struct {
 	// not exist.
 	AutoProvisionTopics bool
 
-	// RequestPublisher publishes the commands of Request. Default: the
-	// dispatcher's publisher. Give a direct one (broker.NewPublisher) when
-	// the dispatcher's publisher is an outbox: a request waits for its
-	// reply, which could not come before the transaction it is written in
-	// commits, and outside a transaction the outbox refuses it.
-	// DurableOutbox.CommandDispatcher does this.
-	RequestPublisher message.Publisher
-
 	// Logger receives the dispatcher's logs. Default: slog.Default().
 	Logger *slog.Logger
 
 	// Telemetry traces and measures the commands sent and the
 	// request/replies. Nil: OpenTelemetry's global providers.
 	Telemetry *telemetry.Telemetry
+
+	// requestPublisher, set by DurableOutbox.CommandDispatcher, publishes
+	// the commands of Request directly: a request waits for its reply,
+	// which could not come before an outbox transaction commits.
+	requestPublisher message.Publisher
 }
 
 func (c *CommandDispatcherConfig) setDefaults() {
@@ -93,22 +92,20 @@ func (c *CommandDispatcherConfig) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
-// Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults, Broker included. Errors wrap
-// [ErrInvalidConfig] (and [ErrInvalidRoute] for a bad route or reply
+// Validate reports every problem of the configuration, zero fields
+// counting as their defaults, Broker included, in one error that wraps
+// koto.ErrInvalidConfig (and [ErrInvalidRoute] for a bad route or reply
 // topic).
 func (c CommandDispatcherConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService("Service", c.Service, c.Routes); err != nil {
-		return err
+	p := config.For("cqrs.CommandDispatcherConfig")
+	validateService(p, "Service", c.Service, c.Routes)
+	validateTimeout(p, c.Timeout)
+	if err := topics.Validate(c.ReplyTopic); c.Service != "" && err != nil {
+		p.Wrap("ReplyTopic", invalidRoute("ReplyTopic: %w", err))
 	}
-	if err := validateTimeout(c.Timeout); err != nil {
-		return err
-	}
-	if err := topics.Validate(c.ReplyTopic); err != nil {
-		return invalidRoute("ReplyTopic: %w", err)
-	}
-	return validateBroker(c.Broker)
+	p.Nest("Broker", c.Broker.Validate())
+	return p.Err()
 }
 
 // CommandDispatcher sends commands: fire-and-forget with Send, or waiting
@@ -118,7 +115,7 @@ type CommandDispatcher struct {
 	cfg      CommandDispatcherConfig
 	tel      *telemetry.Telemetry
 	bus      *wcqrs.CommandBus // Send's
-	requests *wcqrs.CommandBus // Request's: bus, or one on RequestPublisher
+	requests *wcqrs.CommandBus // Request's: bus, or one on requestPublisher
 	routes   map[string]string
 	logger   *slog.Logger
 
@@ -177,8 +174,8 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		return nil, err
 	}
 	d.requests = d.bus
-	if cfg.RequestPublisher != nil {
-		if d.requests, err = d.newBus(tel.Publisher(cfg.RequestPublisher)); err != nil {
+	if cfg.requestPublisher != nil {
+		if d.requests, err = d.newBus(tel.Publisher(cfg.requestPublisher)); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +183,7 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 	readerCfg.Logger = cmp.Or(readerCfg.Logger, d.logger)
 	d.replies, err = broker.NewTailReader(readerCfg, cfg.ReplyTopic, d.deliver)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	return d, nil
 }
@@ -209,7 +206,7 @@ func (d *CommandDispatcher) newBus(pub message.Publisher) (*wcqrs.CommandBus, er
 		Marshaler: marshaler{},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	return bus, nil
 }
@@ -227,7 +224,7 @@ func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
 // The subscription runs until Close. ctx bounds only the start. Start
 // blocks neither Request, which waits for it until its own deadline, nor
 // Close, which ends it. A Start that fails may be called again. A second
-// Start returns ErrAlreadyStarted, a Start after or during Close ErrClosed.
+// Start returns errAlreadyStarted, a Start after or during Close ErrClosed.
 func (d *CommandDispatcher) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -236,7 +233,7 @@ func (d *CommandDispatcher) Start(ctx context.Context) error {
 	switch d.state {
 	case dispatcherStarting, dispatcherStarted:
 		d.mu.Unlock()
-		return ErrAlreadyStarted
+		return errAlreadyStarted
 	case dispatcherClosed:
 		d.mu.Unlock()
 		return ErrClosed
@@ -314,7 +311,7 @@ func (d *CommandDispatcher) Close() error {
 // reply to another instance, a reply that came after its request gave up,
 // or a second reply to one request.
 func (d *CommandDispatcher) deliver(msg *message.Message) {
-	op := msg.Metadata.Get(OperationIDMetadataKey)
+	op := msg.Metadata.Get(operationIDKey)
 	d.mu.Lock()
 	ch, ok := d.pending[op]
 	d.mu.Unlock()
@@ -374,7 +371,7 @@ func decodeReply[R any](name string, reply *message.Message) (R, error) {
 	var result R
 	if reply.Metadata.Get(requestreply.HasErrorMetadataKey) == "1" {
 		herr := &HandlerError{
-			Kind:    reply.Metadata.Get(ErrorKindMetadataKey),
+			Kind:    reply.Metadata.Get(errorKindKey),
 			Message: reply.Metadata.Get(requestreply.ErrorMetadataKey),
 		}
 		if herr.Kind == "" {
@@ -427,8 +424,8 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 // topic.
 func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, op string) error {
 	return d.requests.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
-		msg.Metadata.Set(OperationIDMetadataKey, op)
-		msg.Metadata.Set(ReplyToMetadataKey, d.cfg.ReplyTopic)
+		msg.Metadata.Set(operationIDKey, op)
+		msg.Metadata.Set(replyToKey, d.cfg.ReplyTopic)
 		return nil
 	})
 }

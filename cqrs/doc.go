@@ -14,7 +14,7 @@
 // the orders service, unless a [Route] sends the type elsewhere; a
 // [CommandDispatcher] sends a command the same way to its route. The
 // payload is JSON, the type name travels in the metadata key
-// [TypeNameMetadataKey], the message UUID is a new UUIDv7 (or the
+// koto.TypeNameMetadataKey, the message UUID is a new UUIDv7 (or the
 // message's own ID, see [MessageIDer]), the correlation ID comes from the
 // context (a new one when it has none), and the Kafka partition key from
 // the message (see [PartitionKeyer]).

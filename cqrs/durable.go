@@ -8,8 +8,9 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -56,26 +57,22 @@ func (c DurableOutboxConfig) forwarderConfig() outbox.ForwarderConfig {
 	return f
 }
 
-// Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap ErrInvalidConfig.
+// Validate reports every problem of the configuration, zero fields
+// counting as their defaults, in one error that wraps koto.ErrInvalidConfig.
 func (c DurableOutboxConfig) Validate() error {
 	c.setDefaults()
+	p := config.For("cqrs.DurableOutboxConfig")
 	if len(c.Forwarder.Broker.Brokers) > 0 {
-		return fmt.Errorf("%w: Forwarder.Broker is set; leave it zero and set Broker, which the forwarder uses", ErrInvalidConfig)
+		p.Add("Forwarder.Broker", "is set; leave it zero and set Broker, which the forwarder uses")
 	}
-	if err := validateBroker(c.Broker); err != nil {
-		return err
-	}
-	if err := c.Outbox.Validate(); err != nil {
-		return fmt.Errorf("%w: Outbox: %w", ErrInvalidConfig, err)
-	}
-	if err := c.Store.Validate(); err != nil {
-		return fmt.Errorf("%w: Store: %w", ErrInvalidConfig, err)
-	}
-	if err := c.forwarderConfig().Validate(); err != nil {
-		return fmt.Errorf("%w: Forwarder: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	p.Nest("Broker", c.Broker.Validate())
+	p.Nest("Outbox", c.Outbox.Validate())
+	p.Nest("Store", c.Store.Validate())
+	// The forwarder runs on Broker, whose problems are reported once, above.
+	f := c.Forwarder
+	f.Broker = broker.Config{Brokers: []string{"127.0.0.1:9092"}}
+	p.Nest("Forwarder", f.Validate())
+	return p.Err()
 }
 
 // DurableOutbox is the durable outbox of one PostgreSQL database: an
@@ -101,11 +98,11 @@ type DurableOutbox struct {
 // creates (or, with DisableAutoCreateSchema, checks) the outbox tables and
 // the processed-messages table, connects a direct publisher to Kafka, and
 // starts the forwarder, which runs until Close. ctx bounds the setup only.
-// A configuration it refuses gives an error that wraps ErrInvalidConfig
+// A configuration it refuses gives an error that wraps koto.ErrInvalidConfig
 // and names the field.
 func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutboxConfig) (_ *DurableOutbox, err error) {
 	if pool == nil {
-		return nil, fmt.Errorf("%w: pool is nil; pass the *pgxpool.Pool of the services' database", ErrInvalidConfig)
+		return nil, config.Invalid("cqrs.NewDurableOutbox", "", "got a nil pool; pass the *pgxpool.Pool of the services' database")
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -118,13 +115,13 @@ func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutbox
 		}
 	}()
 	if d.box, err = outbox.New(pool, cfg.Outbox); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	if err := d.box.Setup(ctx); err != nil {
 		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
 	}
 	if d.store, err = postgres.NewStore(pool, cfg.Store); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	if err := d.store.EnsureSchema(ctx); err != nil {
 		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
@@ -135,7 +132,7 @@ func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutbox
 		return nil, fmt.Errorf("cqrs: durable outbox: publisher: %w", err)
 	}
 	if d.fwd, err = outbox.NewForwarder(d.box, cfg.forwarderConfig()); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	d.run()
 	return d, nil
@@ -153,27 +150,8 @@ func (d *DurableOutbox) run() {
 	}()
 }
 
-// Outbox returns the outbox, for its publishers (Publisher,
-// ContextPublisher, AutoTxPublisher) and LockKeys.
+// Outbox returns the outbox: its Transact, its publishers and LockKeys.
 func (d *DurableOutbox) Outbox() *outbox.Outbox { return d.box }
-
-// Store returns the processed-messages store of the transactional
-// consumers.
-func (d *DurableOutbox) Store() *postgres.Store { return d.store }
-
-// Forwarder returns the running forwarder, for its Active and Forwarded.
-func (d *DurableOutbox) Forwarder() *outbox.Forwarder { return d.fwd }
-
-// Publisher returns the transactional publisher: it writes each message
-// into the outbox in the transaction of the message's context, and
-// refuses one without (outbox.ErrNoTransaction).
-func (d *DurableOutbox) Publisher() message.Publisher { return d.box.ContextPublisher() }
-
-// Transact runs fn in a transaction on the DurableOutbox's pool, with ctx
-// carrying it for the publishers, as outbox.Transact does.
-func (d *DurableOutbox) Transact(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return d.box.Transact(ctx, fn)
-}
 
 // EventPublisher returns an EventPublisher that writes events into the
 // outbox in the transaction of the context passed to Publish: inside
@@ -188,33 +166,30 @@ func (d *DurableOutbox) EventPublisher(cfg EventPublisherConfig) (*EventPublishe
 // outbox in the transaction of its context, like EventPublisher's
 // Publish, and whose Request publishes directly, since it waits for a
 // reply that would not come before the transaction commits. A zero
-// cfg.Broker means the DurableOutbox's; a nil RequestPublisher, its
-// direct publisher.
+// cfg.Broker means the DurableOutbox's.
 func (d *DurableOutbox) CommandDispatcher(cfg CommandDispatcherConfig) (*CommandDispatcher, error) {
 	if len(cfg.Broker.Brokers) == 0 {
 		cfg.Broker = d.cfg.Broker
 	}
-	if cfg.RequestPublisher == nil {
-		cfg.RequestPublisher = d.direct
-	}
+	cfg.requestPublisher = d.direct
 	return NewCommandDispatcher(d.box.ContextPublisher(), cfg)
 }
 
 // Service returns a Service whose idempotent consumers run in the
 // transactional mode on the DurableOutbox's database: the claim, the
 // handler's writes and what it publishes through the outbox commit
-// together. Leave cfg.Store, Outbox and Transactional zero: Service sets
-// them. A zero cfg.Broker means the DurableOutbox's; a nil Publisher (dead
-// letters and replies), its direct publisher.
+// together. Leave cfg.Store nil: Service uses the DurableOutbox's. A zero
+// cfg.Broker means the DurableOutbox's; a nil Publisher (dead letters and
+// replies), its direct publisher.
 func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
-	if cfg.Store != nil || cfg.Outbox != nil {
-		return nil, fmt.Errorf("%w: ServiceConfig.Store or Outbox is set; leave them nil: DurableOutbox.Service uses its own", ErrInvalidConfig)
+	if cfg.Store != nil {
+		return nil, config.Invalid("cqrs.ServiceConfig", "Store", "is set; leave it nil: DurableOutbox.Service uses its own")
 	}
 	if len(cfg.Broker.Brokers) == 0 {
 		cfg.Broker = d.cfg.Broker
 	}
 	cfg.Publisher = cmp.Or(cfg.Publisher, d.direct)
-	cfg.Store, cfg.Outbox, cfg.Transactional = d.store, d.box, true
+	cfg.Store, cfg.durable = d.store, d
 	return NewService(cfg)
 }
 

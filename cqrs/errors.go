@@ -17,17 +17,12 @@ var (
 	// CommandDispatcherConfig.Routes.
 	ErrNoRoute = errors.New("cqrs: no route for message type")
 
-	// ErrInvalidConfig is wrapped by every configuration error of the
-	// constructors, of the Validate methods and of Service.Register; the
-	// error names the field and says what to change.
-	ErrInvalidConfig = errors.New("cqrs: invalid configuration")
-
 	// ErrInvalidRoute is wrapped by the error for a route, reply topic,
 	// consumer topic or consumer group that gives no valid Kafka topic
 	// name, and for an event whose type name gives none; the error names
 	// it and, for a name that breaks Kafka's rules, also wraps
 	// topics.ErrInvalid. When it comes from a configuration, the error
-	// also wraps ErrInvalidConfig.
+	// also wraps koto.ErrInvalidConfig.
 	ErrInvalidRoute = errors.New("cqrs: invalid route")
 
 	// ErrNotStarted is returned by Request on a dispatcher whose Start has
@@ -38,9 +33,9 @@ var (
 	// message whose type name is not its consumer's (see SkipOtherTypes).
 	ErrUnexpectedType = errors.New("cqrs: message of an unexpected type")
 
-	// ErrAlreadyStarted is returned by the Start of a dispatcher that
+	// errAlreadyStarted is returned by the Start of a dispatcher that
 	// Start already started.
-	ErrAlreadyStarted = errors.New("cqrs: command dispatcher already started")
+	errAlreadyStarted = errors.New("cqrs: command dispatcher already started")
 
 	// ErrClosed is returned by a dispatcher or service after Close, and
 	// wrapped by the error of a call that Close ended. It is marked

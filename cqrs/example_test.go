@@ -75,7 +75,7 @@ func ExampleEventPublisher_Publish() {
 	msg := <-msgs
 	msg.Ack()
 	fmt.Println(string(msg.Payload))
-	fmt.Println("type:", msg.Metadata.Get(cqrs.TypeNameMetadataKey))
+	fmt.Println("type:", msg.Metadata.Get(koto.TypeNameMetadataKey))
 	fmt.Println("partition key:", msg.Metadata.Get(koto.PartitionKeyMetadataKey))
 	fmt.Println("correlation:", correlation.FromMessage(msg))
 	// Output:

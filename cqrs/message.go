@@ -15,25 +15,20 @@ import (
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// Metadata keys that this package writes and reads.
+// Metadata keys that this package writes and reads besides
+// koto.TypeNameMetadataKey (the key of Watermill's cqrs.JSONMarshaler, so
+// Watermill's own CQRS processors understand these messages).
 const (
-	// TypeNameMetadataKey holds the message's type name, topics.TypeName of
-	// the event or command. It is the key of Watermill's cqrs.JSONMarshaler,
-	// so Watermill's own CQRS processors understand these messages.
-	TypeNameMetadataKey = "name"
-
-	// OperationIDMetadataKey holds the operation ID that pairs a request with
-	// its reply. It is the key of Watermill's requestreply package.
-	OperationIDMetadataKey = requestreply.OperationIDMetadataKey
-
-	// ReplyToMetadataKey holds, on a request, the topic its reply goes to.
-	// A command without it is fire-and-forget.
-	ReplyToMetadataKey = "koto_reply_to"
-
-	// ErrorKindMetadataKey holds, on a failed reply, HandlerError.Kind. The
-	// message is in requestreply.ErrorMetadataKey, and
-	// requestreply.HasErrorMetadataKey is "1".
-	ErrorKindMetadataKey = "koto_error_kind"
+	// operationIDKey pairs a request with its reply; Watermill's
+	// requestreply package uses it too.
+	operationIDKey = requestreply.OperationIDMetadataKey
+	// replyToKey holds, on a request, the topic its reply goes to. A
+	// command without it is fire-and-forget.
+	replyToKey = "koto_reply_to"
+	// errorKindKey holds, on a failed reply, HandlerError.Kind; the text is
+	// in requestreply.ErrorMetadataKey, and requestreply.HasErrorMetadataKey
+	// is "1".
+	errorKindKey = "koto_error_kind"
 )
 
 // MessageIDer is implemented by an event or command that carries its own
@@ -80,7 +75,7 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 		id = newMessageID()
 	}
 	msg := message.NewMessage(id, payload)
-	msg.Metadata.Set(TypeNameMetadataKey, name)
+	msg.Metadata.Set(koto.TypeNameMetadataKey, name)
 	if keyer, ok := implements[PartitionKeyer](v); ok {
 		if key := keyer.PartitionKey(); key != "" {
 			msg.Metadata.Set(koto.PartitionKeyMetadataKey, key)
@@ -103,7 +98,7 @@ func (marshaler) Name(v any) string { return topics.TypeName(v) }
 
 // NameFromMessage returns the type name in the message's metadata.
 func (marshaler) NameFromMessage(msg *message.Message) string {
-	return msg.Metadata.Get(TypeNameMetadataKey)
+	return msg.Metadata.Get(koto.TypeNameMetadataKey)
 }
 
 // newMessageID returns a UUIDv7, which keeps the idempotency index

@@ -58,7 +58,7 @@ func TestMarshal(t *testing.T) {
 			if _, ok := msg.Metadata[koto.PartitionKeyMetadataKey]; !ok && tt.wantKey != "" || ok && tt.wantKey == "" {
 				t.Errorf("partition key present = %v, want %v", ok, tt.wantKey != "")
 			}
-			if got := msg.Metadata.Get(TypeNameMetadataKey); got != tt.wantName {
+			if got := msg.Metadata.Get(koto.TypeNameMetadataKey); got != tt.wantName {
 				t.Errorf("type name = %q, want %q", got, tt.wantName)
 			}
 			if string(msg.Payload) != tt.payload {

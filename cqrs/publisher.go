@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -39,37 +42,36 @@ func (c *EventPublisherConfig) setDefaults() {
 	}
 }
 
-// Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults. Errors wrap [ErrInvalidConfig] (and
-// [ErrInvalidRoute] for a bad route).
+// Validate reports every problem of the configuration, zero fields
+// counting as their defaults, in one error that wraps koto.ErrInvalidConfig
+// (and [ErrInvalidRoute] for a bad route).
 func (c EventPublisherConfig) Validate() error {
-	if err := validateTimeout(c.Timeout); err != nil {
-		return err
-	}
-	return validateService("Service", c.Service, c.Routes)
+	p := config.For("cqrs.EventPublisherConfig")
+	validateTimeout(p, c.Timeout)
+	validateService(p, "Service", c.Service, c.Routes)
+	return p.Err()
 }
 
 // validateService checks the service name in field and the routes.
-func validateService(field, service string, routes []Route) error {
+func validateService(p *config.Problems, field, service string, routes []Route) {
 	if service == "" {
-		return fmt.Errorf("%w: %s is empty; set it to the service's name, such as \"orders\"", ErrInvalidConfig, field)
+		p.Add(field, "is empty; set it to the service's name, such as \"orders\"")
+	} else if err := topics.Validate(service); err != nil {
+		p.Add(field, "%q cannot prefix a topic: %w", service, err)
 	}
-	if err := topics.Validate(service); err != nil {
-		return fmt.Errorf("%w: %s %q cannot prefix a topic: %w", ErrInvalidConfig, field, service, err)
+	if _, err := routeTable(routes); err != nil {
+		p.Wrap("Routes", err)
 	}
-	_, err := routeTable(routes)
-	return err
 }
 
 // errNilPublisher is the error of a constructor given no publisher.
-var errNilPublisher = fmt.Errorf("%w: the publisher is nil; pass a message.Publisher, such as broker.NewPublisher's or an outbox's ContextPublisher", ErrInvalidConfig)
+var errNilPublisher = fmt.Errorf("%w: the publisher is nil; pass a message.Publisher, such as broker.NewPublisher's or an outbox's ContextPublisher", koto.ErrInvalidConfig)
 
 // validateTimeout checks the Timeout field of a configuration.
-func validateTimeout(d time.Duration) error {
+func validateTimeout(p *config.Problems, d time.Duration) {
 	if d < 0 {
-		return fmt.Errorf("%w: Timeout is negative (%s); use 0 for the default (%s) or a positive duration", ErrInvalidConfig, d, defaultTimeout)
+		p.Add("Timeout", "is negative (%s); use 0 for the default (%s) or a positive duration", d, defaultTimeout)
 	}
-	return nil
 }
 
 // EventPublisher publishes integration events (see Publishing in the
@@ -109,7 +111,7 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 		Marshaler: marshaler{},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, err
 	}
 	p.bus = bus
 	return p, nil

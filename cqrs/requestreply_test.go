@@ -298,8 +298,8 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if err := d.Start(kafkatest.Context(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := d.Start(kafkatest.Context(t)); !errors.Is(err, cqrs.ErrAlreadyStarted) {
-		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
+	if err := d.Start(kafkatest.Context(t)); !errors.Is(err, cqrs.errAlreadyStarted) {
+		t.Errorf("second Start: %v, want errAlreadyStarted", err)
 	}
 	if err := d.Err(); err != nil {
 		t.Errorf("Err of a started dispatcher: %v, want nil", err)

@@ -3,6 +3,8 @@ package cqrs
 import (
 	"fmt"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -35,9 +37,9 @@ func (r Route) validate() error {
 
 // invalidRoute is the configuration error of a route, reply topic,
 // consumer topic or consumer group that gives no valid topic: it wraps
-// ErrInvalidConfig and ErrInvalidRoute.
+// koto.ErrInvalidConfig and ErrInvalidRoute.
 func invalidRoute(format string, args ...any) error {
-	return fmt.Errorf("%w: %w: "+format, append([]any{ErrInvalidConfig, ErrInvalidRoute}, args...)...)
+	return fmt.Errorf("%w: %w: "+format, append([]any{koto.ErrInvalidConfig, ErrInvalidRoute}, args...)...)
 }
 
 // routeTable validates routes and indexes them by type name. Two routes of

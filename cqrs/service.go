@@ -9,12 +9,14 @@ import (
 	"sync"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/internal/config"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/middleware"
-	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -46,20 +48,6 @@ type ServiceConfig struct {
 	// idempotency.DefaultWindow.
 	IdempotencyWindow time.Duration
 
-	// Transactional runs each idempotent consumer in the transactional
-	// mode (middleware.TransactionalIdempotency): each delivery is claimed
-	// in a transaction of Store's database, which the handler finds in its
-	// context (postgres.TxFromContext) and which commits with the handler's
-	// writes or rolls back with them. Store must be a *postgres.Store.
-	// Consumers that are not idempotent run outside a transaction.
-	Transactional bool
-
-	// Outbox, with Transactional, is the outbox of Store's database: the
-	// handlers' transactions are bound to it, so that what they publish
-	// through a publisher on its ContextPublisher commits with their
-	// writes. DurableOutbox.Service sets it.
-	Outbox *outbox.Outbox
-
 	// AutoProvisionTopics makes Register create the topics its consumers
 	// read and their dead-letter topics (broker.ProvisionTopics).
 	AutoProvisionTopics bool
@@ -76,6 +64,10 @@ type ServiceConfig struct {
 	// letters (middleware.Config.Telemetry). Nil: OpenTelemetry's global
 	// providers.
 	Telemetry *telemetry.Telemetry
+
+	// durable is the DurableOutbox whose Service this is: its consumers
+	// run in the transactional mode, with its store and outbox.
+	durable *DurableOutbox
 }
 
 func (c *ServiceConfig) setDefaults() {
@@ -85,47 +77,19 @@ func (c *ServiceConfig) setDefaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
-// Validate reports what is wrong with the configuration, zero fields
-// counting as their defaults, Broker and DeadLetter included. Errors wrap
-// [ErrInvalidConfig].
+// Validate reports every problem of the configuration, zero fields
+// counting as their defaults, Broker and DeadLetter included, in one error
+// that wraps koto.koto.ErrInvalidConfig.
 func (c ServiceConfig) Validate() error {
 	c.setDefaults()
-	if err := validateService("Name", c.Name, nil); err != nil {
-		return err
-	}
+	p := config.For("cqrs.ServiceConfig")
+	validateService(p, "Name", c.Name, nil)
 	if c.IdempotencyWindow < 0 {
-		return fmt.Errorf("%w: IdempotencyWindow is negative (%s); use 0 for the default (%s) or a positive duration",
-			ErrInvalidConfig, c.IdempotencyWindow, idempotency.DefaultWindow)
+		p.Add("IdempotencyWindow", "is negative (%s); use 0 for the default (%s) or a positive duration", c.IdempotencyWindow, idempotency.DefaultWindow)
 	}
-	if err := c.validateTransactional(); err != nil {
-		return err
-	}
-	if err := c.DeadLetter.Validate(); err != nil {
-		return fmt.Errorf("%w: DeadLetter: %w", ErrInvalidConfig, err)
-	}
-	return validateBroker(c.Broker)
-}
-
-// validateTransactional checks Transactional and Outbox against Store.
-func (c ServiceConfig) validateTransactional() error {
-	_, txStore := c.Store.(idempotency.TxStore)
-	switch {
-	case c.Outbox != nil && !c.Transactional:
-		return fmt.Errorf("%w: Outbox is set without Transactional; handlers write into the outbox in their transaction: set Transactional too", ErrInvalidConfig)
-	case c.Transactional && c.Store == nil:
-		return fmt.Errorf("%w: Transactional is set but Store is nil; set Store to the postgres.Store of the handlers' database", ErrInvalidConfig)
-	case c.Transactional && !txStore:
-		return fmt.Errorf("%w: Transactional is set, so Store must be a *postgres.Store, not %T", ErrInvalidConfig, c.Store)
-	}
-	return nil
-}
-
-// validateBroker validates the Broker field of a configuration.
-func validateBroker(b broker.Config) error {
-	if err := b.Validate(); err != nil {
-		return fmt.Errorf("%w: Broker: %w", ErrInvalidConfig, err)
-	}
-	return nil
+	p.Nest("DeadLetter", c.DeadLetter.Validate())
+	p.Nest("Broker", c.Broker.Validate())
+	return p.Err()
 }
 
 // Service registers the consumers of one service on a Watermill router.
@@ -160,20 +124,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	return &Service{cfg: cfg, logger: cfg.Logger.With("service", cfg.Name), tel: tel, pub: cfg.Publisher, store: cfg.Store}, nil
 }
 
-// Name returns the service's name.
-func (s *Service) Name() string { return s.cfg.Name }
-
 // Register adds consumers to router, one handler each, with the topic,
 // group and middleware that Consumers in the package doc describes.
 // Everything is checked before anything is added: an invalid topic or group
 // (the error names it and wraps [ErrInvalidRoute]), a handler name the
 // router already has, or two consumers with one group fail the whole call
-// with [ErrInvalidConfig]. With AutoProvisionTopics the topics and
+// with koto.ErrInvalidConfig. With AutoProvisionTopics the topics and
 // dead-letter topics are created, which is the only thing ctx bounds.
 // Register after the router started needs router.RunHandlers.
 func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
 	if router == nil {
-		return fmt.Errorf("%w: the router is nil; pass the message.Router to add the consumers to", ErrInvalidConfig)
+		return fmt.Errorf("%w: the router is nil; pass the message.Router to add the consumers to", koto.ErrInvalidConfig)
 	}
 	s.regMu.Lock() // plan checks the router's handler names; keep them until added
 	defer s.regMu.Unlock()
@@ -199,7 +160,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	}
 	for i, p := range plans {
 		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
-			transactional: s.cfg.Transactional && p.idempotent}
+			transactional: s.cfg.durable != nil && p.idempotent}
 		handle := p.spec.handle
 		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
@@ -247,11 +208,11 @@ func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error
 }
 
 // Close closes what the Service created: the middleware chains of its
-// consumers (waiting for their pending marks), then its in-memory store and
-// its publisher. Close the router first: after Close, a message that still
-// reaches an idempotent consumer is nacked as an outage
-// (middleware.ErrClosed). Calling it twice is fine.
-func (s *Service) Close() error {
+// consumers, waiting until ctx ends for their marks after an ack, then its
+// in-memory store and its publisher. Close the router first: after Close, a
+// message that still reaches an idempotent consumer is nacked as an
+// outage. Calling it twice is fine.
+func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -260,7 +221,7 @@ func (s *Service) Close() error {
 	s.closed = true
 	var errs []error
 	for _, c := range s.chains {
-		errs = append(errs, c.Close(context.Background()))
+		errs = append(errs, c.Close(ctx))
 	}
 	if s.ownPub != nil {
 		errs = append(errs, s.ownPub.Close())
@@ -287,7 +248,7 @@ func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumer
 	plans := make([]consumerPlan, 0, len(consumers))
 	for _, c := range consumers {
 		if c == nil {
-			return nil, fmt.Errorf("%w: a consumer is nil; build it with NewEventConsumer, NewCommandConsumer or NewCommandConsumerWithResult", ErrInvalidConfig)
+			return nil, fmt.Errorf("%w: a consumer is nil; build it with NewEventConsumer, NewCommandConsumer or NewCommandConsumerWithResult", koto.ErrInvalidConfig)
 		}
 		p, err := s.planOne(c.spec())
 		if err != nil {
@@ -295,7 +256,7 @@ func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumer
 		}
 		if _, ok := existing[p.group]; ok || seen[p.group] {
 			return nil, fmt.Errorf("%w: %s consumer of %s: the router already has a handler %q; give one of them another cqrs.ConsumerGroup",
-				ErrInvalidConfig, p.spec.kind, p.spec.typeName, p.group)
+				koto.ErrInvalidConfig, p.spec.kind, p.spec.typeName, p.group)
 		}
 		seen[p.group] = true
 		plans = append(plans, p)
@@ -306,7 +267,7 @@ func (s *Service) plan(router *message.Router, consumers []Consumer) ([]consumer
 func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	p := consumerPlan{spec: spec}
 	if spec.typeName == "" {
-		return p, fmt.Errorf("%w: %s consumer of %s: the type has no name; use a named type", ErrInvalidConfig, spec.kind, spec.goType)
+		return p, fmt.Errorf("%w: %s consumer of %s: the type has no name; use a named type", koto.ErrInvalidConfig, spec.kind, spec.goType)
 	}
 	var err error
 	if p.topic, err = s.topicOf(spec); err != nil {
@@ -322,9 +283,9 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	if spec.opts.idempotent != nil {
 		p.idempotent = *spec.opts.idempotent
 	}
-	if spec.opts.lockKeys != nil && (!p.idempotent || s.cfg.Outbox == nil) {
+	if spec.opts.lockKeys != nil && (!p.idempotent || s.cfg.durable == nil) {
 		return p, fmt.Errorf("%w: %s consumer of %s: LockKeys orders what the consumer writes into the outbox in its transaction; "+
-			"it needs an idempotent consumer of a Service with Transactional and Outbox", ErrInvalidConfig, spec.kind, spec.typeName)
+			"it needs an idempotent consumer of a DurableOutbox's Service", koto.ErrInvalidConfig, spec.kind, spec.typeName)
 	}
 	return p, nil
 }
@@ -337,14 +298,14 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 		topic = o.topic
 	case spec.kind == commandKind && o.from != "":
 		return "", fmt.Errorf("%w: command consumer of %s: From does not apply to commands, which are read from the handling service's topic; use Topic for another one",
-			ErrInvalidConfig, spec.typeName)
+			koto.ErrInvalidConfig, spec.typeName)
 	case spec.kind == commandKind:
 		topic = topics.Command(s.cfg.Name, spec.typeName)
 	case o.from != "":
 		topic = topics.Event(o.from, spec.typeName)
 	default:
 		return "", fmt.Errorf("%w: event consumer of %s has no topic; add cqrs.From(producing service) or cqrs.Topic(topic)",
-			ErrInvalidConfig, spec.typeName)
+			koto.ErrInvalidConfig, spec.typeName)
 	}
 	if err := topics.Validate(topic); err != nil {
 		return "", invalidRoute("%s consumer of %s: topic: %w", spec.kind, spec.typeName, err)
@@ -362,15 +323,15 @@ func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*m
 			if cfg.Store, err = s.idempotencyStore(); err != nil {
 				return nil, err
 			}
-			cfg.Idempotency.Transactional = s.cfg.Transactional
-			if s.cfg.Outbox != nil {
-				cfg.Idempotency.Outbox = s.cfg.Outbox.ContextPublisher()
+			if d := s.cfg.durable; d != nil {
+				cfg.Idempotency.Transactional = true
+				cfg.Idempotency.Outbox = d.box.ContextPublisher()
 			}
 			cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
 		}
 		chain, err := middleware.Defaults(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			return nil, err
 		}
 		chains[i] = chain
 	}

@@ -48,7 +48,7 @@ func observe(ctx context.Context, orderID string) seen {
 		ctxCorrelation: correlation.FromContext(ctx),
 		msgCorrelation: correlation.FromMessage(msg),
 		msgUUID:        msg.UUID,
-		name:           msg.Metadata.Get(cqrs.TypeNameMetadataKey),
+		name:           msg.Metadata.Get(koto.TypeNameMetadataKey),
 		partKey:        msg.Metadata.Get(koto.PartitionKeyMetadataKey),
 		orderID:        orderID,
 	}

@@ -46,7 +46,7 @@ func requestOutcome(reply *message.Message, err error) (string, error) {
 		return "error", err
 	case reply.Metadata.Get(requestreply.HasErrorMetadataKey) == "1":
 		return "handler-error", &HandlerError{
-			Kind:    reply.Metadata.Get(ErrorKindMetadataKey),
+			Kind:    reply.Metadata.Get(errorKindKey),
 			Message: reply.Metadata.Get(requestreply.ErrorMetadataKey),
 		}
 	}

@@ -67,7 +67,7 @@
 //
 // The metadata must stay under Kafka's offset.metadata.max.bytes (4096 by
 // default); that holds tens of thousands of scattered replayed offsets. A
-// replay that would need more fails with [ErrProgressFull] before it sends
+// replay that would need more fails with errProgressFull before it sends
 // anything more.
 //
 // Run one replay of a replay group at a time. A replay reads the group

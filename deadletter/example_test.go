@@ -145,7 +145,7 @@ func runPayments(ctx context.Context) (cfg broker.Config, fixed *atomic.Bool, st
 	<-router.Running()
 	for _, order := range []string{"o-1", "o-2"} {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(`{"order":"`+order+`","amount":-5}`))
-		msg.Metadata.Set(cqrs.TypeNameMetadataKey, "order-placed")
+		msg.Metadata.Set(koto.TypeNameMetadataKey, "order-placed")
 		msg.Metadata.Set(koto.PartitionKeyMetadataKey, "customer-7")
 		if err := pub.Publish(topic, msg); err != nil {
 			log.Fatal(err)

@@ -72,7 +72,7 @@ func (e *env) publish(t *testing.T, typeName string, payloads ...string) []strin
 	var uuids []string
 	for i, p := range payloads {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))
-		msg.Metadata.Set(cqrs.TypeNameMetadataKey, typeName)
+		msg.Metadata.Set(koto.TypeNameMetadataKey, typeName)
 		if i%2 == 1 {
 			msg.Metadata.Set(koto.PartitionKeyMetadataKey, "key-"+p)
 		}

@@ -24,17 +24,17 @@ const maxProgressMetadata = 4000
 // (16 Mi offsets), so that a corrupt one cannot take the memory.
 const maxProgressBits = 1 << 24
 
-// ErrProgressFull is returned by a replay whose record of sent dead letters
+// errProgressFull is returned by a replay whose record of sent dead letters
 // would no longer fit in the replay group's offset metadata: the dead
 // letters it sent are too scattered above the oldest one it has not sent.
 // Replay the dead letters at the partition and offset the error names (or
 // a range around them) first, or use a new replay group.
-var ErrProgressFull = errors.New("deadletter: the replay group cannot record more scattered replays")
+var errProgressFull = errors.New("deadletter: the replay group cannot record more scattered replays")
 
-// ErrForeignProgress means the replay group has offsets committed with
+// errForeignProgress means the replay group has offsets committed with
 // metadata this package did not write: the group is used by something
 // else. Choose another replay group.
-var ErrForeignProgress = errors.New("deadletter: the replay group's committed metadata is not this package's")
+var errForeignProgress = errors.New("deadletter: the replay group's committed metadata is not this package's")
 
 // progress is what the replay group records of one partition of the
 // dead-letter topic: the dead letters below next were replayed (or passed
@@ -149,7 +149,7 @@ func (p *progress) metadata() (string, error) {
 	}
 	bits := p.done[len(p.done)-1].hi - p.next
 	if bits > maxProgressBits {
-		return "", ErrProgressFull
+		return "", errProgressFull
 	}
 	bitmap := make([]byte, (bits+7)/8)
 	for _, s := range p.done {
@@ -171,7 +171,7 @@ func (p *progress) metadata() (string, error) {
 	}
 	md := progressPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
 	if len(md) > maxProgressMetadata {
-		return "", ErrProgressFull
+		return "", errProgressFull
 	}
 	return md, nil
 }
@@ -187,15 +187,15 @@ func parseProgress(offset int64, metadata string) (progress, error) {
 	}
 	encoded, ok := strings.CutPrefix(metadata, progressPrefix)
 	if !ok {
-		return p, fmt.Errorf("%w: %.40q", ErrForeignProgress, metadata)
+		return p, fmt.Errorf("%w: %.40q", errForeignProgress, metadata)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(encoded)
 	if err != nil {
-		return p, fmt.Errorf("%w: %v", ErrForeignProgress, err)
+		return p, fmt.Errorf("%w: %v", errForeignProgress, err)
 	}
 	bitmap, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(raw)), maxProgressBits/8+1))
 	if err != nil || len(bitmap) > maxProgressBits/8 {
-		return p, fmt.Errorf("%w: bitmap does not inflate (%v)", ErrForeignProgress, err)
+		return p, fmt.Errorf("%w: bitmap does not inflate (%v)", errForeignProgress, err)
 	}
 	for i, b := range bitmap {
 		for bit := range 8 {

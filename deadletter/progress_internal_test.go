@@ -114,8 +114,8 @@ func TestProgressFull(t *testing.T) {
 	for _, off := range offsets {
 		p.add(off)
 	}
-	if _, err := p.metadata(); !errors.Is(err, ErrProgressFull) {
-		t.Fatalf("metadata of 50 000 random offsets in 1 000 000: %v, want ErrProgressFull", err)
+	if _, err := p.metadata(); !errors.Is(err, errProgressFull) {
+		t.Fatalf("metadata of 50 000 random offsets in 1 000 000: %v, want errProgressFull", err)
 	}
 }
 
@@ -129,8 +129,8 @@ func TestParseProgress(t *testing.T) {
 		t.Fatalf("plain offset 42: %+v, %v", p, err)
 	}
 	for _, md := range []string{"something else", progressPrefix + "!!!", progressPrefix + "AAAA"} {
-		if _, err := parseProgress(0, md); !errors.Is(err, ErrForeignProgress) {
-			t.Errorf("parse %q: %v, want ErrForeignProgress", md, err)
+		if _, err := parseProgress(0, md); !errors.Is(err, errForeignProgress) {
+			t.Errorf("parse %q: %v, want errForeignProgress", md, err)
 		}
 	}
 }

@@ -7,17 +7,17 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// Inject writes the trace context of ctx into msg's metadata (traceparent
+// inject writes the trace context of ctx into msg's metadata (traceparent
 // and tracestate with propagation.TraceContext), replacing any it had.
 // [Telemetry.Publisher] does it for every message it publishes; Inject is
 // for messages that reach Kafka some other way.
-func (t *Telemetry) Inject(ctx context.Context, msg *message.Message) {
+func (t *Telemetry) inject(ctx context.Context, msg *message.Message) {
 	t.prop.Inject(ctx, carrier(msg))
 }
 
-// Extract returns ctx with the trace context in msg's metadata, as the
+// extract returns ctx with the trace context in msg's metadata, as the
 // remote parent of the spans started from it. Without one it returns ctx.
-func (t *Telemetry) Extract(ctx context.Context, msg *message.Message) context.Context {
+func (t *Telemetry) extract(ctx context.Context, msg *message.Message) context.Context {
 	return t.prop.Extract(ctx, carrier(msg))
 }
 

@@ -49,7 +49,7 @@ func (t *Telemetry) StartRequest(ctx context.Context, topic string) (context.Con
 		}
 		span.SetAttributes(attrRequestOutcome.String(outcome))
 		if reply != nil {
-			span.AddLink(trace.LinkFromContext(t.Extract(context.Background(), reply)))
+			span.AddLink(trace.LinkFromContext(t.extract(context.Background(), reply)))
 		}
 		if err != nil {
 			span.RecordError(err)

@@ -313,7 +313,7 @@ func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...st
 	var uuids []string
 	for _, p := range payloads {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))
-		msg.Metadata.Set(cqrs.TypeNameMetadataKey, "order-placed")
+		msg.Metadata.Set(koto.TypeNameMetadataKey, "order-placed")
 		if err := pub.Publish(topic, msg); err != nil {
 			t.Fatal(err)
 		}

@@ -123,7 +123,7 @@ func (b *ReqReply) startHandler(ctx context.Context, bcfg broker.Config, handler
 	if err != nil {
 		return err
 	}
-	b.closers = append(b.closers, svc.Close)
+	b.closers = append(b.closers, func() error { return svc.Close(context.Background()) })
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
 	if err != nil {
 		return err
