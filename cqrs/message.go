@@ -19,8 +19,10 @@ import (
 const (
 	// TypeNameMetadataKey holds the message's type name, topics.TypeName of
 	// the event or command. It is the key of Watermill's cqrs.JSONMarshaler,
-	// so Watermill's own CQRS processors understand these messages.
-	TypeNameMetadataKey = "name"
+	// so Watermill's own CQRS processors understand these messages, and
+	// broker's record mappings translate it (CloudEvents' type, Wolverine's
+	// message-type).
+	TypeNameMetadataKey = broker.TypeNameMetadataKey
 
 	// OperationIDMetadataKey holds the operation ID that pairs a request with
 	// its reply. It is the key of Watermill's requestreply package.

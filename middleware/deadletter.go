@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -126,6 +127,9 @@ type delivery struct {
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		if err := broker.InvalidRecord(msg); err != nil {
+			return d.send(msg, Poison(err), ClassPoison, 0)
+		}
 		ctx := msg.Context()
 		rep := reportFrom(ctx)
 		var s delivery

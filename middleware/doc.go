@@ -144,6 +144,10 @@
 //   - [ClassRetryable], everything else: retried up to
 //     DeadLetterConfig.MaxAttempts and MaxElapsedTime, then dead-lettered.
 //
+// A message that its record mapping could not read (broker.InvalidRecord:
+// a CloudEvent without ce_id, say) is poison too: DeadLetter dead-letters
+// it at once with the mapping's reason, without calling the handler.
+//
 // A handler that decodes its payload should wrap the decode error with
 // [Poison] (this project's cqrs consumers do): a bare JSON error is
 // retryable, since it may as well come from a dependency that answers with
