@@ -15,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
@@ -66,7 +67,7 @@ func (c CloudEventsConfig) Validate() error {
 // 1.0 records, per the Kafka protocol binding: it writes binary content
 // mode and reads binary and structured mode (the broker package doc lists
 // what each attribute becomes). A record that is not a valid CloudEvent is
-// read as a message marked with [InvalidRecordMetadataKey].
+// read as a message marked with [koto.InvalidRecordMetadataKey].
 func NewCloudEventsMarshaler(cfg CloudEventsConfig) (kafka.MarshalerUnmarshaler, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -91,7 +92,7 @@ const (
 var ceAttributes = map[string]bool{
 	"specversion": true, "id": true, "source": true, "type": true, "time": true, "subject": true,
 	"datacontenttype": true, "dataschema": true, "data": true, "data_base64": true,
-	TraceParentMetadataKey: true, TraceStateMetadataKey: true, cePartitionKeyAttr: true,
+	koto.TraceParentMetadataKey: true, koto.TraceStateMetadataKey: true, cePartitionKeyAttr: true,
 }
 
 type cloudEventsMarshaler struct {
@@ -100,31 +101,31 @@ type cloudEventsMarshaler struct {
 }
 
 // Marshal writes msg as a binary-mode CloudEvent. A message marked with
-// [InvalidRecordMetadataKey] (the dead letter of an invalid record) is
+// [koto.InvalidRecordMetadataKey] (the dead letter of an invalid record) is
 // written with its metadata as headers, as it was read.
 func (m cloudEventsMarshaler) Marshal(topic string, msg *message.Message) (*sarama.ProducerMessage, error) {
 	md := msg.Metadata
 	rec := newRecord(topic, msg)
 	var h headerList
-	if _, invalid := md[InvalidRecordMetadataKey]; invalid {
+	if _, invalid := md[koto.InvalidRecordMetadataKey]; invalid {
 		h.addRest(md, func(string) bool { return false })
 		rec.Headers = h
 		return rec, nil
 	}
-	typ := cmp.Or(m.names.wire(md.Get(TypeNameMetadataKey)), md.Get(cePrefix+"type"))
+	typ := cmp.Or(m.names.wire(md.Get(koto.TypeNameMetadataKey)), md.Get(cePrefix+"type"))
 	if msg.UUID == "" || typ == "" {
-		return nil, fmt.Errorf("broker: CloudEvents: message %q has no ID or no type name (metadata %q); a CloudEvent needs both", msg.UUID, TypeNameMetadataKey)
+		return nil, fmt.Errorf("broker: CloudEvents: message %q has no ID or no type name (metadata %q); a CloudEvent needs both", msg.UUID, koto.TypeNameMetadataKey)
 	}
 	h.add(cePrefix+"specversion", ceSpecVersion)
 	h.add(cePrefix+"id", msg.UUID)
 	h.add(cePrefix+"source", cmp.Or(md.Get(cePrefix+"source"), m.cfg.Source))
 	h.add(cePrefix+"type", typ)
 	h.add(cePrefix+"time", cmp.Or(md.Get(cePrefix+"time"), time.Now().UTC().Format(time.RFC3339Nano)))
-	h.add(ContentTypeMetadataKey, cmp.Or(md.Get(ContentTypeMetadataKey), ceJSONType))
+	h.add(koto.ContentTypeMetadataKey, cmp.Or(md.Get(koto.ContentTypeMetadataKey), ceJSONType))
 	h.add(cePrefix+m.cfg.CorrelationExtension, md.Get(correlation.MetadataKey))
-	h.add(cePrefix+TraceParentMetadataKey, md.Get(TraceParentMetadataKey))
-	h.add(cePrefix+TraceStateMetadataKey, md.Get(TraceStateMetadataKey))
-	h.add(cePrefix+cePartitionKeyAttr, md.Get(PartitionKeyMetadataKey))
+	h.add(cePrefix+koto.TraceParentMetadataKey, md.Get(koto.TraceParentMetadataKey))
+	h.add(cePrefix+koto.TraceStateMetadataKey, md.Get(koto.TraceStateMetadataKey))
+	h.add(cePrefix+cePartitionKeyAttr, md.Get(koto.PartitionKeyMetadataKey))
 	h.addRest(md, m.written)
 	rec.Headers = h
 	return rec, nil
@@ -134,8 +135,8 @@ func (m cloudEventsMarshaler) Marshal(topic string, msg *message.Message) (*sara
 // attribute already.
 func (m cloudEventsMarshaler) written(key string) bool {
 	switch key {
-	case TypeNameMetadataKey, ContentTypeMetadataKey, correlation.MetadataKey, TraceParentMetadataKey,
-		TraceStateMetadataKey, PartitionKeyMetadataKey, kafka.UUIDHeaderKey:
+	case koto.TypeNameMetadataKey, koto.ContentTypeMetadataKey, correlation.MetadataKey, koto.TraceParentMetadataKey,
+		koto.TraceStateMetadataKey, koto.PartitionKeyMetadataKey, kafka.UUIDHeaderKey:
 		return true
 	}
 	attr, ok := strings.CutPrefix(key, cePrefix)
@@ -146,14 +147,14 @@ func (m cloudEventsMarshaler) written(key string) bool {
 // datacontenttype, which binary mode carries as content-type.
 var ceWritten = map[string]bool{
 	"specversion": true, "id": true, "source": true, "type": true, "time": true, "datacontenttype": true,
-	TraceParentMetadataKey: true, TraceStateMetadataKey: true, cePartitionKeyAttr: true,
+	koto.TraceParentMetadataKey: true, koto.TraceStateMetadataKey: true, cePartitionKeyAttr: true,
 }
 
 // newRecord returns the record of msg on topic without headers: its payload
 // and, when it has a partition key, that key.
 func newRecord(topic string, msg *message.Message) *sarama.ProducerMessage {
 	rec := &sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(msg.Payload)}
-	if key := msg.Metadata.Get(PartitionKeyMetadataKey); key != "" {
+	if key := msg.Metadata.Get(koto.PartitionKeyMetadataKey); key != "" {
 		rec.Key = sarama.StringEncoder(key)
 	}
 	return rec
@@ -161,7 +162,7 @@ func newRecord(topic string, msg *message.Message) *sarama.ProducerMessage {
 
 // Unmarshal reads a binary- or structured-mode CloudEvent. It never fails:
 // a record that is not a valid CloudEvent gives a message with the record's
-// value and headers, marked with [InvalidRecordMetadataKey].
+// value and headers, marked with [koto.InvalidRecordMetadataKey].
 func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, error) {
 	md := recordHeaders(rec)
 	ev, err := readCloudEvent(rec, md)
@@ -172,13 +173,13 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 		return invalidRecord(rec, ev.attrs["id"], "CloudEvents: "+err.Error()), nil
 	}
 	msg := message.NewMessage(take(ev.attrs, "id"), ev.data)
-	delete(md, InvalidRecordMetadataKey)
+	delete(md, koto.InvalidRecordMetadataKey)
 	delete(ev.attrs, "specversion")
-	md.Set(TypeNameMetadataKey, m.names.name(take(ev.attrs, "type")))
+	md.Set(koto.TypeNameMetadataKey, m.names.name(take(ev.attrs, "type")))
 	setIf(md, correlation.MetadataKey, take(ev.attrs, m.cfg.CorrelationExtension))
-	setIf(md, TraceParentMetadataKey, take(ev.attrs, TraceParentMetadataKey))
-	setIf(md, TraceStateMetadataKey, take(ev.attrs, TraceStateMetadataKey))
-	setIf(md, PartitionKeyMetadataKey, cmp.Or(string(rec.Key), take(ev.attrs, cePartitionKeyAttr)))
+	setIf(md, koto.TraceParentMetadataKey, take(ev.attrs, koto.TraceParentMetadataKey))
+	setIf(md, koto.TraceStateMetadataKey, take(ev.attrs, koto.TraceStateMetadataKey))
+	setIf(md, koto.PartitionKeyMetadataKey, cmp.Or(string(rec.Key), take(ev.attrs, cePartitionKeyAttr)))
 	delete(ev.attrs, cePartitionKeyAttr)
 	for name, v := range ev.attrs {
 		md.Set(cePrefix+name, v)
@@ -189,14 +190,14 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 
 // invalidRecord returns the message of a record that its mapping cannot
 // read, for reason: the record's value, its headers as metadata, its key as
-// the partition key, and [InvalidRecordMetadataKey].
+// the partition key, and [koto.InvalidRecordMetadataKey].
 func invalidRecord(rec *sarama.ConsumerMessage, id, reason string) *message.Message {
 	msg := message.NewMessage(id, rec.Value)
 	msg.Metadata = recordHeaders(rec)
-	if len(rec.Key) > 0 && msg.Metadata.Get(PartitionKeyMetadataKey) == "" {
-		msg.Metadata.Set(PartitionKeyMetadataKey, string(rec.Key))
+	if len(rec.Key) > 0 && msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
+		msg.Metadata.Set(koto.PartitionKeyMetadataKey, string(rec.Key))
 	}
-	msg.Metadata.Set(InvalidRecordMetadataKey, reason)
+	msg.Metadata.Set(koto.InvalidRecordMetadataKey, reason)
 	return msg
 }
 
@@ -219,7 +220,7 @@ type cloudEvent struct {
 // the mode its headers say; it takes the attribute headers out of md and
 // leaves content-type as the event's datacontenttype.
 func readCloudEvent(rec *sarama.ConsumerMessage, md message.Metadata) (cloudEvent, error) {
-	contentType := mediaType(md.Get(ContentTypeMetadataKey))
+	contentType := mediaType(md.Get(koto.ContentTypeMetadataKey))
 	switch {
 	case contentType == ceStructuredType:
 		return readStructured(rec.Value, md)
@@ -241,7 +242,7 @@ func readCloudEvent(rec *sarama.ConsumerMessage, md message.Metadata) (cloudEven
 		// CloudEvents interop writes it.
 		return readStructured(rec.Value, md)
 	}
-	return ev, fmt.Errorf("not a CloudEvent: no %sspecversion header, and content-type %q is not %s", cePrefix, md.Get(ContentTypeMetadataKey), ceStructuredType)
+	return ev, fmt.Errorf("not a CloudEvent: no %sspecversion header, and content-type %q is not %s", cePrefix, md.Get(koto.ContentTypeMetadataKey), ceStructuredType)
 }
 
 // looksStructured reports whether value may be a structured CloudEvent: a
@@ -297,9 +298,9 @@ func readStructured(value []byte, md message.Metadata) (cloudEvent, error) {
 		contentType = cmp.Or(contentType, ceJSONType)
 	}
 	if contentType != "" {
-		md.Set(ContentTypeMetadataKey, contentType)
+		md.Set(koto.ContentTypeMetadataKey, contentType)
 	} else {
-		delete(md, ContentTypeMetadataKey)
+		delete(md, koto.ContentTypeMetadataKey)
 	}
 	return ev, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 )
 
@@ -188,11 +189,11 @@ func TestCloudEventsInvalidRecordsAreMarked(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Unmarshal: %v; an invalid record must not fail the partition", err)
 			}
-			invalid := broker.InvalidRecord(msg)
-			if !errors.Is(invalid, broker.ErrInvalidRecord) || !strings.Contains(invalid.Error(), tc.reason) {
+			invalid := koto.InvalidRecord(msg)
+			if !errors.Is(invalid, koto.ErrInvalidRecord) || !strings.Contains(invalid.Error(), tc.reason) {
 				t.Fatalf("InvalidRecord = %v, want ErrInvalidRecord with %q", invalid, tc.reason)
 			}
-			want := map[string]string{"partition_key": "o-7", broker.InvalidRecordMetadataKey: msg.Metadata.Get(broker.InvalidRecordMetadataKey)}
+			want := map[string]string{"partition_key": "o-7", koto.InvalidRecordMetadataKey: msg.Metadata.Get(koto.InvalidRecordMetadataKey)}
 			for _, h := range tc.headers {
 				want[h.key] = h.value
 			}

@@ -72,10 +72,10 @@
 //     (content-type application/cloudevents+json, or a JSON body naming
 //     specversion, as Wolverine's CloudEvents interop writes it to Kafka
 //     with content-type application/json): ce_id is the message
-//     UUID, ce_type the type name ([TypeNameMetadataKey], through
+//     UUID, ce_type the type name (koto.TypeNameMetadataKey, through
 //     [TypeNames]), ce_source the service (CloudEventsConfig.Source),
 //     ce_time the time of writing, content-type the datacontenttype
-//     ([ContentTypeMetadataKey], application/json by default), the record
+//     (koto.ContentTypeMetadataKey, application/json by default), the record
 //     key and the partitionkey extension the partition key, the
 //     correlationid extension the correlation ID, and the distributed
 //     tracing extension (ce_traceparent, ce_tracestate) the W3C trace
@@ -103,7 +103,7 @@
 // republished message carries what came in. An unmarshaler never returns
 // an error, which would stop the partition: a record its mapping cannot
 // read becomes a message with the record's value, headers and key, marked
-// with [InvalidRecordMetadataKey] and the reason; middleware.DeadLetter
+// with koto.InvalidRecordMetadataKey and the reason; middleware.DeadLetter
 // dead-letters it as poison without calling the handler, and the mapping
 // writes it back as it was read.
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 )
 
@@ -25,7 +26,7 @@ func ExampleNewCloudEventsMarshaler() {
 	_ = cfg // for broker.NewPublisher, broker.NewSubscriber, a cqrs.ServiceConfig...
 
 	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002a", []byte(`{"orderId":"o-7"}`))
-	msg.Metadata.Set(broker.TypeNameMetadataKey, "order-placed")
+	msg.Metadata.Set(koto.TypeNameMetadataKey, "order-placed")
 	msg.Metadata.Set(broker.PartitionKeyMetadataKey, "o-7")
 	msg.Metadata.Set("ce_time", "2026-03-04T05:06:07Z") // the time of writing, when not set
 	rec, err := marshaler.Marshal("orders.order-placed", msg)
@@ -71,7 +72,7 @@ func ExampleNewWolverineMarshaler() {
 		log.Fatal(err)
 	}
 	fmt.Println(msg.UUID)
-	fmt.Println(msg.Metadata.Get(broker.TypeNameMetadataKey), msg.Metadata.Get("correlation_id"), msg.Metadata.Get("source"))
+	fmt.Println(msg.Metadata.Get(koto.TypeNameMetadataKey), msg.Metadata.Get("correlation_id"), msg.Metadata.Get("source"))
 	// Output:
 	// 5b1c3e1a-2f4d-4c6e-9a8b-7d6e5f4a3b2c
 	// order-placed corr-1 orders-api

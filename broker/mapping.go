@@ -11,42 +11,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// Metadata keys that the record mappings ([NewCloudEventsMarshaler],
-// [NewWolverineMarshaler]) translate to and from their own headers.
-const (
-	// TypeNameMetadataKey holds the message's type name, such as
-	// "order-placed" (package cqrs writes and reads it).
-	TypeNameMetadataKey = "name"
-	// ContentTypeMetadataKey holds the media type of the payload, such as
-	// "application/json".
-	ContentTypeMetadataKey = "content-type"
-	// TraceParentMetadataKey and TraceStateMetadataKey hold the W3C trace
-	// context, as OpenTelemetry's TraceContext propagator writes it.
-	TraceParentMetadataKey = "traceparent"
-	TraceStateMetadataKey  = "tracestate"
-	// InvalidRecordMetadataKey is set, to the reason, on a message whose
-	// record does not follow the mapping that read it, such as a CloudEvent
-	// without ce_id. The message keeps the record's value and headers;
-	// middleware.DeadLetter dead-letters it as poison without calling the
-	// handler.
-	InvalidRecordMetadataKey = "koto_invalid_record"
-)
-
-// ErrInvalidRecord is wrapped by the error that dead-letters a message
-// carrying [InvalidRecordMetadataKey].
-var ErrInvalidRecord = errors.New("broker: invalid record")
-
-// InvalidRecord returns the error of a message marked with
-// [InvalidRecordMetadataKey], which wraps [ErrInvalidRecord], or nil for a
-// message that is not marked.
-func InvalidRecord(msg *message.Message) error {
-	reason, ok := msg.Metadata[InvalidRecordMetadataKey]
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrInvalidRecord, reason)
-}
-
 // TypeNames maps the type names of this library ("order-placed") to the
 // names on the wire (CloudEvents' type, Wolverine's message-type) and
 // back. The zero value keeps the names as they are.

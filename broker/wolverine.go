@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
 )
@@ -23,7 +24,7 @@ const (
 	wolverineParentIDHeader    = "parent-id"
 	wolverineSourceHeader      = "source"
 	wolverineSentAtHeader      = "sent-at"
-	wolverineContentTypeHeader = ContentTypeMetadataKey
+	wolverineContentTypeHeader = koto.ContentTypeMetadataKey
 )
 
 // WolverineConfig configures [NewWolverineMarshaler].
@@ -92,10 +93,10 @@ func (m wolverineMarshaler) Marshal(topic string, msg *message.Message) (*sarama
 	var h headerList
 	h.add(wolverineIDHeader, id)
 	h.add(wolverineCorrelationHeader, md.Get(correlation.MetadataKey))
-	h.add(wolverineMessageTypeHeader, m.names.wire(md.Get(TypeNameMetadataKey)))
-	h.add(wolverineContentTypeHeader, cmp.Or(md.Get(ContentTypeMetadataKey), ceJSONType))
+	h.add(wolverineMessageTypeHeader, m.names.wire(md.Get(koto.TypeNameMetadataKey)))
+	h.add(wolverineContentTypeHeader, cmp.Or(md.Get(koto.ContentTypeMetadataKey), ceJSONType))
 	h.add(wolverineSourceHeader, cmp.Or(md.Get(wolverineSourceHeader), m.cfg.Source))
-	h.add(wolverineParentIDHeader, md.Get(TraceParentMetadataKey))
+	h.add(wolverineParentIDHeader, md.Get(koto.TraceParentMetadataKey))
 	h.add(wolverineSentAtHeader, cmp.Or(md.Get(wolverineSentAtHeader), wolverineTime(time.Now())))
 	h.addRest(md, wolverineWritten)
 	rec.Headers = h
@@ -106,8 +107,8 @@ func (m wolverineMarshaler) Marshal(topic string, msg *message.Message) (*sarama
 // key as an envelope header already.
 func wolverineWritten(key string) bool {
 	switch key {
-	case correlation.MetadataKey, TypeNameMetadataKey, ContentTypeMetadataKey, wolverineSourceHeader,
-		TraceParentMetadataKey, wolverineSentAtHeader, PartitionKeyMetadataKey, kafka.UUIDHeaderKey,
+	case correlation.MetadataKey, koto.TypeNameMetadataKey, koto.ContentTypeMetadataKey, wolverineSourceHeader,
+		koto.TraceParentMetadataKey, wolverineSentAtHeader, koto.PartitionKeyMetadataKey, kafka.UUIDHeaderKey,
 		wolverineIDHeader, wolverineCorrelationHeader, wolverineMessageTypeHeader, wolverineParentIDHeader:
 		return true
 	}
@@ -122,10 +123,10 @@ func (m wolverineMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Mes
 	id := take(md, wolverineIDHeader)
 	msg := message.NewMessage(id, rec.Value)
 	setIf(md, correlation.MetadataKey, take(md, wolverineCorrelationHeader))
-	setIf(md, TypeNameMetadataKey, m.names.name(take(md, wolverineMessageTypeHeader)))
-	setIf(md, TraceParentMetadataKey, take(md, wolverineParentIDHeader))
+	setIf(md, koto.TypeNameMetadataKey, m.names.name(take(md, wolverineMessageTypeHeader)))
+	setIf(md, koto.TraceParentMetadataKey, take(md, wolverineParentIDHeader))
 	if key := string(rec.Key); key != "" && key != id {
-		md.Set(PartitionKeyMetadataKey, key)
+		md.Set(koto.PartitionKeyMetadataKey, key)
 	}
 	msg.Metadata = md
 	return msg, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/middleware"
@@ -22,7 +23,7 @@ const (
 	// so Watermill's own CQRS processors understand these messages, and
 	// broker's record mappings translate it (CloudEvents' type, Wolverine's
 	// message-type).
-	TypeNameMetadataKey = broker.TypeNameMetadataKey
+	TypeNameMetadataKey = koto.TypeNameMetadataKey
 
 	// OperationIDMetadataKey holds the operation ID that pairs a request with
 	// its reply. It is the key of Watermill's requestreply package.

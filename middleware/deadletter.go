@@ -9,7 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/broker"
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -127,7 +127,7 @@ type delivery struct {
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		if err := broker.InvalidRecord(msg); err != nil {
+		if err := koto.InvalidRecord(msg); err != nil {
 			return d.send(msg, Poison(err), ClassPoison, 0)
 		}
 		ctx := msg.Context()

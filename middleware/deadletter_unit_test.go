@@ -11,7 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
-	"github.com/koto-dev/watermill-koto/broker"
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -183,7 +183,7 @@ func TestRetrySucceeds(t *testing.T) {
 type attemptKey struct{}
 
 // TestInvalidRecordIsDeadLetteredWithoutHandler: a message that its record
-// mapping marked invalid (broker.InvalidRecordMetadataKey) goes to the
+// mapping marked invalid (koto.InvalidRecordMetadataKey) goes to the
 // dead-letter topic at once as poison, with the mapping's reason, and the
 // handler never sees it.
 func TestInvalidRecordIsDeadLetteredWithoutHandler(t *testing.T) {
@@ -194,7 +194,7 @@ func TestInvalidRecordIsDeadLetteredWithoutHandler(t *testing.T) {
 		return nil, nil
 	})
 	msg := message.NewMessage("", []byte("{}"))
-	msg.Metadata.Set(broker.InvalidRecordMetadataKey, "CloudEvents: required attribute missing or empty: id")
+	msg.Metadata.Set(koto.InvalidRecordMetadataKey, "CloudEvents: required attribute missing or empty: id")
 	if _, err := h(msg); err != nil {
 		t.Fatalf("an invalid record was nacked: %v", err)
 	}

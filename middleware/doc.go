@@ -144,7 +144,7 @@
 //   - [ClassRetryable], everything else: retried up to
 //     DeadLetterConfig.MaxAttempts and MaxElapsedTime, then dead-lettered.
 //
-// A message that its record mapping could not read (broker.InvalidRecord:
+// A message that its record mapping could not read (koto.InvalidRecord:
 // a CloudEvent without ce_id, say) is poison too: DeadLetter dead-letters
 // it at once with the mapping's reason, without calling the handler.
 //
