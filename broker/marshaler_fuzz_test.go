@@ -74,7 +74,7 @@ func FuzzPartitionKeyMarshalerUnmarshal(f *testing.F) {
 }
 
 // consumed turns a produced record into the record a consumer reads.
-func consumed(t *testing.T, p *sarama.ProducerMessage) *sarama.ConsumerMessage {
+func consumed(t testing.TB, p *sarama.ProducerMessage) *sarama.ConsumerMessage {
 	t.Helper()
 	rec := &sarama.ConsumerMessage{Topic: p.Topic}
 	var err error
