@@ -15,3 +15,7 @@ var ErrInvalidConfig = config.ErrInvalid
 // ErrMessageTooLarge is wrapped by the error of a publish that the broker,
 // or the producer's own limit, refused because the message is too large.
 var ErrMessageTooLarge = errors.New("message too large for the topic")
+
+// ErrInvalidRecord is wrapped by the error of a message whose record its
+// mapping could not read ([InvalidRecord]).
+var ErrInvalidRecord = errors.New("invalid record")

@@ -1,5 +1,11 @@
 package koto
 
+import (
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
 // Metadata keys that more than one package reads or writes. Each becomes a
 // Kafka record header of the same name.
 const (
@@ -11,4 +17,21 @@ const (
 	// TypeNameMetadataKey holds the type name of the message's payload,
 	// as topics.TypeName gives it ("order-placed").
 	TypeNameMetadataKey = "name"
+	// InvalidRecordMetadataKey is set, to the reason, on a message whose
+	// Kafka record does not follow the record mapping that read it (a
+	// CloudEvent without ce_id, say). The message keeps the record's value
+	// and headers; the dead-letter middleware dead-letters it as poison
+	// without calling the handler.
+	InvalidRecordMetadataKey = "koto_invalid_record"
 )
+
+// InvalidRecord returns the error of a message marked with
+// [InvalidRecordMetadataKey], which wraps [ErrInvalidRecord] and gives the
+// reason, or nil for a message that is not marked.
+func InvalidRecord(msg *message.Message) error {
+	reason, ok := msg.Metadata[InvalidRecordMetadataKey]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidRecord, reason)
+}

@@ -85,6 +85,54 @@
 // when their context ends or the reader closes, so that a broker that
 // accepts connections and never answers holds neither up.
 //
+// # Record mappings
+//
+// Config.Marshaler decides what a record looks like. The default,
+// [NewPartitionKeyMarshaler], is Watermill's: the UUID in the
+// _watermill_message_uuid header, every metadata entry a header of its own.
+// For services that share topics with other estates there are two more,
+// each chosen per service; every client of its Config uses it:
+//
+//   - [NewCloudEventsMarshaler], CloudEvents 1.0 over the Kafka protocol
+//     binding. It writes binary mode and reads binary and structured mode
+//     (content-type application/cloudevents+json, or a JSON body naming
+//     specversion, as Wolverine's CloudEvents interop writes it to Kafka
+//     with content-type application/json): ce_id is the message
+//     UUID, ce_type the type name (koto.TypeNameMetadataKey, through
+//     [TypeNames]), ce_source the service (CloudEventsConfig.Source),
+//     ce_time the time of writing, content-type the datacontenttype
+//     (contentTypeKey, application/json by default), the record
+//     key and the partitionkey extension the partition key, the
+//     correlationid extension the correlation ID, and the distributed
+//     tracing extension (ce_traceparent, ce_tracestate) the W3C trace
+//     context. ce_source, ce_time and any other attribute or extension read
+//     are kept in the metadata as ce_<name> and written back as they were.
+//     A record that is no valid CloudEvent (not one at all, specversion
+//     other than 1.0, id, source or type missing, time not RFC 3339,
+//     undecodable structured data) is poison.
+//   - [NewWolverineMarshaler], the envelope of Wolverine's default Kafka
+//     mapper, for estates of .NET services on Wolverine: the id header is
+//     the message UUID (a Guid, the value a .NET Koto consumer stores as
+//     processed_messages.message_id), correlation-id the correlation ID,
+//     message-type the type name (through [TypeNames]: Wolverine names a
+//     type by its .NET full name), parent-id the W3C traceparent, the
+//     record key the partition key (Wolverine keys a record without one by
+//     its id, and so does this mapping). content-type, source and sent-at
+//     are written from the message's metadata entries of those names, or
+//     as application/json, WolverineConfig.Source and the time of writing
+//     in Wolverine's format. Every other header, Wolverine's
+//     (conversation-id, tenant-id, attempts, reply-uri, …) or not, is kept
+//     in the metadata under its own name and written back.
+//
+// The metadata of a message read by a mapping holds every header of its
+// record that the mapping did not translate, so a dead letter or a
+// republished message carries what came in. An unmarshaler never returns
+// an error, which would stop the partition: a record its mapping cannot
+// read becomes a message with the record's value, headers and key, marked
+// with koto.InvalidRecordMetadataKey and the reason; middleware.DeadLetter
+// dead-letters it as poison without calling the handler, and the mapping
+// writes it back as it was read.
+//
 // # Tail readers
 //
 // A [TailReader] resumes by itself a partition whose sarama consumer stops:

@@ -189,6 +189,10 @@ func (c *commandCall) finish(result any) error {
 	return c.err
 }
 
+// replyTypeSuffix makes the type name of a reply from its command's, so
+// that a reply has one, as a CloudEvent needs: "reserve-stock-reply".
+const replyTypeSuffix = "-reply"
+
 // reply publishes the reply to a request in the format of Watermill's
 // requestreply.BackendPubsubJSONMarshaler (the result as JSON, the error in
 // its metadata keys), plus the operation ID, the error kind and the
@@ -205,6 +209,7 @@ func (c *commandCall) reply(result any) error {
 	reply.SetContext(c.ctx) // a publisher such as broker.Publisher stops waiting when the command's context ends; the reply's producer span is a child of the command's consumer span
 	reply.Metadata = make(message.Metadata, 6)
 	reply.Metadata[operationIDKey] = c.op
+	reply.Metadata[koto.TypeNameMetadataKey] = c.typeName + replyTypeSuffix
 	reply.Metadata[requestreply.HasErrorMetadataKey] = "0"
 	if c.err != nil {
 		he := replyError(c.err)

@@ -36,6 +36,7 @@ type consumerOptions struct {
 	idempotent *bool
 	skipOthers bool
 	lockKeys   func(*message.Message) ([]string, error)
+	scope      *string
 }
 
 // From names the service that publishes the events an event consumer
@@ -88,6 +89,17 @@ func SkipOtherTypes() ConsumerOption {
 // the aggregate of the one it handles.
 func LockKeys(keys func(msg *message.Message) ([]string, error)) ConsumerOption {
 	return func(o *consumerOptions) { o.lockKeys = keys }
+}
+
+// IdempotencyScope sets the scope under which an idempotent consumer
+// stores its marks (middleware.IdempotencyConfig's Scope), its consumer
+// group by default. The empty scope stores the bare message ID, as a .NET
+// Koto consumer stores the envelope ID: a Go and a .NET consumer on one
+// processed_messages table then skip each other's messages. Use it only
+// for a consumer that takes over a .NET consumer's work; two consumers of
+// one message with the same scope skip each other's.
+func IdempotencyScope(scope string) ConsumerOption {
+	return func(o *consumerOptions) { o.scope = &scope }
 }
 
 type consumerKind int

@@ -44,7 +44,9 @@
 // reads the topic as a group, no instance can take another's replies.
 //
 // An error returned by the handler reaches the caller as a [*HandlerError]
-// with the handler's message and kind.
+// with the handler's message and kind. A reply's type name is its
+// command's with "-reply" ("reserve-stock-reply"), so that it has one in
+// record mappings that require it, such as CloudEvents.
 //
 // # Deadlines and broker faults
 //
@@ -101,9 +103,10 @@
 // type name) (or [ConsumerGroup]'s), which is also its handler name, behind
 // middleware.Defaults: correlation, telemetry, one log line per message,
 // retries with backoff and dead letters to topics.DeadLetter(group), and,
-// for idempotent consumers, deduplication with the service's store. Event
-// consumers are idempotent by default, command consumers not ([Idempotent]
-// changes it).
+// for idempotent consumers, deduplication with the service's store, by
+// message ID in the scope of the consumer group ([IdempotencyScope] changes
+// the scope). Event consumers are idempotent by default, command consumers
+// not ([Idempotent] changes it).
 //
 // A consumer handles one type. A payload that does not decode is poison
 // and dead-lettered at once; so is a message on its topic with another type

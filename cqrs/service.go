@@ -328,6 +328,9 @@ func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*m
 				cfg.Idempotency.Outbox = d.box.ContextPublisher()
 			}
 			cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
+			if scope := p.spec.opts.scope; scope != nil {
+				cfg.Idempotency.Scope = func(*message.Message) string { return *scope }
+			}
 		}
 		chain, err := middleware.Defaults(cfg)
 		if err != nil {

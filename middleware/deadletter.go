@@ -128,6 +128,9 @@ type delivery struct {
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		if err := koto.InvalidRecord(msg); err != nil {
+			return d.send(msg, koto.Poison(err), koto.ClassPoison, 0)
+		}
 		ctx := msg.Context()
 		rep := reportFrom(ctx)
 		var s delivery

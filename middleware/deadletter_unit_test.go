@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -181,3 +183,29 @@ func TestRetrySucceeds(t *testing.T) {
 }
 
 type attemptKey struct{}
+
+// TestInvalidRecordIsDeadLetteredWithoutHandler: a message that its record
+// mapping marked invalid (koto.InvalidRecordMetadataKey) goes to the
+// dead-letter topic at once as poison, with the mapping's reason, and the
+// handler never sees it.
+func TestInvalidRecordIsDeadLetteredWithoutHandler(t *testing.T) {
+	gc := newGoChannel(t)
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{}, func(*message.Message) ([]*message.Message, error) {
+		calls++
+		return nil, nil
+	})
+	msg := message.NewMessage("", []byte("{}"))
+	msg.Metadata.Set(koto.InvalidRecordMetadataKey, "CloudEvents: required attribute missing or empty: id")
+	if _, err := h(msg); err != nil {
+		t.Fatalf("an invalid record was nacked: %v", err)
+	}
+	dl := deadLetters(t, gc)
+	if calls != 0 || len(dl) != 1 {
+		t.Fatalf("handler ran %d times and %d dead letters, want 0 and 1", calls, len(dl))
+	}
+	md := dl[0].Metadata
+	if reason := md.Get(middleware.DeadLetterReasonKey); !strings.Contains(reason, "missing or empty: id") || md.Get(middleware.DeadLetterErrorClassKey) != "poison" {
+		t.Errorf("dead letter reason %q, class %q: want the mapping's reason, poison", reason, md.Get(middleware.DeadLetterErrorClassKey))
+	}
+}

@@ -108,6 +108,10 @@
 // retried up to MaxAttempts and MaxElapsedTime, then dead-lettered. Every
 // retry waits by DeadLetterConfig.Backoff.
 //
+// A message that its record mapping could not read (koto.InvalidRecord: a
+// CloudEvent without ce_id, say) is poison too: DeadLetter dead-letters it
+// at once with the mapping's reason, without calling the handler.
+//
 // # Dead letters
 //
 // A dead letter goes to topics.DeadLetter(consumer group) unless

@@ -13,10 +13,15 @@
 //
 // [WithSASLUser] makes every connection authenticate (PLAIN, SCRAM-SHA-256
 // or SCRAM-SHA-512) and [WithTLS] makes it encrypted, to test clients
-// configured as for a secured cluster. Rejected credentials are answered
-// as Kafka answers them, with SASL_AUTHENTICATION_FAILED, so that clients
-// report an authentication failure rather than a dropped connection. There
-// are no ACLs: an authenticated user may do anything.
+// configured as for a secured cluster: sarama, franz-go and librdkafka
+// (kcat, Confluent's .NET, Go and Python clients) log in with each
+// mechanism. Rejected credentials are answered as Kafka answers them, with
+// SASL_AUTHENTICATION_FAILED, so that clients report an authentication
+// failure rather than a dropped connection. The broker implements SASL
+// handshake v1 (authentication in SaslAuthenticate requests) and advertises
+// versions 0 to 1, as librdkafka requires to enable SASL; a client that
+// sends the legacy v0 handshake is answered UNSUPPORTED_VERSION. There are
+// no ACLs: an authenticated user may do anything.
 //
 // # Faults
 //

@@ -86,8 +86,8 @@ func WithLogger(logger *slog.Logger) Option {
 
 // WithSASLUser adds a user that clients authenticate as with mechanism:
 // [SASLPlain], [SASLScramSHA256] or [SASLScramSHA512]. Once the broker has a
-// user, every connection must authenticate (SASL handshake v1, the default
-// of sarama and franz-go) before anything else. The option can be given
+// user, every connection must authenticate (SASL handshake v1, as sarama,
+// franz-go and librdkafka send it) before anything else. The option can be given
 // several times, for several users or mechanisms.
 func WithSASLUser(mechanism, user, password string) Option {
 	return func(c *config) { c.users = append(c.users, saslUser{mechanism, user, password}) }

@@ -2,11 +2,17 @@ package embedded_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -50,4 +56,62 @@ func TestSecuredBrokerWithFranzGo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSecuredBrokerAdvertisesHandshakeV0 speaks the protocol as librdkafka
+// does on a new connection: ApiVersions v3 must list SaslHandshake from
+// version 0, or librdkafka does not enable SASL. A client that then does
+// send the unimplemented v0 handshake is refused with UNSUPPORTED_VERSION
+// and the broker's mechanisms, not with a dropped connection.
+func TestSecuredBrokerAdvertisesHandshakeV0(t *testing.T) {
+	b := kafkatest.Embedded(t, embedded.WithSASLUser(embedded.SASLPlain, "user", "pass"))
+	conn, err := net.DialTimeout("tcp", b.Addrs()[0], kafkatest.Timeout)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(kafkatest.Timeout))
+
+	apiVersions := kmsg.NewPtrApiVersionsRequest()
+	apiVersions.Version = 3
+	apiVersions.ClientSoftwareName, apiVersions.ClientSoftwareVersion = "librdkafka", "2.0.2"
+	versions := roundTrip(t, conn, apiVersions, 1).(*kmsg.ApiVersionsResponse)
+	i := slices.IndexFunc(versions.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == int16(kmsg.SASLHandshake) })
+	if i < 0 || versions.ApiKeys[i].MinVersion != 0 || versions.ApiKeys[i].MaxVersion < 1 {
+		t.Fatalf("ApiVersions advertises SaslHandshake %+v (index %d), want versions 0..1", versions.ApiKeys[max(i, 0)], i)
+	}
+
+	handshake := kmsg.NewPtrSASLHandshakeRequest()
+	handshake.Version, handshake.Mechanism = 0, embedded.SASLPlain
+	refused := roundTrip(t, conn, handshake, 2).(*kmsg.SASLHandshakeResponse)
+	if err := kerr.ErrorForCode(refused.ErrorCode); !errors.Is(err, kerr.UnsupportedVersion) || !slices.Equal(refused.SupportedMechanisms, []string{embedded.SASLPlain}) {
+		t.Fatalf("SaslHandshake v0 answered %v with mechanisms %q, want UNSUPPORTED_VERSION and [PLAIN]", err, refused.SupportedMechanisms)
+	}
+}
+
+// roundTrip sends req with correlation ID corr on conn and reads its
+// response.
+func roundTrip(t *testing.T, conn net.Conn, req kmsg.Request, corr int32) kmsg.Response {
+	t.Helper()
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("koto-test")).AppendRequest(nil, req, corr)); err != nil {
+		t.Fatalf("write %s: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatalf("read the %s response: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, buf); err != nil || len(buf) < 4 || int32(binary.BigEndian.Uint32(buf)) != corr {
+		t.Fatalf("read the %s response %x: %v, want correlation ID %d", kmsg.NameForKey(req.Key()), buf, err, corr)
+	}
+	body := buf[4:]
+	if req.IsFlexible() && req.Key() != int16(kmsg.ApiVersions) {
+		body = body[1:] // the header's tagged fields, none
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode the %s response: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp
 }

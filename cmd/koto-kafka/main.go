@@ -6,10 +6,22 @@
 // It prints the broker address, which services use as KAFKA_BROKERS. With
 // -data-dir, topics, records and committed consumer-group offsets survive a
 // restart.
+//
+// To try a client configured as for a secured cluster (a .NET service on
+// Confluent.Kafka, kcat), run it with TLS and SASL users:
+//
+//	go run ./cmd/koto-kafka -tls-cert broker.crt -tls-key broker.key \
+//		-sasl-user SCRAM-SHA-512:koto:secret -sasl-user PLAIN:admin:admin
+//
+// Clients then connect with security.protocol=SASL_SSL and trust
+// broker.crt (librdkafka: ssl.ca.location). -sasl-user alone gives
+// SASL_PLAINTEXT, -tls-cert and -tls-key alone give SSL.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,10 +70,22 @@ func parseFlags(args []string, stderr io.Writer) ([]embedded.Option, error) {
 	partitions := fs.Int("partitions", broker.DefaultPartitions, "partitions of auto-created topics")
 	topicList := fs.String("topics", "", "comma-separated topics to create at start")
 	verbose := fs.Bool("v", false, "log every request the broker handles")
+	certFile := fs.String("tls-cert", "", "PEM certificate file: accept only TLS connections (needs -tls-key)")
+	keyFile := fs.String("tls-key", "", "PEM private key file of -tls-cert")
+	var users saslUsers
+	fs.Var(&users, "sasl-user", "mechanism:user:password that clients authenticate as; mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	opts := []embedded.Option{embedded.WithPort(*port), embedded.WithPartitions(*partitions)}
+	tlsOpt, err := tlsOption(*certFile, *keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	opts = append(opts, users...)
 	if *dataDir != "" {
 		opts = append(opts, embedded.WithDataDir(*dataDir))
 	}
@@ -74,4 +98,35 @@ func parseFlags(args []string, stderr io.Writer) ([]embedded.Option, error) {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	return append(opts, embedded.WithLogger(logger)), nil
+}
+
+// tlsOption loads the broker's certificate, or returns nil when neither file
+// is given.
+func tlsOption(certFile, keyFile string) (embedded.Option, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("-tls-cert and -tls-key go together: give both PEM files, or neither for a plaintext broker")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+	}
+	return embedded.WithTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+}
+
+// saslUsers collects the -sasl-user flags.
+type saslUsers []embedded.Option
+
+func (u *saslUsers) String() string { return "" }
+
+// Set parses mechanism:user:password; the password may contain colons.
+func (u *saslUsers) Set(v string) error {
+	parts := strings.SplitN(v, ":", 3)
+	if len(parts) != 3 {
+		return errors.New("want mechanism:user:password, such as SCRAM-SHA-512:koto:secret")
+	}
+	*u = append(*u, embedded.WithSASLUser(strings.ToUpper(parts[0]), parts[1], parts[2]))
+	return nil
 }

@@ -3,8 +3,14 @@ package main
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -14,13 +20,51 @@ func TestMain(m *testing.M) {
 }
 
 func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
+	out, stop := start(t, "-port", "0", "-data-dir", t.TempDir(), "-partitions", "2", "-topics", "a,b")
+	assertTopics(t, out, 2, "a", "b")
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestRunSecured starts the broker with TLS and two SASL users, and logs in
+// as each of them over TLS.
+func TestRunSecured(t *testing.T) {
+	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
+	certFile, keyFile := kafkatest.TLSFiles(t, serverTLS)
+	out, stop := start(t, "-port", "0", "-tls-cert", certFile, "-tls-key", keyFile,
+		"-sasl-user", "SCRAM-SHA-512:koto:s3cret:with:colons", "-sasl-user", "plain:admin:admin")
+	defer stop()
+	for name, mech := range map[string]sasl.Mechanism{
+		"SCRAM-SHA-512": scram.Auth{User: "koto", Pass: "s3cret:with:colons"}.AsSha512Mechanism(),
+		"PLAIN":         plain.Auth{User: "admin", Pass: "admin"}.AsMechanism(),
+	} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(address(out)...), kgo.DialTLSConfig(clientTLS), kgo.SASL(mech))
+		if err != nil {
+			t.Fatalf("kgo.NewClient: %v", err)
+		}
+		if err := cl.Ping(kafkatest.Context(t)); err != nil {
+			t.Errorf("ping over TLS as the %s user: %v", name, err)
+		}
+		cl.Close()
+	}
+}
+
+// start runs the command with args until the test ends or stop is called,
+// and returns what it printed once it printed the broker address.
+func start(t *testing.T, args ...string) (out string, stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var stdout, stderr kafkatest.Buffer
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-port", "0", "-data-dir", t.TempDir(), "-partitions", "2", "-topics", "a,b"}, &stdout, &stderr)
-	}()
+	go func() { done <- run(ctx, args, &stdout, &stderr) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
 
 	deadline := time.After(30 * time.Second)
 	for !strings.Contains(stdout.String(), "listening on 127.0.0.1:") {
@@ -32,11 +76,13 @@ func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	assertTopics(t, stdout.String(), 2, "a", "b")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	return stdout.String(), stop
+}
+
+// address returns the broker addresses that run printed first in out.
+func address(out string) []string {
+	_, addr, _ := strings.Cut(strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), "listening on ")
+	return strings.Split(addr, ",")
 }
 
 // assertTopics checks, on the broker whose address run printed in out, that
@@ -44,8 +90,8 @@ func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 // -partitions flags reached the broker.
 func assertTopics(t *testing.T, out string, partitions int, names ...string) {
 	t.Helper()
-	_, addr, _ := strings.Cut(strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]), "listening on ")
-	details, err := kafkatest.Admin(t, strings.Split(addr, ",")).ListTopics(kafkatest.Context(t), names...)
+	addr := address(out)
+	details, err := kafkatest.Admin(t, addr).ListTopics(kafkatest.Context(t), names...)
 	if err != nil {
 		t.Fatalf("list topics on %s: %v", addr, err)
 	}
@@ -67,6 +113,10 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-port", "-5"},
 		{"-topics", "bad topic!"},
 		{"-no-such-flag"},
+		{"-tls-cert", "broker.crt"},
+		{"-tls-cert", "missing.crt", "-tls-key", "missing.key"},
+		{"-sasl-user", "PLAIN:user-without-password"},
+		{"-sasl-user", "GSSAPI:user:password"},
 	} {
 		var out kafkatest.Buffer
 		if err := run(context.Background(), args, &out, &out); err == nil {

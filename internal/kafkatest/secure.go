@@ -8,8 +8,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,4 +86,28 @@ func SecureBroker(t testing.TB, mechanism sarama.SASLMechanism, opts ...embedded
 		SASL:    broker.SASLConfig{Mechanism: mechanism, User: "koto", Password: password},
 		TLS:     clientTLS,
 	}
+}
+
+// TLSFiles writes the certificate and private key of server, a configuration
+// from [TLSConfigs], as PEM files in a directory removed when t finishes,
+// for clients and commands that read them from disk. The certificate file
+// is also the CA file that clients trust.
+func TLSFiles(t testing.TB, server *tls.Config) (certFile, keyFile string) {
+	t.Helper()
+	cert := server.Certificates[0]
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatalf("kafkatest: marshal TLS key: %v", err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "broker.crt"), filepath.Join(dir, "broker.key")
+	for file, block := range map[string]*pem.Block{
+		certFile: {Type: "CERTIFICATE", Bytes: cert.Certificate[0]},
+		keyFile:  {Type: "PRIVATE KEY", Bytes: key},
+	} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatalf("kafkatest: write %s: %v", file, err)
+		}
+	}
+	return certFile, keyFile
 }
