@@ -40,7 +40,6 @@ const (
 	Dropped = "dead_letter_dropped"
 )
 
-
 // ReplayedFrom is the metadata key a replay adds to each message it
 // sends: "<dead-letter topic>/<partition>/<offset>" of the dead letter it
 // came from. The dead_letter_* keys above stay as they were, as history; a
