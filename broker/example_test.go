@@ -110,7 +110,7 @@ func ExampleNewSubscriber() {
 	sub, err := broker.NewSubscriber(broker.Config{
 		Brokers:       kafkaBroker.Addrs(),
 		ConsumerGroup: "ledger.paid-consumer",
-	}, watermill.NopLogger{})
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func ExampleNewTailReader() {
 	}
 
 	replies := make(chan *message.Message, 1)
-	reader, err := broker.NewTailReader(cfg, "orders.replies", func(msg *message.Message) { replies <- msg }, nil)
+	reader, err := broker.NewTailReader(cfg, "orders.replies", func(msg *message.Message) { replies <- msg })
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func publish(t *testing.T, pub message.Publisher, topic, key string, payloads ..
 
 func startTailReader(ctx context.Context, t *testing.T, cfg broker.Config, topic string, handle func(*message.Message)) *broker.TailReader {
 	t.Helper()
-	r, err := broker.NewTailReader(cfg, topic, handle, nil)
+	r, err := broker.NewTailReader(cfg, topic, handle)
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	koto "github.com/koto-dev/watermill-koto"
-
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -111,18 +109,17 @@ func TestProvisionTopicsRejectsInvalidNameBeforeConnecting(t *testing.T) {
 func TestProvisionTopicsRejectsBadConfig(t *testing.T) {
 	tests := map[string]struct {
 		cfg   broker.Config
-		want  error
 		field string
 	}{
-		"no brokers":            {broker.Config{}, koto.ErrInvalidConfig, "Config.Brokers"},
-		"negative partitions":   {provisionCfg([]string{"127.0.0.1:1"}, -1), koto.ErrInvalidConfig, "Config.Provision.Partitions"},
-		"negative replication":  {broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{ReplicationFactor: -3}}, koto.ErrInvalidConfig, "Config.Provision.ReplicationFactor"},
-		"SASL without password": {broker.Config{Brokers: []string{"127.0.0.1:1"}, SASL: broker.SASLConfig{User: "u"}}, koto.ErrInvalidConfig, "Config.SASL.Password"},
+		"no brokers":            {broker.Config{}, "broker.Config.Brokers"},
+		"negative partitions":   {provisionCfg([]string{"127.0.0.1:1"}, -1), "broker.Config.Provision.Partitions"},
+		"negative replication":  {broker.Config{Brokers: []string{"127.0.0.1:1"}, Provision: broker.ProvisionConfig{ReplicationFactor: -3}}, "broker.Config.Provision.ReplicationFactor"},
+		"SASL without password": {broker.Config{Brokers: []string{"127.0.0.1:1"}, SASL: broker.SASLConfig{User: "u"}}, "broker.Config.SASL.Password"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			err := broker.ProvisionTopics(kafkatest.Context(t), tt.cfg, "t")
-			assertConfigErr(t, "ProvisionTopics", err, tt.want, tt.field)
+			assertConfigErr(t, "ProvisionTopics", err, tt.field)
 		})
 	}
 }

@@ -111,7 +111,7 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 			return err
 		},
 		"TailReader.Start": func(ctx context.Context) error {
-			r, err := broker.NewTailReader(bad, topic, func(*message.Message) {}, nil)
+			r, err := broker.NewTailReader(bad, topic, func(*message.Message) {})
 			if err != nil {
 				t.Fatalf("NewTailReader: %v", err)
 			}

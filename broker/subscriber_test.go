@@ -3,9 +3,11 @@ package broker_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -80,5 +82,31 @@ func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 				t.Fatalf("received %q, want \"ping\"", m.Payload)
 			}
 		})
+	}
+}
+
+// TestSubscriberPutsPositionInContext: every message's context says where
+// it was read: topic, partition, offset, record key and timestamp.
+func TestSubscriberPutsPositionInContext(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "position")
+	before := time.Now().Add(-time.Minute)
+	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "order-7", "a", "b")
+	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "c")
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "position")})
+	msgs := kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), 3)
+	for i, m := range msgs {
+		p, ok := koto.PositionFromContext(m.Context())
+		if !ok {
+			t.Fatalf("message %s has no position", m.Payload)
+		}
+		wantKey := "order-7"
+		if i == 2 {
+			wantKey = ""
+		}
+		if p.Topic != topic || p.Partition != 0 || p.Offset != int64(i) || string(p.Key) != wantKey || (wantKey == "") != (p.Key == nil) || p.Timestamp.Before(before) {
+			t.Errorf("message %s: position %+v, want topic %s, partition 0, offset %d, key %q and a timestamp after %v",
+				m.Payload, p, topic, i, wantKey, before)
+		}
 	}
 }

@@ -3,14 +3,13 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,10 +30,10 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 	brokers := b.Addrs()
 	ctx := kafkatest.Context(t)
 	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "recreated")
-	cfg := broker.Config{Brokers: brokers, ReconnectRetrySleep: 20 * time.Millisecond}
+	logs := &kafkatest.Buffer{}
+	cfg := broker.Config{Brokers: brokers, ReconnectRetrySleep: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	got := make(chan *message.Message, 64)
-	logs := &logRecorder{}
-	r, err := broker.NewTailReader(cfg, topic, func(m *message.Message) { got <- m }, logs)
+	r, err := broker.NewTailReader(cfg, topic, func(m *message.Message) { got <- m })
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}
@@ -68,8 +67,8 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 	if p := kafkatest.Payloads(kafkatest.AckN(t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
 		t.Errorf("read %v after the recreation, want after-1, after-2 and after-3", p)
 	}
-	if !logs.has("Tail reader resumed reading a partition") {
-		t.Errorf("no log line on the recovery; logged %v", logs.messages())
+	if !strings.Contains(logs.String(), `msg="Tail reader resumed reading a partition`) {
+		t.Errorf("no log line on the recovery; logged:\n%s", logs)
 	}
 }
 
@@ -82,7 +81,7 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 	b := kafkatest.Embedded(t)
 	brokers := b.Addrs()
 	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "hanging")
-	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, topic, func(*message.Message) {}, nil)
+	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, topic, func(*message.Message) {})
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}
@@ -141,34 +140,4 @@ func within(t *testing.T, what string, f func() error) error {
 		t.Fatalf("%s did not return within %s", what, kafkatest.Timeout)
 		return nil
 	}
-}
-
-// logRecorder is a watermill.LoggerAdapter that keeps the messages logged.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (l *logRecorder) Error(msg string, err error, _ watermill.LogFields) {
-	l.add(msg + ": " + err.Error())
-}
-func (l *logRecorder) Info(msg string, _ watermill.LogFields)           { l.add(msg) }
-func (l *logRecorder) Debug(msg string, _ watermill.LogFields)          { l.add(msg) }
-func (l *logRecorder) Trace(msg string, _ watermill.LogFields)          { l.add(msg) }
-func (l *logRecorder) With(watermill.LogFields) watermill.LoggerAdapter { return l }
-
-func (l *logRecorder) add(msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, msg)
-}
-
-func (l *logRecorder) messages() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.msgs)
-}
-
-func (l *logRecorder) has(prefix string) bool {
-	return slices.ContainsFunc(l.messages(), func(m string) bool { return strings.HasPrefix(m, prefix) })
 }

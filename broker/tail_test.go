@@ -49,17 +49,17 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 func TestTailReaderLifecycle(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	noop := func(*message.Message) {}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop, nil); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, koto.ErrInvalidConfig) {
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("invalid topic: %v, want topics.ErrInvalid and ErrInvalidConfig", err)
 	}
-	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil, nil); !errors.Is(err, koto.ErrInvalidConfig) {
+	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "t", nil); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("nil handle: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := broker.NewTailReader(broker.Config{}, "t", noop, nil); !errors.Is(err, koto.ErrInvalidConfig) {
+	if _, err := broker.NewTailReader(broker.Config{}, "t", noop); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("no brokers: %v, want ErrNoBrokers", err)
 	}
 
-	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, kafkatest.Topic(t, "tail-life"), noop, nil)
+	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, kafkatest.Topic(t, "tail-life"), noop)
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}

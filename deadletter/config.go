@@ -64,8 +64,11 @@ func (c Config) Validate() error {
 	p := config.For("deadletter.Config")
 	if c.ConsumerGroup == "" {
 		p.Add("ConsumerGroup", "is empty; set it to the group whose dead letters to read, e.g. topics.ConsumerGroup(\"payments\", \"order-placed\")")
-	} else if err := topics.Validate(c.Topic); err != nil {
-		p.Add("Topic", "%w; or leave it empty for topics.DeadLetter(ConsumerGroup)", err)
+	}
+	if c.Topic != "" {
+		if err := topics.Validate(c.Topic); err != nil {
+			p.Add("Topic", "%w; or leave it empty for topics.DeadLetter(ConsumerGroup)", err)
+		}
 	}
 	if c.ReplayGroup != "" && c.ReplayGroup == c.ConsumerGroup {
 		p.Add("ReplayGroup", "is the consumer group %q itself, whose members would make every replay fail; "+

@@ -170,8 +170,12 @@ func waitForDeadLetters(t *testing.T, q *deadletter.Queue, n int) []*deadletter.
 	return got
 }
 
+// replayedFromKey is the metadata key a replay adds to each message it
+// sends, as the package doc names it.
+const replayedFromKey = "dead_letter_replayed_from"
+
 // records lists every record of topic, as a queue over it: a replay's
-// copies have deadletter.ReplayedFromKey.
+// copies have replayedFromKey.
 func (e *env) records(t *testing.T, topic string) []*deadletter.Letter {
 	t.Helper()
 	q := e.queue(t, deadletter.Config{ConsumerGroup: "reader", Topic: topic})
@@ -188,7 +192,7 @@ func (e *env) replayedUUIDs(t *testing.T) []string {
 	t.Helper()
 	var uuids []string
 	for _, l := range e.records(t, e.topic) {
-		if l.Metadata.Get(deadletter.ReplayedFromKey) != "" {
+		if l.Metadata.Get(replayedFromKey) != "" {
 			uuids = append(uuids, l.UUID)
 		}
 	}

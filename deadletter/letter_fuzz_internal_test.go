@@ -14,7 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 )
 
 // rejectingUnmarshaler is a service's marshaler that refuses every record,
@@ -69,21 +69,21 @@ func FuzzNewLetter(f *testing.F) {
 			t.Fatalf("UUID %q, want %q", l.UUID, wantUUID)
 		}
 		md := l.Metadata
-		if l.Reason != md.Get(middleware.DeadLetterReasonKey) || l.OriginalTopic != md.Get(middleware.DeadLetterOriginalTopicKey) {
+		if l.Reason != md.Get(dlqmeta.Reason) || l.OriginalTopic != md.Get(dlqmeta.OriginalTopic) {
 			t.Fatalf("reason %q topic %q differ from the metadata %q", l.Reason, l.OriginalTopic, md)
 		}
-		if want := number(md.Get(middleware.DeadLetterOriginalPartitionKey), 32); int64(l.OriginalPartition) != want {
-			t.Fatalf("original partition %d from %q, want %d", l.OriginalPartition, md.Get(middleware.DeadLetterOriginalPartitionKey), want)
+		if want := number(md.Get(dlqmeta.OriginalPartition), 32); int64(l.OriginalPartition) != want {
+			t.Fatalf("original partition %d from %q, want %d", l.OriginalPartition, md.Get(dlqmeta.OriginalPartition), want)
 		}
-		if want := number(md.Get(middleware.DeadLetterOriginalOffsetKey), 64); l.OriginalOffset != want {
-			t.Fatalf("original offset %d from %q, want %d", l.OriginalOffset, md.Get(middleware.DeadLetterOriginalOffsetKey), want)
+		if want := number(md.Get(dlqmeta.OriginalOffset), 64); l.OriginalOffset != want {
+			t.Fatalf("original offset %d from %q, want %d", l.OriginalOffset, md.Get(dlqmeta.OriginalOffset), want)
 		}
-		if want := max(number(md.Get(middleware.DeadLetterAttemptsKey), 32), 0); int64(l.Attempts) != want {
-			t.Fatalf("attempts %d from %q, want %d", l.Attempts, md.Get(middleware.DeadLetterAttemptsKey), want)
+		if want := max(number(md.Get(dlqmeta.Attempts), 32), 0); int64(l.Attempts) != want {
+			t.Fatalf("attempts %d from %q, want %d", l.Attempts, md.Get(dlqmeta.Attempts), want)
 		}
-		ts, err := time.Parse(time.RFC3339Nano, md.Get(middleware.DeadLetterFailedAtKey))
+		ts, err := time.Parse(time.RFC3339Nano, md.Get(dlqmeta.FailedAt))
 		if err == nil && !l.FailedAt.Equal(ts) || err != nil && !l.FailedAt.IsZero() {
-			t.Fatalf("failed at %v from %q", l.FailedAt, md.Get(middleware.DeadLetterFailedAtKey))
+			t.Fatalf("failed at %v from %q", l.FailedAt, md.Get(dlqmeta.FailedAt))
 		}
 		if !l.FailedAt.IsZero() && !l.FailedAtOrTimestamp().Equal(l.FailedAt) {
 			t.Fatalf("FailedAtOrTimestamp %v, want FailedAt %v", l.FailedAtOrTimestamp(), l.FailedAt)

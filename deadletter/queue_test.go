@@ -19,7 +19,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // TestShow returns one dead letter whole, to concurrent callers too, and
@@ -38,7 +38,7 @@ func TestShow(t *testing.T) {
 		t.Fatalf("Show(%d, %d): %v", l.Partition, l.Offset, err)
 	}
 	if string(got.Payload) != `{"order":"o-1","amount":-5}` || got.UUID != l.UUID || got.Reason != l.Reason ||
-		got.Metadata.Get(middleware.DeadLetterFailedAtKey) == "" {
+		got.Metadata.Get("dead_letter_failed_at") == "" {
 		t.Fatalf("Show = %+v, want the listed dead letter with its payload", got)
 	}
 	errs := make(chan error, 4)
@@ -106,9 +106,9 @@ func TestDroppedLetterIsListedNotReplayed(t *testing.T) {
 	defer producer.Close()
 	const why = "payload (70000 bytes) and 3 metadata entries left out: the dead letter was too large"
 	if _, _, err := producer.SendMessage(&sarama.ProducerMessage{Topic: e.dlq, Headers: []sarama.RecordHeader{
-		{Key: []byte(middleware.DeadLetterOriginalTopicKey), Value: []byte(e.topic)},
-		{Key: []byte(middleware.DeadLetterReasonKey), Value: []byte("decoding: bad")},
-		{Key: []byte(middleware.DeadLetterDroppedKey), Value: []byte(why)},
+		{Key: []byte("dead_letter_original_topic"), Value: []byte(e.topic)},
+		{Key: []byte("dead_letter_reason"), Value: []byte("decoding: bad")},
+		{Key: []byte("dead_letter_dropped"), Value: []byte(why)},
 	}}); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
@@ -249,23 +249,34 @@ func TestConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
-	for name, cfg := range map[string]deadletter.Config{
-		"no group":                     {Broker: ok.Broker},
-		"bad topic":                    {Broker: ok.Broker, ConsumerGroup: "g", Topic: "bad topic"},
-		"negative batch":               {Broker: ok.Broker, ConsumerGroup: "g", BatchSize: -1},
-		"replay in the consumer group": {Broker: ok.Broker, ConsumerGroup: "g", ReplayGroup: "g"},
-		"no brokers":                   {ConsumerGroup: "g"},
+	for name, c := range map[string]struct {
+		cfg   deadletter.Config
+		field string
+	}{
+		"no group":                     {deadletter.Config{Broker: ok.Broker}, "ConsumerGroup"},
+		"bad topic":                    {deadletter.Config{Broker: ok.Broker, ConsumerGroup: "g", Topic: "bad topic"}, "Topic"},
+		"negative batch":               {deadletter.Config{Broker: ok.Broker, ConsumerGroup: "g", BatchSize: -1}, "BatchSize"},
+		"replay in the consumer group": {deadletter.Config{Broker: ok.Broker, ConsumerGroup: "g", ReplayGroup: "g"}, "ReplayGroup"},
+		"no brokers":                   {deadletter.Config{ConsumerGroup: "g"}, "Broker.Brokers"},
 	} {
-		err := cfg.Validate()
-		if !errors.Is(err, deadletter.ErrInvalidConfig) {
-			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		prefix := "invalid configuration: deadletter.Config." + c.field + " "
+		err := c.cfg.Validate()
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), prefix) {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming %s", name, err, c.field)
 		}
-		if _, nerr := deadletter.NewQueue(cfg); !errors.Is(nerr, deadletter.ErrInvalidConfig) {
-			t.Errorf("%s: NewQueue: %v, want ErrInvalidConfig", name, nerr)
+		if _, nerr := deadletter.NewQueue(c.cfg); !errors.Is(nerr, koto.ErrInvalidConfig) || !strings.HasPrefix(nerr.Error(), prefix) {
+			t.Errorf("%s: NewQueue: %v, want ErrInvalidConfig naming %s", name, nerr, c.field)
 		}
 	}
-	if err := (deadletter.Config{ConsumerGroup: "g"}).Validate(); !errors.Is(err, koto.ErrInvalidConfig) {
-		t.Errorf("no brokers: %v, want it to wrap koto.ErrInvalidConfig too", err)
+	err := deadletter.Config{Topic: "bad topic", BatchSize: -1}.Validate()
+	want := strings.Join([]string{
+		`invalid configuration: deadletter.Config.ConsumerGroup is empty; set it to the group whose dead letters to read, e.g. topics.ConsumerGroup("payments", "order-placed")`,
+		`invalid configuration: deadletter.Config.Topic invalid Kafka topic name "bad topic": character ' ' at byte 3; only letters, digits, '.', '_' and '-' are allowed; or leave it empty for topics.DeadLetter(ConsumerGroup)`,
+		"invalid configuration: deadletter.Config.BatchSize is negative (-1); use 0 for the default (100) or a positive count",
+		`invalid configuration: deadletter.Config.Broker.Brokers is empty; list at least one host:port, e.g. []string{"127.0.0.1:9092"}`,
+	}, "\n")
+	if err == nil || err.Error() != want || !errors.Is(err, topics.ErrInvalid) {
+		t.Errorf("every problem:\n got %v\nwant %s\nwrapping topics.ErrInvalid", err, want)
 	}
 }
 
@@ -291,15 +302,20 @@ func TestFilter(t *testing.T) {
 		}
 	}
 	for _, f := range []deadletter.Filter{{Limit: -1}, {Since: now, Until: now}} {
-		if err := f.Validate(); !errors.Is(err, deadletter.ErrInvalidFilter) {
-			t.Errorf("%+v.Validate() = %v, want ErrInvalidFilter", f, err)
+		if err := f.Validate(); !errors.Is(err, koto.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "invalid configuration: deadletter.Filter.") {
+			t.Errorf("%+v.Validate() = %v, want ErrInvalidConfig naming the field", f, err)
 		}
-		if _, err := (&deadletter.Queue{}).List(context.Background(), f); !errors.Is(err, deadletter.ErrInvalidFilter) {
-			t.Errorf("List(%+v) = %v, want ErrInvalidFilter", f, err)
+		if _, err := (&deadletter.Queue{}).List(context.Background(), f); !errors.Is(err, koto.ErrInvalidConfig) {
+			t.Errorf("List(%+v) = %v, want ErrInvalidConfig", f, err)
 		}
-		if _, err := (&deadletter.Queue{}).Replay(context.Background(), f, deadletter.ReplayOptions{}); !errors.Is(err, deadletter.ErrInvalidFilter) {
-			t.Errorf("Replay(%+v) = %v, want ErrInvalidFilter", f, err)
+		if _, err := (&deadletter.Queue{}).Replay(context.Background(), f, deadletter.ReplayOptions{}); !errors.Is(err, koto.ErrInvalidConfig) {
+			t.Errorf("Replay(%+v) = %v, want ErrInvalidConfig", f, err)
 		}
+	}
+	both := deadletter.Filter{Limit: -1, Since: now, Until: now}.Validate()
+	if both == nil || strings.Count(both.Error(), "invalid configuration: deadletter.Filter.") != 2 ||
+		!strings.Contains(both.Error(), "Filter.Limit is negative (-1)") || !strings.Contains(both.Error(), "Filter.Since (") {
+		t.Errorf("a Filter with two problems: %v, want both", both)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // TestListReplayFilteredThenNothingMore dead-letters six messages through
@@ -93,7 +92,7 @@ func checkDeadLetter(t *testing.T, l *deadletter.Letter, e *env) {
 	switch {
 	case l.UUID == "" || (l.TypeName != "order-placed" && l.TypeName != "order-cancelled"):
 		t.Errorf("letter %d/%d: UUID %q, type %q", l.Partition, l.Offset, l.UUID, l.TypeName)
-	case l.ErrorClass == "" || l.ErrorClass != l.Metadata.Get(middleware.DeadLetterErrorClassKey) || !strings.Contains(l.Reason, errBug.Error()):
+	case l.ErrorClass == "" || l.ErrorClass != l.Metadata.Get("dead_letter_error_class") || !strings.Contains(l.Reason, errBug.Error()):
 		t.Errorf("letter %s: class %q reason %q, want a class and %v", l.UUID, l.ErrorClass, l.Reason, errBug)
 	case l.OriginalTopic != e.topic || l.OriginalPartition < 0 || l.OriginalOffset < 0:
 		t.Errorf("letter %s: from %s/%d/%d, want %s", l.UUID, l.OriginalTopic, l.OriginalPartition, l.OriginalOffset, e.topic)
@@ -101,7 +100,7 @@ func checkDeadLetter(t *testing.T, l *deadletter.Letter, e *env) {
 		t.Errorf("letter %s: group %q handler %q attempts %d", l.UUID, l.ConsumerGroup, l.Handler, l.Attempts)
 	case l.FailedAt.IsZero() || time.Since(l.FailedAt) > time.Hour || l.Replayed:
 		t.Errorf("letter %s: failed at %v, replayed %v", l.UUID, l.FailedAt, l.Replayed)
-	case l.Metadata.Get(middleware.DeadLetterReasonKey) != l.Reason:
+	case l.Metadata.Get("dead_letter_reason") != l.Reason:
 		t.Errorf("letter %s: metadata %v", l.UUID, l.Metadata)
 	}
 }
@@ -172,8 +171,8 @@ func TestReplayThatFailsAgainComesBack(t *testing.T) {
 	switch {
 	case again.UUID != uuid || !strings.Contains(again.Reason, "currency is unknown"):
 		t.Errorf("second dead letter: UUID %s reason %q, want %s with the new reason", again.UUID, again.Reason, uuid)
-	case again.Metadata.Get(deadletter.ReplayedFromKey) != wantFrom:
-		t.Errorf("second dead letter replayed from %q, want %q", again.Metadata.Get(deadletter.ReplayedFromKey), wantFrom)
+	case again.Metadata.Get(replayedFromKey) != wantFrom:
+		t.Errorf("second dead letter replayed from %q, want %q", again.Metadata.Get(replayedFromKey), wantFrom)
 	case again.OriginalTopic != e.topic || again.OriginalOffset == first.OriginalOffset && again.OriginalPartition == first.OriginalPartition:
 		t.Errorf("second dead letter from %s/%d/%d, want the replayed copy's position, not the first's (%d/%d)",
 			again.OriginalTopic, again.OriginalPartition, again.OriginalOffset, first.OriginalPartition, first.OriginalOffset)

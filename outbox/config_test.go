@@ -13,6 +13,15 @@ import (
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
+// wantConfigErr checks that err wraps ErrInvalidConfig and that its
+// lines are exactly want.
+func wantConfigErr(t *testing.T, what string, err error, want ...string) {
+	t.Helper()
+	if !errors.Is(err, koto.ErrInvalidConfig) || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("%s:\n got %v\nwant %s\nwrapping ErrInvalidConfig", what, err, strings.Join(want, "\n"))
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	if err := (outbox.Config{}).Validate(); err != nil {
 		t.Fatalf("zero Config: %v", err)
@@ -23,13 +32,16 @@ func TestConfigValidate(t *testing.T) {
 		"MaxMessageBytes": {MaxMessageBytes: -1},
 	} {
 		err := cfg.Validate()
-		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "invalid configuration: outbox.Config."+field+" ") {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
-	if _, err := outbox.New(nil, outbox.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
-		t.Errorf("New(nil pool) = %v", err)
-	}
+	wantConfigErr(t, "every field", outbox.Config{Schema: strings.Repeat("s", 64), Table: strings.Repeat("t", 56), MaxMessageBytes: -1}.Validate(),
+		`invalid configuration: outbox.Config.Schema "`+strings.Repeat("s", 64)+`" is 64 bytes; shorten it to at most 63 bytes`,
+		`invalid configuration: outbox.Config.Table "`+strings.Repeat("t", 56)+`" is 56 bytes; shorten it to at most 55 bytes`,
+		"invalid configuration: outbox.Config.MaxMessageBytes is -1; set a positive size in bytes, or 0 for 1000000")
+	_, err := outbox.New(nil, outbox.Config{})
+	wantConfigErr(t, "New(nil pool)", err, "invalid configuration: outbox.New got a nil pool; pass a connected *pgxpool.Pool")
 	if _, err := outbox.New(pgtest.Pool(t), outbox.Config{Table: "\x00"}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("New with a NUL in Table = %v", err)
 	}
@@ -41,26 +53,31 @@ func TestForwarderConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	for field, cfg := range map[string]outbox.ForwarderConfig{
-		"Broker":           {},
-		"BatchSize":        {Broker: ok, BatchSize: -1},
-		"PollInterval":     {Broker: ok, PollInterval: -time.Second},
-		"TakeoverInterval": {Broker: ok, TakeoverInterval: -time.Second},
-		"QueryTimeout":     {Broker: ok, QueryTimeout: -time.Second},
-		"RetryBackoff":     {Broker: ok, RetryBackoff: koto.Backoff{Multiplier: 0.5}},
+		"Broker.Brokers":          {},
+		"BatchSize":               {Broker: ok, BatchSize: -1},
+		"PollInterval":            {Broker: ok, PollInterval: -time.Second},
+		"TakeoverInterval":        {Broker: ok, TakeoverInterval: -time.Second},
+		"QueryTimeout":            {Broker: ok, QueryTimeout: -time.Second},
+		"RetryBackoff.Multiplier": {Broker: ok, RetryBackoff: koto.Backoff{Multiplier: 0.5}},
 	} {
 		err := cfg.Validate()
-		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "invalid configuration: outbox.ForwarderConfig."+field+" ") {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
-	negative := outbox.ForwarderConfig{Broker: ok, RetryBackoff: koto.Backoff{MaxInterval: -time.Second}}
-	if err := negative.Validate(); !errors.Is(err, koto.ErrInvalidConfig) || !errors.Is(err, koto.ErrInvalidConfig) {
-		t.Errorf("negative RetryBackoff.MaxInterval: %v, want outbox's and middleware's ErrInvalidConfig", err)
+	every := outbox.ForwarderConfig{
+		Broker:    broker.Config{Brokers: []string{"x"}},
+		BatchSize: -1, PollInterval: -time.Second, TakeoverInterval: -time.Second, QueryTimeout: -time.Second,
+		RetryBackoff: koto.Backoff{Multiplier: 0.5, MaxInterval: -time.Second},
 	}
-	if err := (outbox.ForwarderConfig{}).Validate(); !errors.Is(err, koto.ErrInvalidConfig) {
-		t.Errorf("no brokers: %v, want it to wrap koto.ErrInvalidConfig", err)
-	}
-	if _, err := outbox.NewForwarder(nil, outbox.ForwarderConfig{Broker: ok}); !errors.Is(err, koto.ErrInvalidConfig) {
-		t.Errorf("NewForwarder(nil) = %v", err)
-	}
+	wantConfigErr(t, "every field, the broker's and the backoff's included", every.Validate(),
+		`invalid configuration: outbox.ForwarderConfig.Broker.Brokers[0] is "x"; want host:port, e.g. "127.0.0.1:9092"`,
+		"invalid configuration: outbox.ForwarderConfig.BatchSize is -1; set a positive number of rows, or 0 for 1000",
+		"invalid configuration: outbox.ForwarderConfig.PollInterval is -1s; set a positive duration, or 0 for 1s",
+		"invalid configuration: outbox.ForwarderConfig.TakeoverInterval is -1s; set a positive duration, or 0 for 1s",
+		"invalid configuration: outbox.ForwarderConfig.QueryTimeout is -1s; set a positive duration, or 0 for 10s",
+		"invalid configuration: outbox.ForwarderConfig.RetryBackoff.MaxInterval is negative (-1s); use 0 for the default (10s) or a duration of at least InitialInterval",
+		"invalid configuration: outbox.ForwarderConfig.RetryBackoff.Multiplier (0.5) is less than 1; use 0 for the default (2) or a value of at least 1")
+	_, err := outbox.NewForwarder(nil, outbox.ForwarderConfig{Broker: ok})
+	wantConfigErr(t, "NewForwarder(nil)", err, "invalid configuration: outbox.NewForwarder got a nil *Outbox; pass the one from outbox.New")
 }

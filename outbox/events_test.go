@@ -54,7 +54,7 @@ func TestDomainEvents(t *testing.T) {
 	o.place()
 
 	errRollback := errors.New("rollback")
-	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestDomainEvents(t *testing.T) {
 	}
 	r.none(2 * testPoll)
 
-	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, kafkaPub, o)
 	})
 	if !errors.Is(err, outbox.ErrNotThroughOutbox) {
@@ -127,7 +127,7 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 		t.Fatal("the events were cleared")
 	}
 	var value order
-	if err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	if err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, pub, notPointer{&value})
 	}); err == nil {
 		t.Fatal("an aggregate that is not a pointer was accepted")

@@ -55,7 +55,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	err = outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		// The order's key first: its events then reach Kafka in commit order.
 		if err := box.LockKeys(ctx, tx, "order-1"); err != nil {
 			return err
@@ -97,7 +97,7 @@ func ExamplePublishDomainEvents() {
 	o := &order{ID: "order-7"} // embeds outbox.Events
 	o.place()
 	save := func(fail bool) error {
-		return outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+		return box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			// ... save the order with tx ...
 			if err := outbox.PublishDomainEvents(ctx, events, o); err != nil {
 				return err
@@ -151,7 +151,7 @@ func ExampleOutbox_Status() {
 	if err := box.Setup(ctx); err != nil {
 		panic(err)
 	}
-	err = outbox.Transact(ctx, pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		return box.Publisher(tx).Publish("orders.order-placed",
 			message.NewMessage("order-1", []byte(`{}`)), message.NewMessage("order-2", []byte(`{}`)))
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
@@ -61,6 +62,18 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	}
 	logger, logs := testLogger(t)
 	return &env{t: t, logger: logger, logs: logs, pool: pool, schema: schema, o: o, brokers: brokers}
+}
+
+// newStore is an idempotency store in e's schema, on e's pool, without
+// background cleanup, closed when the test ends.
+func newStore(t *testing.T, e *env) *postgres.Store {
+	t.Helper()
+	store, err := postgres.NewStore(e.pool, postgres.Config{Schema: e.schema, CleanupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }
 
 // forwarderConfig is the tests' forwarder configuration.
@@ -165,7 +178,7 @@ func (s *sequence) publish(n int) {
 // publish commits one transaction that publishes msgs to topic.
 func (e *env) publish(topic string, msgs ...*message.Message) {
 	e.t.Helper()
-	err := outbox.Transact(kafkatest.Context(e.t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kafkatest.Context(e.t), func(ctx context.Context, tx pgx.Tx) error {
 		return e.o.Publisher(tx).Publish(topic, msgs...)
 	})
 	if err != nil {

@@ -44,11 +44,7 @@ func TestLedgerEndToEnd(t *testing.T) {
 	bcfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}
 	kafkatest.Provision(t, bcfg, in, out, topics.DeadLetter(group))
 	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".ledger (id bigserial PRIMARY KEY, message_uuid text NOT NULL, amount bigint NOT NULL)")
-	store, err := postgres.NewStore(e.pool, postgres.Config{Schema: e.schema, CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := newStore(t, e)
 	e.startForwarder(e.forwarderConfig())
 
 	l := &ledgerConsumer{e: e, out: out, attempts: map[string]int{}}
@@ -169,13 +165,13 @@ func (l *ledgerConsumer) handle(msg *message.Message) ([]*message.Message, error
 func (l *ledgerConsumer) run(t *testing.T, group, in string, pub message.Publisher, store *postgres.Store) (stop func()) {
 	t.Helper()
 	chain, err := middleware.Defaults(middleware.Config{
-		Publisher:     pub,
-		Store:         store,
-		Transactional: true,
-		Logger:        slog.New(slog.DiscardHandler), // 200 retries on purpose; the test checks the outcomes
+		Publisher: pub,
+		Store:     store,
+		Logger:    slog.New(slog.DiscardHandler), // 200 retries on purpose; the test checks the outcomes
 		Idempotency: middleware.IdempotencyConfig{
-			Outbox:      l.e.o,
-			OnDuplicate: func(*message.Message, string, string) { l.duplicates.Add(1) },
+			Transactional: true,
+			Outbox:        l.e.o.ContextPublisher(),
+			OnDuplicate:   func(*message.Message, string, string) { l.duplicates.Add(1) },
 		},
 		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond}},
 	})

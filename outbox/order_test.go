@@ -59,7 +59,7 @@ func TestLockKeysNoDeadlock(t *testing.T) {
 				if (g+i)%2 == 1 {
 					ks = []string{"k5", "k4", "k3", "k2", "k1"}
 				}
-				err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+				err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 					return e.o.LockKeys(ctx, tx, ks...)
 				})
 				if err != nil {
@@ -109,7 +109,7 @@ func TestXidOrderInversion(t *testing.T) {
 		pgtest.Exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES")
 		t1Done := make(chan error, 1)
 		go func() {
-			t1Done <- outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+			t1Done <- e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 				if err := e.o.LockKeys(ctx, tx, "k"); err != nil {
 					return err
 				}
@@ -184,7 +184,7 @@ func runLoad(t *testing.T, e *env, topic string, lock bool, workers, perWorker i
 				rollback := rng.IntN(10) == 0
 				pause := time.Duration(rng.IntN(1000)) * time.Microsecond
 				var id, value string
-				err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+				err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 					if lock {
 						if err := e.o.LockKeys(ctx, tx, key); err != nil {
 							return err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/outbox"
 )
 
 // TestCommittedAndRolledBack: a rolled-back transaction's messages never
@@ -25,7 +24,7 @@ func TestCommittedAndRolledBack(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 
 	errRollback := errors.New("rolled back on purpose")
-	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := e.o.Publisher(tx).Publish(topic, newMsg("rolled-back", "k")); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -209,20 +210,20 @@ func (g gauges) collect() points {
 	if err := g.reader.Collect(context.Background(), &rm); err != nil {
 		g.t.Fatalf("collect: %v", err)
 	}
-	want := telemetry.AttrOutboxTable.String(g.table)
+	want := attribute.String("koto.outbox.table", g.table)
 	var p points
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch data := m.Data.(type) {
 			case metricdata.Gauge[int64]:
 				for _, dp := range data.DataPoints {
-					if v, ok := dp.Attributes.Value(want.Key); m.Name == telemetry.MetricOutboxWaiting && ok && v == want.Value {
+					if v, ok := dp.Attributes.Value(want.Key); m.Name == "koto.outbox.rows.waiting" && ok && v == want.Value {
 						p.n, p.waiting = p.n+1, dp.Value
 					}
 				}
 			case metricdata.Gauge[float64]:
 				for _, dp := range data.DataPoints {
-					if v, ok := dp.Attributes.Value(want.Key); m.Name == telemetry.MetricOutboxLag && ok && v == want.Value {
+					if v, ok := dp.Attributes.Value(want.Key); m.Name == "koto.outbox.forward.lag" && ok && v == want.Value {
 						p.n, p.lag = p.n+1, dp.Value
 					}
 				}

@@ -8,7 +8,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -19,13 +18,9 @@ import (
 // handler's rollback, and a duplicate delivery writes nothing.
 func TestTransactionalHandlerPublishesThroughOutbox(t *testing.T) {
 	e := newEnv(t)
-	store, err := postgres.NewStore(e.pool, postgres.Config{Schema: e.schema, CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{
-		Scope: func(*message.Message) string { return "payments" },
+	mw, err := middleware.Idempotency(newStore(t, e), middleware.IdempotencyConfig{
+		Transactional: true,
+		Scope:         func(*message.Message) string { return "payments" },
 	})
 	if err != nil {
 		t.Fatal(err)

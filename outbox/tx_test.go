@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	koto "github.com/koto-dev/watermill-koto"
@@ -11,22 +12,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
 // TestContextPublisher: a message reaches the outbox through the
-// transaction in its context, whether Transact, WithTx or
-// postgres.ContextWithTx put it there; a message without one is refused
-// and nothing of its call is written.
+// transaction in its context, whether the outbox's Transact or the
+// idempotency store's (a transactional handler's) put it there; a message
+// without one is refused and nothing of its call is written.
 func TestContextPublisher(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "ctx")
 	pub := e.o.ContextPublisher()
 
-	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		in := newMsg("transact", "")
 		in.SetContext(ctx)
 		return pub.Publish(topic, in)
@@ -35,56 +36,66 @@ func TestContextPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tx := begin(t, e)
-	viaStore := newMsg("store", "")
-	viaStore.SetContext(postgres.ContextWithTx(context.Background(), tx))
-	orphan := newMsg("orphan", "")
-	if err := pub.Publish(topic, viaStore, orphan); !errors.Is(err, outbox.ErrNoTransaction) {
-		t.Fatalf("Publish with a message without transaction = %v, want ErrNoTransaction", err)
+	claimed, err := newStore(t, e).Transact(kafkatest.Context(t), idempotency.Claim{Key: "ctx/1"}, func(ctx context.Context) error {
+		viaStore := newMsg("store", "")
+		viaStore.SetContext(ctx)
+		orphan := newMsg("orphan", "")
+		if err := pub.Publish(topic, viaStore, orphan); !errors.Is(err, outbox.ErrNoTransaction) {
+			t.Errorf("Publish with a message without transaction = %v, want ErrNoTransaction", err)
+		}
+		return pub.Publish(topic, viaStore)
+	})
+	if err != nil || !claimed {
+		t.Fatalf("Store.Transact = %v, %v", claimed, err)
 	}
-	if err := pub.Publish(topic, viaStore); err != nil {
-		t.Fatal(err)
-	}
-	commit(t, tx)
 	if n := e.rows(); n != 2 {
 		t.Fatalf("%d rows, want 2", n)
 	}
 }
 
-// TestWithTxAfterCommit: functions registered with AfterCommit run after
-// the commit, in order, and never after a rollback; a context without a
-// bound transaction refuses them.
-func TestWithTxAfterCommit(t *testing.T) {
+// TestAfterCommit: functions registered with AfterCommit run after the
+// commit of the outbox's Transact or of the idempotency store's, in order,
+// and never after a rollback; a context without a transaction refuses
+// them.
+func TestAfterCommit(t *testing.T) {
 	e := newEnv(t)
-	var ran []int
-	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
-		for i := range 3 {
-			if err := outbox.AfterCommit(ctx, func() { ran = append(ran, i) }); err != nil {
-				return err
-			}
-		}
-		if len(ran) != 0 {
-			t.Error("ran before the commit")
-		}
-		return nil
-	})
-	if err != nil || len(ran) != 3 || ran[0] != 0 || ran[2] != 2 {
-		t.Fatalf("after commit: %v, ran %v", err, ran)
+	store := newStore(t, e)
+	transacts := map[string]func(fn func(ctx context.Context) error) error{
+		"Outbox.Transact": func(fn func(ctx context.Context) error) error {
+			return e.o.Transact(kafkatest.Context(t), func(ctx context.Context, _ pgx.Tx) error { return fn(ctx) })
+		},
+		"Store.Transact": func(fn func(ctx context.Context) error) error {
+			_, err := store.Transact(kafkatest.Context(t), idempotency.Claim{Key: newMsg("", "").UUID}, fn)
+			return err
+		},
 	}
-	ran = nil
-	_ = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
-		_ = outbox.AfterCommit(ctx, func() { ran = append(ran, 1) })
-		return errors.New("rollback")
-	})
-	if len(ran) != 0 {
-		t.Fatal("ran after a rollback")
+	for name, transact := range transacts {
+		var ran []int
+		err := transact(func(ctx context.Context) error {
+			for i := range 3 {
+				if err := outbox.AfterCommit(ctx, func() { ran = append(ran, i) }); err != nil {
+					return err
+				}
+			}
+			if len(ran) != 0 {
+				t.Errorf("%s: ran before the commit", name)
+			}
+			return nil
+		})
+		if err != nil || !slices.Equal(ran, []int{0, 1, 2}) {
+			t.Fatalf("%s: after commit: %v, ran %v", name, err, ran)
+		}
+		ran = nil
+		_ = transact(func(ctx context.Context) error {
+			_ = outbox.AfterCommit(ctx, func() { ran = append(ran, 1) })
+			return errors.New("rollback")
+		})
+		if len(ran) != 0 {
+			t.Fatalf("%s: ran after a rollback", name)
+		}
 	}
 	if err := outbox.AfterCommit(context.Background(), func() {}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("AfterCommit without a transaction = %v", err)
-	}
-	tx := begin(t, e)
-	if err := outbox.AfterCommit(postgres.ContextWithTx(context.Background(), tx), func() {}); !errors.Is(err, outbox.ErrNoTransaction) {
-		t.Fatalf("AfterCommit with a transaction not bound by WithTx = %v", err)
 	}
 }
 
@@ -97,7 +108,7 @@ func TestTransactCommitFails(t *testing.T) {
 	table := pgx.Identifier{e.schema, "once"}.Sanitize()
 	pgtest.Exec(t, e.pool, "CREATE TABLE "+table+" (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
 	ran := false
-	err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1), (1)"); err != nil {
 			return err
 		}
@@ -130,7 +141,7 @@ func TestTransactPanics(t *testing.T) {
 				t.Fatal("the panic did not go on")
 			}
 		}()
-		_ = outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		_ = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 			if err := e.o.Publisher(tx).Publish(topic, newMsg("x", "")); err != nil {
 				return err
 			}
@@ -164,7 +175,7 @@ func TestInvalidMessages(t *testing.T) {
 		"empty topic":   {e.o, "", []*message.Message{newMsg("x", "")}},
 		"too long name": {e.o, string(make([]byte, 250)), []*message.Message{newMsg("x", "")}},
 	} {
-		err := outbox.Transact(kafkatest.Context(t), e.pool, func(ctx context.Context, tx pgx.Tx) error {
+		err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
 		})
 		if !errors.Is(err, outbox.ErrInvalidMessage) || koto.ClassOf(err) != koto.ClassPoison {
@@ -193,16 +204,19 @@ func TestAutoTxPublisher(t *testing.T) {
 	e := newEnv(t)
 	topic := kafkatest.Topic(t, "auto")
 	pub := e.o.AutoTxPublisher()
-	tx := begin(t, e)
-	inTx := newMsg("in-tx", "")
-	inTx.SetContext(postgres.ContextWithTx(context.Background(), tx))
-	if err := pub.Publish(topic, newMsg("own-1", ""), inTx, newMsg("own-2", "")); err != nil {
-		t.Fatal(err)
-	}
-	if n := e.rows(); n != 2 {
-		t.Fatalf("%d rows committed outside the open transaction, want the 2 without one", n)
-	}
-	if err := tx.Rollback(kafkatest.Context(t)); err != nil {
+	errRollback := errors.New("rollback")
+	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+		inTx := newMsg("in-tx", "")
+		inTx.SetContext(ctx)
+		if err := pub.Publish(topic, newMsg("own-1", ""), inTx, newMsg("own-2", "")); err != nil {
+			return err
+		}
+		if n := e.rows(); n != 2 {
+			t.Errorf("%d rows committed outside the open transaction, want the 2 without one", n)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
 		t.Fatal(err)
 	}
 	if n := e.rows(); n != 2 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -71,7 +72,7 @@ func Example() {
 	}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
-			outcome, _ := sum.DataPoints[0].Attributes.Value(telemetry.attrOutcome)
+			outcome, _ := sum.DataPoints[0].Attributes.Value(attribute.Key("koto.outcome"))
 			fmt.Println(m.Name, outcome.AsString(), sum.DataPoints[0].Value)
 		}
 	}
@@ -125,9 +126,9 @@ func ExampleTelemetry_ObserveOutbox() {
 	if err != nil {
 		panic(err)
 	}
-	reg, err := tel.ObserveOutbox("koto.outbox", func(ctx context.Context) (telemetry.OutboxStats, error) {
+	reg, err := tel.ObserveOutbox("koto.outbox", func(ctx context.Context) (int64, time.Duration, error) {
 		// One query, such as: SELECT count(*), now() - min(created_at) FROM koto.outbox
-		return telemetry.OutboxStats{Waiting: 12, OldestAge: 250 * time.Millisecond}, nil
+		return 12, 250 * time.Millisecond, nil
 	})
 	if err != nil {
 		panic(err)

@@ -19,6 +19,23 @@ import (
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
+// The names of this project's own instruments and attributes, as the
+// package doc lists them for users' dashboards.
+const (
+	metricConsumerRetries     = "koto.consumer.retries"
+	metricConsumerDeadLetters = "koto.consumer.dead_letters"
+	metricStoreDuration       = "koto.idempotency.store.duration"
+	metricRequestDuration     = "koto.request.duration"
+	metricOutboxWaiting       = "koto.outbox.rows.waiting"
+	metricOutboxLag           = "koto.outbox.forward.lag"
+
+	attrOutcome        = attribute.Key("koto.outcome")
+	attrErrorClass     = attribute.Key("koto.error_class")
+	attrStoreOperation = attribute.Key("koto.idempotency.operation")
+	attrRequestOutcome = attribute.Key("koto.request.outcome")
+	attrOutboxTable    = attribute.Key("koto.outbox.table")
+)
+
 // sdk is a Telemetry on the OpenTelemetry SDK, with a span recorder and a
 // manual metric reader to look at what it recorded.
 type sdk struct {
@@ -156,7 +173,7 @@ func describe(spans []sdktrace.ReadOnlySpan) string {
 	var walk func(s sdktrace.ReadOnlySpan, depth int)
 	walk = func(s sdktrace.ReadOnlySpan, depth int) {
 		fmt.Fprintf(&b, "%s%s (trace %s, outcome %q)\n", strings.Repeat("  ", depth), s.Name(),
-			s.SpanContext().TraceID(), attr(s, telemetry.attrOutcome))
+			s.SpanContext().TraceID(), attr(s, attrOutcome))
 		kids := children[s.SpanContext().SpanID()]
 		slices.SortFunc(kids, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 		for _, k := range kids {

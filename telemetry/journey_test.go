@@ -12,7 +12,6 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -166,12 +165,12 @@ func TestOrderJourneyIsOneTrace(t *testing.T) {
 		if links := req.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != reply.SpanContext().SpanID() {
 			t.Errorf("the request span does not link to the reply's send span: %v", links)
 		}
-		if got := attr(req, telemetry.attrRequestOutcome); got != string(telemetry.RequestOK) {
+		if got := attr(req, attrRequestOutcome); got != "ok" {
 			t.Errorf("request outcome %q, want ok", got)
 		}
 	}
-	if got := s.count(t, telemetry.metricRequestDuration, semconv.MessagingDestinationName(command),
-		telemetry.attrRequestOutcome.String("ok")); got != 1 {
+	if got := s.count(t, metricRequestDuration, semconv.MessagingDestinationName(command),
+		attrRequestOutcome.String("ok")); got != 1 {
 		t.Errorf("request durations: %d, want 1", got)
 	}
 }

@@ -9,8 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-
-	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
 // TestObserveOutbox: the gauges report what the outbox's callback returns
@@ -18,10 +16,10 @@ import (
 // failing callback reports nothing.
 func TestObserveOutbox(t *testing.T) {
 	s := newSDK(t)
-	stats := telemetry.OutboxStats{Waiting: 7, OldestAge: 1500 * time.Millisecond}
+	waiting, oldest := int64(7), 1500*time.Millisecond
 	var failing error
-	reg, err := s.tel.ObserveOutbox("public.outbox", func(ctx context.Context) (telemetry.OutboxStats, error) {
-		return stats, failing
+	reg, err := s.tel.ObserveOutbox("public.outbox", func(ctx context.Context) (int64, time.Duration, error) {
+		return waiting, oldest, failing
 	})
 	if err != nil {
 		t.Fatalf("ObserveOutbox: %v", err)
@@ -39,13 +37,13 @@ func TestObserveOutbox(t *testing.T) {
 			switch data := m.Data.(type) {
 			case metricdata.Gauge[int64]:
 				for _, dp := range data.DataPoints {
-					if m.Name == telemetry.metricOutboxWaiting && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.attrOutboxTable.String("public.outbox")}) {
+					if m.Name == metricOutboxWaiting && hasAll(dp.Attributes, []attribute.KeyValue{attrOutboxTable.String("public.outbox")}) {
 						waiting, n = dp.Value, n+1
 					}
 				}
 			case metricdata.Gauge[float64]:
 				for _, dp := range data.DataPoints {
-					if m.Name == telemetry.metricOutboxLag && hasAll(dp.Attributes, []attribute.KeyValue{telemetry.attrOutboxTable.String("public.outbox")}) {
+					if m.Name == metricOutboxLag && hasAll(dp.Attributes, []attribute.KeyValue{attrOutboxTable.String("public.outbox")}) {
 						lag, n = dp.Value, n+1
 					}
 				}
@@ -56,7 +54,7 @@ func TestObserveOutbox(t *testing.T) {
 	if w, l, n, err := gauges(); err != nil || n != 2 || w != 7 || l != 1.5 {
 		t.Errorf("gauges: waiting %d, lag %v (%d points, %v), want 7 and 1.5", w, l, n, err)
 	}
-	stats = telemetry.OutboxStats{Waiting: 0}
+	waiting, oldest = 0, 0
 	if w, l, n, err := gauges(); err != nil || n != 2 || w != 0 || l != 0 {
 		t.Errorf("gauges of an empty outbox: waiting %d, lag %v (%d points, %v), want 0 and 0", w, l, n, err)
 	}

@@ -76,7 +76,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	}
 	const cid = "checkout-7"
 	txCtx, checkout := s.tracer.Start(correlation.WithID(ctx, cid), "checkout")
-	err = outbox.Transact(txCtx, pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = box.Transact(txCtx, func(ctx context.Context, tx pgx.Tx) error {
 		return events.Publish(ctx, OrderPlaced{OrderID: "7"})
 	})
 	checkout.End()

@@ -16,6 +16,9 @@ import (
 const (
 	expiredRows = 200_000
 	freshRows   = 1_000
+	// defaultCleanupBatchSize is Config.CleanupBatchSize's documented
+	// default.
+	defaultCleanupBatchSize = 5000
 )
 
 // TestCleanupDeletesExactlyExpiredInBatches fills the table with 200 000
@@ -67,18 +70,18 @@ func TestCleanupDeletesExactlyExpiredInBatches(t *testing.T) {
 	if want := freshRows + marked.Load(); left != want {
 		t.Fatalf("%d rows left, want the %d fresh ones and %d marked during the cleanup", left, freshRows, marked.Load())
 	}
-	if want := int64(expiredRows + freshRows - postgres.defaultCleanupBatchSize); visibleAfterFirst != want {
+	if want := int64(expiredRows + freshRows - defaultCleanupBatchSize); visibleAfterFirst != want {
 		t.Fatalf("after the first batch other connections see %d rows, want %d", visibleAfterFirst, want)
 	}
 	batches := log.recorded()
 	var sum int64
 	for _, n := range batches {
-		if n > postgres.defaultCleanupBatchSize {
-			t.Fatalf("a batch deleted %d rows, more than %d", n, postgres.defaultCleanupBatchSize)
+		if n > defaultCleanupBatchSize {
+			t.Fatalf("a batch deleted %d rows, more than %d", n, defaultCleanupBatchSize)
 		}
 		sum += n
 	}
-	if want := expiredRows / postgres.defaultCleanupBatchSize; len(batches) != want || sum != expiredRows {
+	if want := expiredRows / defaultCleanupBatchSize; len(batches) != want || sum != expiredRows {
 		t.Fatalf("%d batches deleting %d rows, want %d batches deleting %d", len(batches), sum, want, expiredRows)
 	}
 }

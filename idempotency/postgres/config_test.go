@@ -32,13 +32,13 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		field string
 		hint  string
 	}{
-		{"long schema", postgres.Config{Schema: strings.Repeat("s", 64)}, "Schema", "at most 63 bytes"},
-		{"long table", postgres.Config{Table: strings.Repeat("t", 48)}, "Table", "at most 47 bytes"},
-		{"NUL", postgres.Config{Table: "a\x00b"}, "Table", "NUL"},
-		{"bad UTF-8", postgres.Config{Schema: "a\xffb"}, "Schema", "UTF-8"},
-		{"negative window", postgres.Config{Window: -time.Second}, "Window", "at least 1ms"},
-		{"tiny window", postgres.Config{Window: time.Microsecond}, "Window", "at least 1ms"},
-		{"negative batch", postgres.Config{CleanupBatchSize: -1}, "CleanupBatchSize", "positive"},
+		{"long schema", postgres.Config{Schema: strings.Repeat("s", 64)}, "postgres.Config.Schema", "at most 63 bytes"},
+		{"long table", postgres.Config{Table: strings.Repeat("t", 48)}, "postgres.Config.Table", "at most 47 bytes"},
+		{"NUL", postgres.Config{Table: "a\x00b"}, "postgres.Config.Table", "NUL"},
+		{"bad UTF-8", postgres.Config{Schema: "a\xffb"}, "postgres.Config.Schema", "UTF-8"},
+		{"negative window", postgres.Config{Window: -time.Second}, "postgres.Config.Window", "at least 1ms"},
+		{"tiny window", postgres.Config{Window: time.Microsecond}, "postgres.Config.Window", "at least 1ms"},
+		{"negative batch", postgres.Config{CleanupBatchSize: -1}, "postgres.Config.CleanupBatchSize", "positive"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := postgres.NewStore(pool, c.cfg)
@@ -49,12 +49,13 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 			if !errors.Is(err, koto.ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 			}
-			if !strings.Contains(err.Error(), c.field) || !strings.Contains(err.Error(), c.hint) {
+			if !strings.HasPrefix(err.Error(), "invalid configuration: "+c.field+" ") || !strings.Contains(err.Error(), c.hint) {
 				t.Fatalf("error %q does not name %s and say %q", err, c.field, c.hint)
 			}
 		})
 	}
-	if _, err := postgres.NewStore(nil, postgres.Config{}); !errors.Is(err, koto.ErrInvalidConfig) {
+	if _, err := postgres.NewStore(nil, postgres.Config{}); !errors.Is(err, koto.ErrInvalidConfig) ||
+		err.Error() != "invalid configuration: postgres.NewStore got a nil pool; pass a connected *pgxpool.Pool" {
 		t.Fatalf("NewStore(nil pool): %v", err)
 	}
 	s, err := postgres.NewStore(pool, postgres.Config{Table: strings.Repeat("t", 47), CleanupInterval: -1})
@@ -70,6 +71,8 @@ func TestValidateZeroMeansDefaults(t *testing.T) {
 	}
 }
 
+// TestValidateNamesEveryField: Validate reports every invalid field at
+// once, one a line, each with what to change.
 func TestValidateNamesEveryField(t *testing.T) {
 	err := postgres.Config{
 		Schema:           strings.Repeat("s", 64),
@@ -77,13 +80,14 @@ func TestValidateNamesEveryField(t *testing.T) {
 		Window:           -time.Second,
 		CleanupBatchSize: -1,
 	}.Validate()
-	if err == nil {
-		t.Fatal("Validate accepted an invalid Config")
-	}
-	for _, field := range []string{"Schema", "Table", "Window", "CleanupBatchSize"} {
-		if !strings.Contains(err.Error(), field) {
-			t.Errorf("Validate does not name %s: %v", field, err)
-		}
+	want := strings.Join([]string{
+		`invalid configuration: postgres.Config.Schema "` + strings.Repeat("s", 64) + `" is 64 bytes; shorten it to at most 63 bytes`,
+		`invalid configuration: postgres.Config.Table "t\x00" contains a NUL byte; remove it`,
+		"invalid configuration: postgres.Config.Window is -1s; set it to at least 1ms, or 0 for the default (24h0m0s)",
+		"invalid configuration: postgres.Config.CleanupBatchSize is -1; set a positive number of rows, or 0 for the default (5000)",
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate:\n got %v\nwant %s", err, want)
 	}
 	if !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Fatalf("%v does not wrap ErrInvalidConfig", err)

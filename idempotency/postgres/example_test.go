@@ -2,12 +2,13 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 )
 
@@ -43,19 +44,13 @@ func ExampleNewStore() {
 	}
 }
 
-// In the transactional mode the claim commits with the handler's writes.
+// MarkProcessedTx claims a message in a transaction of the caller's, so
+// that the claim commits or rolls back with the handler's writes.
 func ExampleStore_MarkProcessedTx() {
 	ctx := context.Background()
 	pool, store := exampleStore(ctx)
 	defer pool.Close()
 	defer store.Close()
-
-	// The handler writes its effects with the transaction in its context.
-	handle := func(ctx context.Context) error {
-		tx, _ := postgres.TxFromContext(ctx)
-		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1")
-		return err
-	}
 
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -69,30 +64,6 @@ func ExampleStore_MarkProcessedTx() {
 	if !claimed {
 		return // a duplicate: handled and committed before
 	}
-	if err := handle(postgres.ContextWithTx(ctx, tx)); err != nil {
-		log.Fatal(err) // rolls back the claim with the writes
-	}
-	if err := tx.Commit(ctx); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// BeginClaim begins the transaction and claims the message in one round
-// trip; middleware.TransactionalIdempotency does this for every delivery.
-func ExampleStore_BeginClaim() {
-	ctx := context.Background()
-	pool, store := exampleStore(ctx)
-	defer pool.Close()
-	defer store.Close()
-
-	tx, claimed, err := store.BeginClaim(ctx, "0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b")
-	if err != nil {
-		log.Fatal(err) // an outage: nack and retry later
-	}
-	if !claimed {
-		return // a duplicate: nothing is left open
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
 	if _, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1"); err != nil {
 		log.Fatal(err) // rolls back the claim with the writes
 	}
@@ -101,30 +72,58 @@ func ExampleStore_BeginClaim() {
 	}
 }
 
-// DeferClaim saves BEGIN and the claim their round trip: they go with the
-// transaction's first statement, which fails with ErrDuplicate when the
-// message was processed already; middleware.TransactionalIdempotency does
-// this for every delivery.
-func ExampleStore_DeferClaim() {
+// Transact begins the transaction and claims the message in one round
+// trip, runs the handler with the transaction in its context and commits;
+// the idempotency middleware's transactional mode does this for every
+// delivery.
+func ExampleStore_Transact() {
 	ctx := context.Background()
 	pool, store := exampleStore(ctx)
 	defer pool.Close()
 	defer store.Close()
 
-	tx := store.DeferClaim("0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b", nil)
-	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
-	_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - $1 WHERE id = 1", 10)
-	switch {
-	case errors.Is(err, postgres.ErrDuplicate):
-		return // a duplicate: nothing was written, nothing is left open
-	case err != nil:
-		if _, _, claimErr := tx.Outcome(); claimErr != nil {
-			log.Fatal(claimErr) // an outage: nack and retry later
-		}
-		log.Fatal(err) // rolls back the claim with the writes
+	// The handler writes its effects with the transaction in its context.
+	handle := func(ctx context.Context) error {
+		tx, _ := postgres.TxFromContext(ctx)
+		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = 1")
+		return err // an error rolls back the claim with the writes
 	}
-	if err := tx.Commit(ctx); err != nil {
+	claimed, err := store.Transact(ctx, idempotency.Claim{Key: "0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b"}, handle)
+	switch {
+	case koto.ClassOf(err) == koto.ClassOutage:
+		log.Fatal(err) // the database: nack and retry later
+	case err != nil:
+		log.Fatal(err) // the handler's own error
+	case !claimed:
+		fmt.Println("a duplicate: handled and committed before")
+	}
+}
+
+// With Claim.Defer, BEGIN and the claim go with the handler's first
+// statement instead of before the handler, saving their round trip; for a
+// duplicate that statement fails with ErrDuplicate and Transact reports
+// the duplicate.
+func ExampleStore_Transact_deferred() {
+	ctx := context.Background()
+	pool, store := exampleStore(ctx)
+	defer pool.Close()
+	defer store.Close()
+
+	claim := idempotency.Claim{
+		Key:      "0190f5e2-7a3c-7d4e-9b1a-2c3d4e5f6a7b",
+		LockKeys: []string{"account-1"}, // the partition key of what it writes to an outbox
+		Defer:    true,
+	}
+	claimed, err := store.Transact(ctx, claim, func(ctx context.Context) error {
+		tx, _ := postgres.TxFromContext(ctx)
+		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - $1 WHERE id = 1", 10)
+		return err // ErrDuplicate for a duplicate
+	})
+	if err != nil {
 		log.Fatal(err)
+	}
+	if !claimed {
+		fmt.Println("a duplicate: nothing was written")
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,8 +23,13 @@ var _ idempotency.TxStore = (*Store)(nil)
 // mark, and nothing fn did is kept. A failed begin, claim or commit is an
 // outage (koto.Outage), and so is fn's error once the transaction's
 // connection broke; a commit that PostgreSQL turns into a rollback (fn
-// ignored a failed statement) is not.
+// ignored a failed statement) is not. A lock key with a NUL byte or
+// invalid UTF-8, which PostgreSQL cannot read, is poison (koto.Poison),
+// and nothing runs.
 func (s *Store) Transact(ctx context.Context, c idempotency.Claim, fn func(ctx context.Context) error) (claimed bool, err error) {
+	if err := checkLockKeys(c.LockKeys); err != nil {
+		return false, err
+	}
 	if c.Defer {
 		return s.transactDeferred(ctx, c, fn)
 	}
@@ -65,6 +72,18 @@ func (s *Store) transactDeferred(ctx context.Context, c idempotency.Claim, fn fu
 	}
 	u.Committed()
 	return true, nil
+}
+
+// checkLockKeys refuses, as poison, a lock key that PostgreSQL cannot
+// read as text (a NUL byte, invalid UTF-8): the claim would fail on every
+// delivery, and as an outage it would be retried for ever.
+func checkLockKeys(keys []string) error {
+	for _, k := range keys {
+		if strings.IndexByte(k, 0) >= 0 || !utf8.ValidString(k) {
+			return koto.Poison(fmt.Errorf("postgres: transactional claim: lock key %q has a NUL byte or is not valid UTF-8", k))
+		}
+	}
+	return nil
 }
 
 // begin begins the transaction with the claim, within timeout. Every
