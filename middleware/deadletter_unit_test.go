@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	koto "github.com/koto-dev/watermill-koto"
-
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 

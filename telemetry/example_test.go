@@ -110,7 +110,7 @@ func ExampleTelemetry_Publisher() {
 	if err := pub.Publish("orders.order-placed", msg); err != nil {
 		panic(err)
 	}
-	carried := trace.SpanContextFromContext(tel.Extract(context.Background(), msg))
+	carried := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(msg.Metadata)))
 	fmt.Println("in the checkout's trace:", carried.TraceID() == span.SpanContext().TraceID())
 	// Output:
 	// in the checkout's trace: true
