@@ -89,7 +89,7 @@ type DurableOutbox struct {
 	cfg    DurableOutboxConfig
 	box    *outbox.Outbox
 	store  *postgres.Store
-	direct message.Publisher
+	direct *broker.Publisher // concrete: a nil one must compare nil in Close
 	fwd    *outbox.Forwarder
 
 	stop    context.CancelFunc
@@ -211,7 +211,9 @@ func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
 	if len(cfg.Broker.Brokers) == 0 {
 		cfg.Broker = d.cfg.Broker
 	}
-	cfg.Publisher = cmp.Or(cfg.Publisher, d.direct)
+	if cfg.Publisher == nil {
+		cfg.Publisher = d.direct
+	}
 	cfg.Store, cfg.Outbox, cfg.Transactional = d.store, d.box, true
 	return NewService(cfg)
 }
