@@ -248,10 +248,13 @@ func publishReply(ctx context.Context, env *handlerEnv, topic, op string, reply 
 	}, koto.Outage)
 }
 
-// log logs the command once handled.
+// log logs the command once handled: at warn when it failed, at info
+// when it succeeded or answered its requester with a HandlerError of a kind
+// of its own, a result the caller expects.
 func (c *commandCall) log(result string, err error) {
 	level := slog.LevelInfo
-	if err != nil {
+	kind := errorKind(err)
+	if err != nil && (result != resultError || !c.waiting() || kind == KindInternal) {
 		level = slog.LevelWarn
 	}
 	if !c.env.logger.Enabled(c.ctx, level) {
@@ -268,7 +271,7 @@ func (c *commandCall) log(result string, err error) {
 		attrs = append(attrs, slog.String(logattr.OperationID, c.op))
 	}
 	if err != nil {
-		attrs = append(attrs, slog.String(logattr.Error, err.Error()))
+		attrs = append(attrs, slog.String(logattr.ErrorKind, kind), slog.String(logattr.Error, err.Error()))
 	}
 	c.env.logger.LogAttrs(c.ctx, level, "command handled", attrs...)
 }

@@ -58,7 +58,9 @@
 // send (Kafka did not acknowledge the message in time), or the wait for the
 // reply. A cancelled context gives context.Canceled, not ErrTimeout. Close
 // ends every Request and Send under way with [ErrClosed], those still
-// sending included, and ends a Start under way.
+// sending included, and ends a Start under way. A Request before Start
+// returns [ErrNotStarted], an outage like ErrClosed: a handler that sends
+// requests before its dispatcher has started is retried, not dead-lettered.
 //
 // A message given up while it was being sent may still be written: Kafka
 // may have it already, or the producer may still deliver it. Such a command

@@ -10,7 +10,6 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/config"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -86,7 +85,7 @@ type DurableOutbox struct {
 	cfg    DurableOutboxConfig
 	box    *outbox.Outbox
 	store  *postgres.Store
-	direct message.Publisher
+	direct *broker.Publisher // concrete: a nil one must compare nil in Close
 	fwd    *outbox.Forwarder
 
 	stop    context.CancelFunc
@@ -188,7 +187,9 @@ func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
 	if len(cfg.Broker.Brokers) == 0 {
 		cfg.Broker = d.cfg.Broker
 	}
-	cfg.Publisher = cmp.Or(cfg.Publisher, d.direct)
+	if cfg.Publisher == nil {
+		cfg.Publisher = d.direct
+	}
 	cfg.Store, cfg.durable = d.store, d
 	return NewService(cfg)
 }

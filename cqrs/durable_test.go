@@ -365,3 +365,19 @@ func TestDurableOutboxConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDurableOutboxNoKafka: with no broker listening, the constructor
+// cleans up what it set up and reports the refused connection.
+func TestNewDurableOutboxNoKafka(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	d, err := cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
+		Broker: broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}},
+		Outbox: outbox.Config{Schema: schema},
+		Store:  postgres.Config{Schema: schema},
+	})
+	if d != nil {
+		t.Error("NewDurableOutbox returned a DurableOutbox with its error")
+	}
+	kafkatest.WantRefused(t, "NewDurableOutbox", err)
+}

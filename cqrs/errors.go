@@ -27,7 +27,9 @@ var (
 
 	// ErrNotStarted is returned by Request on a dispatcher whose Start has
 	// not run, and wrapped when the Start that a Request waited for failed.
-	ErrNotStarted = errors.New("cqrs: command dispatcher not started")
+	// It is marked koto.Outage, like ErrClosed: a handler whose Request
+	// comes before Start is retried until it succeeds.
+	ErrNotStarted = koto.Outage(errors.New("cqrs: command dispatcher not started"))
 
 	// ErrUnexpectedType is wrapped by the error that dead-letters a
 	// message whose type name is not its consumer's (see SkipOtherTypes).
@@ -91,9 +93,18 @@ func (e *HandlerError) Is(target error) bool {
 
 // replyError turns a handler's error into what travels in the reply.
 func replyError(err error) *HandlerError {
+	return &HandlerError{Kind: errorKind(err), Message: err.Error()}
+}
+
+// errorKind returns the kind of the HandlerError in err, KindInternal when
+// it has none, or "" for nil.
+func errorKind(err error) string {
 	var he *HandlerError
-	if errors.As(err, &he) && he.Kind != "" {
-		return &HandlerError{Kind: he.Kind, Message: err.Error()}
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &he) && he.Kind != "":
+		return he.Kind
 	}
-	return &HandlerError{Kind: KindInternal, Message: err.Error()}
+	return KindInternal
 }

@@ -2,9 +2,11 @@ package cqrs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -482,5 +484,114 @@ func TestNilMessagesAreRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "nil") {
 			t.Errorf("%s of nil: %v, want an error naming the nil message", name, err)
 		}
+	}
+}
+
+// TestRequestBeforeStartIsRetried: a handler whose Request finds the
+// dispatcher not started yet is retried as in an outage, past the retries
+// of a retryable error, and succeeds once the dispatcher has started.
+func TestRequestBeforeStartIsRetried(t *testing.T) {
+	e := newReqReplyEnv(t)
+	d, err := cqrs.NewCommandDispatcher(e.pub, cqrs.CommandDispatcherConfig{
+		Service: e.orders, Routes: e.routes, AutoProvisionTopics: true, Broker: broker.Config{Brokers: e.brokers},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if class := middleware.Classify(cqrs.ErrNotStarted); class != middleware.ClassOutage {
+		t.Errorf("ErrNotStarted is %v, want %v", class, middleware.ClassOutage)
+	}
+
+	shop := kafkatest.ServiceName(t, "shop")
+	events, err := cqrs.NewEventPublisher(e.pub, cqrs.EventPublisherConfig{Service: shop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedPastRetries := make(chan int, 1)
+	charged := make(chan string, 1)
+	var failures int
+	svc := newService(t, e.brokers, cqrs.ServiceConfig{Name: e.orders, AutoProvisionTopics: true})
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
+		got, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: ev.OrderID})
+		if err != nil {
+			if failures++; failures == middleware.DefaultMaxAttempts+1 {
+				failedPastRetries <- failures
+			}
+			return err
+		}
+		charged <- got.ID
+		return nil
+	}, cqrs.From(shop)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.RunRouter(t, r)
+	if err := events.Publish(kafkatest.Context(t), OrderPlacedEvent{OrderID: "o-early"}); err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.Receive(t, failedPastRetries, "more failures of the unstarted dispatcher than a retryable error gets")
+	if err := d.Start(kafkatest.Context(t)); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if got := kafkatest.Receive(t, charged, "the reply once started"); got != "o-early" {
+		t.Errorf("charged %q, want o-early", got)
+	}
+}
+
+// TestHandlerErrorLogLevel: a request answered with a HandlerError of the
+// handler's own kind is logged at info with its kind; a plain error, which
+// the requester gets as internal, at warn.
+func TestHandlerErrorLogLevel(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	payments, orders := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "orders")
+	var logs kafkatest.Buffer
+	svc, err := cqrs.NewService(cqrs.ServiceConfig{
+		Name: payments, Broker: broker.Config{Brokers: brokers}, AutoProvisionTopics: true,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Close() })
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err = svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+		if cmd.Fail == "declined" {
+			return CardCharged{}, fmt.Errorf("card of %s: %w", cmd.ID, ErrCardDeclined)
+		}
+		return CardCharged{}, errors.New("ledger unavailable")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.RunRouter(t, r)
+	d := newDispatcher(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
+		Service: orders, AutoProvisionTopics: true, Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
+	})
+	ctx := kafkatest.Context(t)
+	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "declined", Fail: "declined"}); !errors.Is(err, ErrCardDeclined) {
+		t.Fatalf("declined: %v, want ErrCardDeclined", err)
+	}
+	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "plain"}); err == nil {
+		t.Fatal("plain error: the request succeeded")
+	}
+
+	lines := map[string]string{} // error → level and kind of its "command handled" line
+	kafkatest.WaitFor(t, "both commands logged", func() bool {
+		for line := range strings.Lines(logs.String()) {
+			var l struct {
+				Level, Msg, Error string
+				ErrorKind         string `json:"error_kind"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "command handled" {
+				lines[l.Error] = l.Level + " " + l.ErrorKind
+			}
+		}
+		return len(lines) == 2
+	})
+	want := map[string]string{"card of declined: card declined": "INFO card-declined", "ledger unavailable": "WARN " + cqrs.KindInternal}
+	if !maps.Equal(lines, want) {
+		t.Errorf("command lines by error = %v, want %v", lines, want)
 	}
 }

@@ -79,7 +79,7 @@ func (c *ServiceConfig) setDefaults() {
 
 // Validate reports every problem of the configuration, zero fields
 // counting as their defaults, Broker and DeadLetter included, in one error
-// that wraps koto.koto.ErrInvalidConfig.
+// that wraps koto.ErrInvalidConfig.
 func (c ServiceConfig) Validate() error {
 	c.setDefaults()
 	p := config.For("cqrs.ServiceConfig")
@@ -93,8 +93,8 @@ func (c ServiceConfig) Validate() error {
 }
 
 // Service registers the consumers of one service on a Watermill router.
-// Build it with NewService, then call Register once or more before the
-// router runs. It is safe for concurrent use.
+// Build it with NewService, then call Register once or more, before the
+// router runs or while it runs. It is safe for concurrent use.
 type Service struct {
 	cfg    ServiceConfig
 	logger *slog.Logger
@@ -130,11 +130,17 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // (the error names it and wraps [ErrInvalidRoute]), a handler name the
 // router already has, or two consumers with one group fail the whole call
 // with koto.ErrInvalidConfig. With AutoProvisionTopics the topics and
-// dead-letter topics are created, which is the only thing ctx bounds.
-// Register after the router started needs router.RunHandlers.
+// dead-letter topics are created, which ctx bounds. On a running router,
+// Register also starts the consumers (router.RunHandlers) under ctx, as
+// Watermill does: they stop when ctx ends or the router closes, so pass
+// the context the router runs with. Call it before Run, or after Running
+// is closed, not while Run starts. A closed router is refused.
 func (s *Service) Register(ctx context.Context, router *message.Router, consumers ...Consumer) error {
 	if router == nil {
 		return fmt.Errorf("%w: the router is nil; pass the message.Router to add the consumers to", koto.ErrInvalidConfig)
+	}
+	if router.IsClosed() {
+		return fmt.Errorf("%w: the router is closed; register the consumers on a router that has not been closed", koto.ErrInvalidConfig)
 	}
 	s.regMu.Lock() // plan checks the router's handler names; keep them until added
 	defer s.regMu.Unlock()
@@ -167,6 +173,12 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		})
 		h.AddMiddleware(growStackMiddleware) // outermost, see there
 		h.AddMiddleware(chains[i].Middlewares()...)
+	}
+	if !router.IsRunning() {
+		return nil // Run starts them
+	}
+	if err := router.RunHandlers(ctx); err != nil {
+		return fmt.Errorf("cqrs: starting the consumers of %s on the running router: %w", s.cfg.Name, err)
 	}
 	return nil
 }

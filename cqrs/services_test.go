@@ -2,6 +2,7 @@ package cqrs_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -139,5 +140,40 @@ func TestTwoServices(t *testing.T) {
 		if u, err := uuid.Parse(id); err != nil || u.Version() != 7 {
 			t.Errorf("message UUID %q is not a UUIDv7 (%v)", id, err)
 		}
+	}
+}
+
+// TestRegisterOnRunningRouter registers a consumer on a router that
+// already runs: it starts and handles an event. A closed router is refused.
+func TestRegisterOnRunningRouter(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	orders := kafkatest.ServiceName(t, "orders")
+	events, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kafkatest.ServiceName(t, "payments"), AutoProvisionTopics: true})
+	router := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	stop := kafkatest.RunRouter(t, router)
+
+	handled := make(chan string, 1)
+	consumer := cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error {
+		handled <- ev.OrderID
+		return nil
+	}, cqrs.From(orders))
+	if err := svc.Register(kafkatest.Context(t), router, consumer); err != nil {
+		t.Fatalf("Register on a running router: %v", err)
+	}
+	if err := events.Publish(kafkatest.Context(t), OrderPlacedEvent{OrderID: "o-1"}); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if got := kafkatest.Receive(t, handled, "the event at the consumer registered late"); got != "o-1" {
+		t.Errorf("handled order %q, want o-1", got)
+	}
+
+	stop()
+	late := cqrs.NewEventConsumer(func(context.Context, *PaymentProcessed) error { return nil }, cqrs.From(orders))
+	if err := svc.Register(kafkatest.Context(t), router, late); !errors.Is(err, cqrs.ErrInvalidConfig) {
+		t.Errorf("Register on a closed router: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -19,6 +19,12 @@
 // Net.ReadTimeout otherwise), rather than end it as if the topic held
 // nothing more.
 //
+// Reading never creates a topic, even on a cluster that creates the
+// topics its clients ask about: when the dead-letter topic does not exist
+// (the group never dead-lettered anything, or its name is misspelt), List,
+// Show and Replay fail with [ErrNoTopic], and [Groups] lists the groups
+// that have one.
+//
 // # Replay
 //
 // [Queue.Replay] sends the selected dead letters back to their original

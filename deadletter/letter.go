@@ -64,6 +64,10 @@ type Letter struct {
 	// not send it and counts it as unroutable.
 	Dropped string `json:"dropped,omitempty"`
 
+	// ReplayedFrom, on a replayed message that failed again, is the
+	// dead-letter position it was replayed from, "<topic>/<partition>/<offset>".
+	ReplayedFrom string `json:"replayed_from,omitempty"`
+
 	// Replayed is true when the replay group records it as sent, or as
 	// passed over (below an offset that Kafka's tools moved the group to).
 	Replayed bool `json:"replayed"`
@@ -137,6 +141,7 @@ func (l *Letter) readMetadata() {
 	l.ErrorType = md.Get(dlqmeta.ErrorType)
 	l.Reason = md.Get(dlqmeta.Reason)
 	l.Dropped = md.Get(dlqmeta.Dropped)
+	l.ReplayedFrom = md.Get(dlqmeta.ReplayedFrom)
 	l.ConsumerGroup = md.Get(dlqmeta.ConsumerGroup)
 	l.Handler = md.Get(dlqmeta.Handler)
 	l.OriginalTopic = md.Get(dlqmeta.OriginalTopic)

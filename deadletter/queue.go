@@ -17,6 +17,10 @@ import (
 // holds no dead letter.
 var ErrNotFound = errors.New("deadletter: no such dead letter")
 
+// ErrNoTopic is wrapped by the error of List, Show and Replay when the
+// dead-letter topic does not exist. Looking it up does not create it.
+var ErrNoTopic = errors.New("deadletter: no such dead-letter topic")
+
 // Queue is the dead-letter topic of one consumer group: [Queue.List],
 // [Queue.Show] and [Queue.Replay] its dead letters. Build it with
 // [NewQueue]. It is safe for concurrent use, its calls reading the topic
@@ -47,7 +51,7 @@ func NewQueue(cfg Config) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
-	groupClient, err := broker.NewSaramaClient(cfg.Broker)
+	groupClient, err := broker.NewSaramaClient(noTopicCreation(cfg.Broker))
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("deadletter: %w", err)
@@ -77,7 +81,7 @@ const readMaxWait = 100 * time.Millisecond
 const readTimeout = tailGapWait / 2
 
 // readerConfig is cfg for the client that reads the topic; Config.Sarama
-// still has the last word.
+// has the last word, but for creating topics, which a reader never does.
 func readerConfig(cfg broker.Config) broker.Config {
 	user := cfg.Sarama
 	cfg.Sarama = func(sc *sarama.Config) {
@@ -86,6 +90,20 @@ func readerConfig(cfg broker.Config) broker.Config {
 		if user != nil {
 			user(sc)
 		}
+	}
+	return noTopicCreation(cfg)
+}
+
+// noTopicCreation is cfg for a client whose metadata requests never
+// create a topic: a cluster with auto.create.topics.enable would otherwise
+// create every dead-letter topic that a misspelt group names.
+func noTopicCreation(cfg broker.Config) broker.Config {
+	user := cfg.Sarama
+	cfg.Sarama = func(sc *sarama.Config) {
+		if user != nil {
+			user(sc)
+		}
+		sc.Metadata.AllowAutoTopicCreation = false
 	}
 	return cfg
 }

@@ -74,6 +74,9 @@ func (q *Queue) ranges(ctx context.Context) (partitionRanges, error) {
 	}
 	topic := q.cfg.Topic
 	if err := q.client.RefreshMetadata(topic); err != nil {
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			return nil, fmt.Errorf("%w %s", ErrNoTopic, topic)
+		}
 		return nil, fmt.Errorf("deadletter: dead-letter topic %s: %w", topic, err)
 	}
 	partitions, err := q.client.Partitions(topic)

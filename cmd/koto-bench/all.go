@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 func allCommand() command {
@@ -81,11 +81,11 @@ func allSections(quick bool, brokers []string) []section {
 }
 
 func runAll(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	fs := cli.NewFlagSet("koto-bench all")
 	quick := fs.Bool("quick", false, "small sizes: a check that everything runs, in well under 30 s; its figures are rough")
 	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,outbox,reqreply)")
 	brokers := brokersFlag(fs, "section")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return err
 	}
 	sections, err := pick(allSections(*quick, brokers()), *only)
@@ -142,7 +142,7 @@ func pick(sections []section, only string) ([]section, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("-only: no section %q", name)
+			return nil, cli.Usagef("-only: no section %q", name)
 		}
 	}
 	return out, nil

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 func allocsCommand() command {
@@ -17,14 +17,14 @@ func allocsCommand() command {
 	}
 }
 
-func parseAllocsFlags(args []string) (time.Duration, error) {
-	fs := flag.NewFlagSet("allocs", flag.ContinueOnError)
+func parseAllocsFlags(args []string, out io.Writer) (time.Duration, error) {
+	fs := cli.NewFlagSet("koto-bench allocs")
 	benchtime := fs.Duration("benchtime", 500*time.Millisecond, "time per benchmark run")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return 0, err
 	}
 	if *benchtime <= 0 {
-		return 0, fmt.Errorf("-benchtime must be positive")
+		return 0, cli.Usagef("-benchtime must be positive")
 	}
 	return *benchtime, nil
 }
@@ -34,7 +34,7 @@ const allocsNote = "allocations per message: the no-op handler called directly w
 	"and no router (their allocations would drown the chain's); the message itself is counted on every path\n"
 
 func runAllocs(ctx context.Context, args []string, out io.Writer) error {
-	benchtime, err := parseAllocsFlags(args)
+	benchtime, err := parseAllocsFlags(args, out)
 	if err != nil {
 		return err
 	}

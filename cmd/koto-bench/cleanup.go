@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -28,23 +28,23 @@ type cleanupFlags struct {
 	quiet         time.Duration
 }
 
-func parseCleanupFlags(args []string) (cleanupFlags, error) {
-	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+func parseCleanupFlags(args []string, out io.Writer) (cleanupFlags, error) {
+	fs := cli.NewFlagSet("koto-bench cleanup")
 	rows := fs.Int("rows", 1_000_000, "expired marks in the table before the pass")
 	callers := fs.Int("callers", 4, "goroutines making marks, with the pass and without it")
 	quiet := fs.Duration("quiet", 4*time.Second, "time the callers make marks without a pass running, half before it and half after")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return cleanupFlags{}, err
 	}
 	f := cleanupFlags{rows: *rows, callers: *callers, quiet: *quiet}
 	if f.rows < 1 || f.callers < 1 || f.quiet <= 0 {
-		return cleanupFlags{}, fmt.Errorf("-rows, -callers and -quiet must be positive")
+		return cleanupFlags{}, cli.Usagef("-rows, -callers and -quiet must be positive")
 	}
 	return f, nil
 }
 
 func runCleanup(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseCleanupFlags(args)
+	f, err := parseCleanupFlags(args, out)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -9,11 +10,11 @@ import (
 )
 
 func TestParseCleanupFlags(t *testing.T) {
-	f, err := parseCleanupFlags([]string{"-rows", "500", "-callers", "2", "-quiet", "100ms"})
+	f, err := parseCleanupFlags([]string{"-rows", "500", "-callers", "2", "-quiet", "100ms"}, io.Discard)
 	if err != nil || f.rows != 500 || f.callers != 2 || f.quiet.Milliseconds() != 100 {
 		t.Fatalf("parseCleanupFlags = %+v, %v", f, err)
 	}
-	if _, err := parseCleanupFlags([]string{"-rows", "0"}); err == nil {
+	if _, err := parseCleanupFlags([]string{"-rows", "0"}, io.Discard); err == nil {
 		t.Fatal("zero rows accepted")
 	}
 }

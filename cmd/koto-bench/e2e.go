@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -34,27 +34,27 @@ func (f e2eFlags) variants() []benchmarks.E2EVariant {
 	return v
 }
 
-func parseE2EFlags(args []string) (e2eFlags, error) {
-	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
+func parseE2EFlags(args []string, out io.Writer) (e2eFlags, error) {
+	fs := cli.NewFlagSet("koto-bench e2e")
 	messages := fs.Int("messages", 3000, "messages per run; each variant runs once per round")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every variant, in an order rotated by one per round")
 	conns := fs.Int("conns", 2*benchmarks.E2EPartitions, "PostgreSQL pool size (at least partitions + 2)")
 	direct := fs.Bool("direct", true, "also run each variant's chain and handler without Kafka and the router")
 	tel := fs.Bool("telemetry", false, "also run the write and no-op variants with the OpenTelemetry SDK configured and without the telemetry middleware, and report the cost per message")
 	brokers := brokersFlag(fs, "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return e2eFlags{}, err
 	}
 	f := e2eFlags{messages: *messages, rounds: *rounds, conns: *conns, direct: *direct, telemetry: *tel}
 	if f.messages < 1 || f.rounds < 1 || f.conns < benchmarks.E2EPartitions+2 {
-		return e2eFlags{}, fmt.Errorf("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
+		return e2eFlags{}, cli.Usagef("-messages and -rounds must be at least 1, -conns at least %d", benchmarks.E2EPartitions+2)
 	}
 	f.brokers = brokers()
 	return f, nil
 }
 
 func runE2E(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseE2EFlags(args)
+	f, err := parseE2EFlags(args, out)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,18 +11,18 @@ import (
 )
 
 func TestParseE2EFlags(t *testing.T) {
-	f, err := parseE2EFlags([]string{"-messages", "100", "-rounds", "2", "-conns", "10", "-direct=false", "-brokers", "a:1, b:2"})
+	f, err := parseE2EFlags([]string{"-messages", "100", "-rounds", "2", "-conns", "10", "-direct=false", "-brokers", "a:1, b:2"}, io.Discard)
 	if err != nil || f.messages != 100 || f.rounds != 2 || f.conns != 10 || f.direct || len(f.brokers) != 2 || f.brokers[1] != "b:2" {
 		t.Fatalf("parseE2EFlags = %+v, %v", f, err)
 	}
 	if f.telemetry || len(f.variants()) != len(benchmarks.E2EVariants()) {
 		t.Errorf("telemetry variants without -telemetry: %+v", f.variants())
 	}
-	if f, err := parseE2EFlags([]string{"-telemetry"}); err != nil || len(f.variants()) != len(benchmarks.E2EVariants())+len(benchmarks.E2ETelemetryVariants()) {
+	if f, err := parseE2EFlags([]string{"-telemetry"}, io.Discard); err != nil || len(f.variants()) != len(benchmarks.E2EVariants())+len(benchmarks.E2ETelemetryVariants()) {
 		t.Errorf("-telemetry: %d variants, %v", len(f.variants()), err)
 	}
 	for _, bad := range [][]string{{"-messages", "0"}, {"-rounds", "0"}, {"-conns", "3"}} {
-		if _, err := parseE2EFlags(bad); err == nil {
+		if _, err := parseE2EFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

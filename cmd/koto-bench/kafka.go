@@ -29,12 +29,21 @@ func kafkaFor(ctx context.Context, brokers []string) (addrs []string, where stri
 // returns a function that gives the parsed list; empty means an embedded
 // broker, started by kafkaFor. per names what gets one ("" for the run).
 func brokersFlag(fs *flag.FlagSet, per string) func() []string {
-	usage := "comma-separated Kafka brokers (default KAFKA_BROKERS; empty: an embedded broker"
+	usage := "comma-separated Kafka brokers, `host:port,...` (default $" + kafkatest.EnvBrokers + "; empty: an embedded broker"
 	if per != "" {
 		usage += " per " + per
 	}
-	brokers := fs.String("brokers", strings.Join(kafkatest.FromEnv(), ","), usage+")")
-	return func() []string { return broker.SplitBrokers(*brokers) }
+	// The default is read after parsing, so that the help names the
+	// variable rather than showing its value as the default.
+	brokers := fs.String("brokers", "", usage+")")
+	return func() []string {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "brokers" })
+		if !set {
+			return kafkatest.FromEnv()
+		}
+		return broker.SplitBrokers(*brokers)
+	}
 }
 
 // setBenchtime sets the time testing.Benchmark runs each benchmark for.

@@ -24,13 +24,17 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 // command is one subcommand: what it measures and how to run it with its
@@ -58,34 +62,35 @@ func main() {
 	testing.Init() // registers -test.benchtime, which testing.Benchmark reads
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "koto-bench:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(ctx, os.Args[1:], os.Stdout), "koto-bench", os.Stderr))
 }
 
+// run runs the subcommand that args name; -h prints the usage on out.
 func run(ctx context.Context, args []string, out io.Writer) error {
 	cmds := commands()
-	if len(args) == 0 {
-		return fmt.Errorf("name a subcommand\n%s", usage(cmds))
+	names := strings.Join(slices.Sorted(maps.Keys(cmds)), ", ")
+	switch {
+	case len(args) == 0:
+		return cli.Usagef("no subcommand given; subcommands: %s", names)
+	case cli.IsHelp(args[0]):
+		fmt.Fprint(out, usage(cmds))
+		return flag.ErrHelp
+	case strings.HasPrefix(args[0], "-"):
+		return cli.Usagef("flag provided but not defined: %s (flags come after the subcommand)", args[0])
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown subcommand %q\n%s", args[0], usage(cmds))
+		return cli.Usagef("unknown subcommand %q; subcommands: %s", args[0], names)
 	}
-	return cmd.run(ctx, args[1:], out)
+	return cli.In("koto-bench "+args[0], cmd.run(ctx, args[1:], out))
 }
 
 func usage(cmds map[string]command) string {
 	var b strings.Builder
 	b.WriteString("usage: koto-bench <subcommand> [flags]\nsubcommands:\n")
-	names := make([]string, 0, len(cmds))
-	for name := range cmds {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(&b, "  %-10s %s\n", name, cmds[name].summary)
 	}
+	b.WriteString("'koto-bench <subcommand> -h' lists its flags.\n")
 	return b.String()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 
@@ -30,11 +31,11 @@ func TestRunRejectsUnknownSubcommands(t *testing.T) {
 }
 
 func TestParseStoreFlags(t *testing.T) {
-	f, err := parseStoreFlags([]string{"-callers", "2, 8", "-rounds", "1", "-benchtime", "50ms"})
+	f, err := parseStoreFlags([]string{"-callers", "2, 8", "-rounds", "1", "-benchtime", "50ms"}, io.Discard)
 	if err != nil || len(f.callers) != 2 || f.callers[1] != 8 || f.rounds != 1 || f.benchtime.Milliseconds() != 50 {
 		t.Fatalf("parseStoreFlags = %+v, %v", f, err)
 	}
-	if _, err := parseStoreFlags([]string{"-callers", "0"}); err == nil {
+	if _, err := parseStoreFlags([]string{"-callers", "0"}, io.Discard); err == nil {
 		t.Fatal("zero callers accepted")
 	}
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 // memoryTarget is the least ratio of the MemoryStore to Watermill's map
@@ -27,22 +27,22 @@ type memoryFlags struct {
 	benchtime time.Duration
 }
 
-func parseMemoryFlags(args []string) (memoryFlags, error) {
-	fs := flag.NewFlagSet("memory", flag.ContinueOnError)
+func parseMemoryFlags(args []string, out io.Writer) (memoryFlags, error) {
+	fs := cli.NewFlagSet("koto-bench memory")
 	rounds := fs.Int("rounds", 4, "benchmark rounds per store and case, alternating which store goes first")
 	benchtime := fs.Duration("benchtime", 250*time.Millisecond, "time per benchmark run")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return memoryFlags{}, err
 	}
 	f := memoryFlags{rounds: *rounds, benchtime: *benchtime}
 	if f.rounds < 1 || f.benchtime <= 0 {
-		return memoryFlags{}, fmt.Errorf("-rounds and -benchtime must be positive")
+		return memoryFlags{}, cli.Usagef("-rounds and -benchtime must be positive")
 	}
 	return f, nil
 }
 
 func runMemory(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseMemoryFlags(args)
+	f, err := parseMemoryFlags(args, out)
 	if err != nil {
 		return err
 	}

@@ -2,17 +2,18 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestParseMemoryFlags(t *testing.T) {
-	f, err := parseMemoryFlags([]string{"-rounds", "2", "-benchtime", "10ms"})
+	f, err := parseMemoryFlags([]string{"-rounds", "2", "-benchtime", "10ms"}, io.Discard)
 	if err != nil || f.rounds != 2 || f.benchtime.Milliseconds() != 10 {
 		t.Fatalf("parseMemoryFlags = %+v, %v", f, err)
 	}
-	if _, err := parseMemoryFlags([]string{"-rounds", "0"}); err == nil {
+	if _, err := parseMemoryFlags([]string{"-rounds", "0"}, io.Discard); err == nil {
 		t.Fatal("zero rounds accepted")
 	}
 }

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -35,20 +35,20 @@ type outboxFlags struct {
 	brokers                     []string
 }
 
-func parseOutboxFlags(args []string) (outboxFlags, error) {
-	fs := flag.NewFlagSet("outbox", flag.ContinueOnError)
+func parseOutboxFlags(args []string, out io.Writer) (outboxFlags, error) {
+	fs := cli.NewFlagSet("koto-bench outbox")
 	messages := fs.Int("messages", 20000, "messages committed into the table per round, all forwarded by the outbox forwarder")
 	watermill := fs.Int("watermill-messages", 2000, "of those, how many Watermill's forwarder forwards per round (it is slow)")
 	rounds := fs.Int("rounds", 3, "throughput rounds")
 	latency := fs.Int("latency-messages", 500, "messages per latency variant, one per transaction")
 	interval := fs.Duration("interval", 5*time.Millisecond, "time between the latency variants' commits")
 	brokers := brokersFlag(fs, "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return outboxFlags{}, err
 	}
 	f := outboxFlags{messages: *messages, watermill: *watermill, rounds: *rounds, latency: *latency, interval: *interval}
 	if f.messages < 1 || f.watermill < 1 || f.watermill > f.messages || f.rounds < 1 || f.latency < 1 || f.interval <= 0 {
-		return outboxFlags{}, fmt.Errorf("-messages, -rounds, -latency-messages and -interval must be positive, " +
+		return outboxFlags{}, cli.Usagef("-messages, -rounds, -latency-messages and -interval must be positive, " +
 			"-watermill-messages between 1 and -messages")
 	}
 	f.brokers = brokers()
@@ -56,7 +56,7 @@ func parseOutboxFlags(args []string) (outboxFlags, error) {
 }
 
 func runOutbox(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseOutboxFlags(args)
+	f, err := parseOutboxFlags(args, out)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +12,13 @@ import (
 
 func TestParseOutboxFlags(t *testing.T) {
 	f, err := parseOutboxFlags([]string{"-messages", "100", "-watermill-messages", "10", "-rounds", "2",
-		"-latency-messages", "5", "-interval", "2ms", "-brokers", "a:1"})
+		"-latency-messages", "5", "-interval", "2ms", "-brokers", "a:1"}, io.Discard)
 	if err != nil || f.messages != 100 || f.watermill != 10 || f.rounds != 2 || f.latency != 5 ||
 		f.interval != 2*time.Millisecond || len(f.brokers) != 1 {
 		t.Fatalf("parseOutboxFlags = %+v, %v", f, err)
 	}
 	for _, args := range [][]string{{"-messages", "0"}, {"-messages", "10", "-watermill-messages", "11"}, {"-interval", "0s"}} {
-		if _, err := parseOutboxFlags(args); err == nil {
+		if _, err := parseOutboxFlags(args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}

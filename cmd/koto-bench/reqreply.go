@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 // reqreplyTarget is the most that request/reply may take: a round trip
@@ -34,25 +34,25 @@ type reqreplyFlags struct {
 	brokers              []string
 }
 
-func parseReqReplyFlags(args []string) (reqreplyFlags, error) {
-	fs := flag.NewFlagSet("reqreply", flag.ContinueOnError)
+func parseReqReplyFlags(args []string, out io.Writer) (reqreplyFlags, error) {
+	fs := cli.NewFlagSet("koto-bench reqreply")
 	rounds := fs.Int("rounds", 2000, "measured rounds; each runs one raw round trip, one ping-pong and one request")
 	warmup := fs.Int("warmup", 200, "rounds run before measuring")
 	size := fs.Int("size", 100, "payload size in bytes")
 	brokers := brokersFlag(fs, "")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return reqreplyFlags{}, err
 	}
 	f := reqreplyFlags{rounds: *rounds, warmup: *warmup, size: *size}
 	if f.rounds < 1 || f.warmup < 0 || f.size < 0 {
-		return reqreplyFlags{}, fmt.Errorf("-rounds must be at least 1, -warmup and -size not negative")
+		return reqreplyFlags{}, cli.Usagef("-rounds must be at least 1, -warmup and -size not negative")
 	}
 	f.brokers = brokers()
 	return f, nil
 }
 
 func runReqReply(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseReqReplyFlags(args)
+	f, err := parseReqReplyFlags(args, out)
 	if err != nil {
 		return err
 	}

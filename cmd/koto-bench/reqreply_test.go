@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,11 @@ import (
 )
 
 func TestParseReqReplyFlags(t *testing.T) {
-	f, err := parseReqReplyFlags([]string{"-rounds", "10", "-warmup", "0", "-size", "64", "-brokers", "a:1, b:2"})
+	f, err := parseReqReplyFlags([]string{"-rounds", "10", "-warmup", "0", "-size", "64", "-brokers", "a:1, b:2"}, io.Discard)
 	if err != nil || f.rounds != 10 || f.warmup != 0 || f.size != 64 || len(f.brokers) != 2 || f.brokers[1] != "b:2" {
 		t.Fatalf("parseReqReplyFlags = %+v, %v", f, err)
 	}
-	if _, err := parseReqReplyFlags([]string{"-rounds", "0"}); err == nil {
+	if _, err := parseReqReplyFlags([]string{"-rounds", "0"}, io.Discard); err == nil {
 		t.Fatal("zero rounds accepted")
 	}
 }

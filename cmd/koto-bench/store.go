@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
@@ -36,19 +36,19 @@ type storeFlags struct {
 	benchtime time.Duration
 }
 
-func parseStoreFlags(args []string) (storeFlags, error) {
-	fs := flag.NewFlagSet("store", flag.ContinueOnError)
+func parseStoreFlags(args []string, out io.Writer) (storeFlags, error) {
+	fs := cli.NewFlagSet("koto-bench store")
 	callers := fs.String("callers", "1,4,16", "comma-separated numbers of concurrent callers")
 	rounds := fs.Int("rounds", 4, "benchmark rounds per side and number of callers, alternating which side goes first")
 	benchtime := fs.Duration("benchtime", 750*time.Millisecond, "time per benchmark run")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, out, args); err != nil {
 		return storeFlags{}, err
 	}
 	f := storeFlags{rounds: *rounds, benchtime: *benchtime}
 	for _, s := range strings.Split(*callers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
-			return storeFlags{}, fmt.Errorf("-callers: %q is not a positive number", s)
+			return storeFlags{}, cli.Usagef("-callers: %q is not a positive number", s)
 		}
 		f.callers = append(f.callers, n)
 	}
@@ -56,7 +56,7 @@ func parseStoreFlags(args []string) (storeFlags, error) {
 }
 
 func runStore(ctx context.Context, args []string, out io.Writer) error {
-	f, err := parseStoreFlags(args)
+	f, err := parseStoreFlags(args, out)
 	if err != nil {
 		return err
 	}

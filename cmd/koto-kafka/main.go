@@ -33,25 +33,26 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "koto-kafka:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.ExitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr), "koto-kafka", os.Stderr))
 }
 
 // run starts the broker described by args, writes its address to stdout and
 // blocks until ctx is done.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts, err := parseFlags(args, stderr)
+	opts, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	b, err := embedded.Start(ctx, opts...)
+	if errors.Is(err, embedded.ErrInvalidConfig) {
+		return cli.Usagef("%v", err) // a flag's value
+	}
 	if err != nil {
 		return err
 	}
@@ -62,9 +63,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return b.Close()
 }
 
-func parseFlags(args []string, stderr io.Writer) ([]embedded.Option, error) {
+// parseFlags returns the broker's options; -h prints the usage on stdout,
+// and the broker logs on stderr.
+func parseFlags(args []string, stdout, stderr io.Writer) ([]embedded.Option, error) {
 	fs := flag.NewFlagSet("koto-kafka", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: koto-kafka [flags]\n  runs an embedded Kafka-protocol broker until interrupted\nflags:")
+		fs.PrintDefaults()
+	}
 	port := fs.Int("port", 9092, "TCP port on 127.0.0.1 (0 picks a free one)")
 	dataDir := fs.String("data-dir", "", "directory that keeps topics, records and group offsets across restarts (empty: in memory)")
 	partitions := fs.Int("partitions", broker.DefaultPartitions, "partitions of auto-created topics")
@@ -74,8 +80,11 @@ func parseFlags(args []string, stderr io.Writer) ([]embedded.Option, error) {
 	keyFile := fs.String("tls-key", "", "PEM private key file of -tls-cert")
 	var users saslUsers
 	fs.Var(&users, "sasl-user", "mechanism:user:password that clients authenticate as; mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, stdout, args); err != nil {
 		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, cli.Usagef("takes no arguments, got %q", fs.Args())
 	}
 	opts := []embedded.Option{embedded.WithPort(*port), embedded.WithPartitions(*partitions)}
 	tlsOpt, err := tlsOption(*certFile, *keyFile)

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 func dlqCommand() command {
@@ -44,15 +47,37 @@ func dlqSubcommands() map[string]dlqSubcommand {
 }
 
 func runDLQ(ctx context.Context, cio cmdIO, args []string) error {
-	sub, err := pickSubcommand("dlq", dlqSubcommands(), func(s dlqSubcommand) string { return s.summary }, args)
+	sub, err := pickSubcommand("dlq", dlqSubcommands(), func(s dlqSubcommand) string { return s.summary }, args, cio.stdout)
 	if err != nil {
 		return err
 	}
 	d, err := parseDLQFlags(args[0], sub, cio, args[1:])
-	if err != nil {
+	if err == nil {
+		err = d.explainNoTopic(ctx, sub.run(ctx, cio, d))
+	}
+	return cli.In("koto dlq "+args[0], err)
+}
+
+// explainNoTopic adds to an error for a dead-letter topic that does not
+// exist which groups have one.
+func (d *dlqFlags) explainNoTopic(ctx context.Context, err error) error {
+	if !errors.Is(err, deadletter.ErrNoTopic) {
 		return err
 	}
-	return sub.run(ctx, cio, d)
+	cfg, cerr := d.kafka.config()
+	if cerr != nil {
+		return err
+	}
+	groups, gerr := deadletter.Groups(ctx, cfg)
+	switch {
+	case gerr != nil:
+		return errors.Join(err, gerr)
+	case len(groups) == 0:
+		return fmt.Errorf("%w: group %s has dead-lettered nothing, or the name is misspelt; no group on %s has a dead-letter topic",
+			err, d.group, strings.Join(cfg.Brokers, ","))
+	}
+	return fmt.Errorf("%w: group %s has dead-lettered nothing, or the name is misspelt; the groups with a dead-letter topic: %s",
+		err, d.group, strings.Join(groups, ", "))
 }
 
 // dlqFlags are the settings of a dlq subcommand.
@@ -71,7 +96,7 @@ type dlqFlags struct {
 
 func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*dlqFlags, error) {
 	d := &dlqFlags{}
-	fs := subcommandFlags("dlq "+sub.usage, sub.summary, cio)
+	fs := subcommandFlags("dlq "+sub.usage, sub.summary)
 	d.kafka.register(fs, cio.getenv)
 	fs.StringVar(&d.group, "group", "", "the consumer group whose dead letters these are, e.g. payments.order-placed-consumer (required)")
 	fs.StringVar(&d.topic, "topic", "", "the dead-letter topic (default <group>.dlq)")
@@ -87,27 +112,21 @@ func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*d
 		fs.IntVar(&d.batch, "batch", 0, "dead letters sent per produce and recorded per commit, the most a crash can send twice (0: 100)")
 	}
 	var err error
-	if d.args, err = parseInterspersed(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, errShown
+	if d.args, err = parseInterspersed(fs, cio.stdout, args); err != nil {
+		return nil, err
 	}
 	if d.group == "" {
-		return nil, usageError("koto dlq " + name + ": -group is required, e.g. -group payments.order-placed-consumer")
+		return nil, usageError("-group is required, e.g. -group payments.order-placed-consumer")
 	}
 	return d, nil
 }
 
-// errShown is a usage error the flag package has already printed.
-var errShown = fmt.Errorf("%w: see above", errUsage)
-
 // parseInterspersed parses flags that come before, between or after the
-// positional arguments, which it returns.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+// positional arguments, which it returns, as cli.Parse does.
+func parseInterspersed(fs *flag.FlagSet, stdout io.Writer, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := cli.Parse(fs, stdout, args); err != nil {
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -137,7 +156,7 @@ func (d *dlqFlags) openQueue() (*deadletter.Queue, error) {
 // the queue and the filter that d names.
 func (d *dlqFlags) openFiltered(name string) (*deadletter.Queue, deadletter.Filter, error) {
 	if len(d.args) > 0 {
-		return nil, deadletter.Filter{}, usageError(fmt.Sprintf("koto dlq %s takes no arguments, got %q", name, d.args))
+		return nil, deadletter.Filter{}, usageError(fmt.Sprintf("takes no arguments, got %q", d.args))
 	}
 	f, err := d.filter.filter()
 	if err != nil {

@@ -44,7 +44,7 @@ var positionArg = regexp.MustCompile(`^(\d+)/(\d+)$`)
 
 func runShow(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 	if len(d.args) != 1 {
-		return usageError("koto dlq show takes one argument, PARTITION/OFFSET (as list prints it) or a message UUID")
+		return usageError("takes one argument, PARTITION/OFFSET (as list prints it) or a message UUID")
 	}
 	q, err := d.openQueue()
 	if err != nil {
@@ -86,6 +86,25 @@ func findLetter(ctx context.Context, q *deadletter.Queue, arg string) (*deadlett
 	for i, l := range letters {
 		positions[i] = position(l)
 	}
-	return nil, fmt.Errorf("UUID %q has %d dead letters in %s (it failed again after a replay): %s; show one by its position",
-		arg, len(letters), q.Topic(), strings.Join(positions, ", "))
+	return nil, fmt.Errorf("UUID %q has %d dead letters in %s: %s; show one by its position: %s",
+		arg, len(letters), q.Topic(), howFailedAgain(letters), strings.Join(positions, ", "))
+}
+
+// howFailedAgain says why one UUID has several dead letters: failed
+// deliveries of the message, replays of it that failed again, or both.
+func howFailedAgain(letters []*deadletter.Letter) string {
+	replays := 0
+	for _, l := range letters {
+		if l.ReplayedFrom != "" {
+			replays++
+		}
+	}
+	deliveries := len(letters) - replays
+	switch {
+	case replays == 0:
+		return fmt.Sprintf("%d deliveries of it failed, none of them a replay (it was published more than once, or delivered again)", deliveries)
+	case deliveries == 0:
+		return fmt.Sprintf("%d replays of it failed again", replays)
+	}
+	return fmt.Sprintf("%d deliveries of it failed, and %d replays of it failed again", deliveries, replays)
 }

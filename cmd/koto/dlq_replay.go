@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
@@ -54,6 +55,9 @@ func runReplay(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 		bar.update(p.Result)
 	}})
 	bar.finish()
+	if errors.Is(err, deadletter.ErrNoTopic) {
+		return err // nothing to report
+	}
 	report.Result = res
 	if d.json {
 		if err != nil {

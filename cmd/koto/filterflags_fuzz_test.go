@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 // FuzzFilterFlags parses the dlq commands' filter flags from any text. A
@@ -61,7 +63,7 @@ func FuzzFilterFlags(f *testing.F) {
 		ff.limit = limit
 		filter, err := ff.filter()
 		bad := limit < 0 || !ff.since.t.IsZero() && !ff.until.t.IsZero() && !ff.since.t.Before(ff.until.t)
-		if bad != (err != nil) || err != nil && !errors.Is(err, errUsage) {
+		if bad != (err != nil) || err != nil && !errors.Is(err, cli.ErrUsage) {
 			t.Fatalf("filter since %q until %q limit %d: %v", since, until, limit, err)
 		}
 		if err == nil && (!filter.Since.Equal(ff.since.t) || !slices.Equal(filter.UUIDs, ff.uuids)) {

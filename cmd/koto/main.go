@@ -33,13 +33,13 @@
 // (Outbox.Status). It reads with one statement per table, read-only, and
 // gives up after 5 s waiting for a table lock or 30 s running.
 //
-// Exit status: 0 on success, 2 for a usage error, 1 for any other error,
-// such as no outbox table found.
+// Exit status: 0 on success and for -h, which prints the usage on stdout;
+// 2 for a usage error, printed on stderr with the -h that explains it; 1
+// for any other error, such as no outbox table or no dead-letter topic.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +49,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 // command is one top-level command: what it does and how to run it with
@@ -78,47 +80,56 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cio := cmdIO{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, stderrIsTerminal: isTerminal(os.Stderr)}
-	os.Exit(exitCode(run(ctx, cio, os.Args[1:]), cio.stderr))
+	os.Exit(cli.ExitCode(run(ctx, cio, os.Args[1:]), "koto", cio.stderr))
 }
 
 // run runs the command that args name.
 func run(ctx context.Context, cio cmdIO, args []string) error {
 	cmds := commands()
-	usage := usageText("koto <command> <subcommand> [flags]", "commands", cmds, func(c command) string { return c.summary })
-	cmd, err := pick("command", cmds, args, usage)
+	usage := usageText("koto <command> <subcommand> [flags]", "commands", cmds, func(c command) string { return c.summary }) +
+		"'koto <command> -h' lists its subcommands."
+	cmd, err := pick("koto", "command", cmds, args, usage, cio.stdout)
 	if err != nil {
 		return err
 	}
 	return cmd.run(ctx, cio, args[1:])
 }
 
-// pick returns the command that args[0] names, or a usage error.
-func pick[C any](what string, cmds map[string]C, args []string, usage string) (C, error) {
+// pick returns the command that args[0] names. With -h it prints usage on
+// stdout and returns flag.ErrHelp; otherwise a missing or unknown name is
+// a usage error of parent.
+func pick[C any](parent, what string, cmds map[string]C, args []string, usage string, stdout io.Writer) (C, error) {
 	var none C
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		return none, usageError(usage)
+	names := strings.Join(slices.Sorted(maps.Keys(cmds)), ", ")
+	switch {
+	case len(args) == 0:
+		return none, cli.In(parent, cli.Usagef("no %s given; %ss: %s", what, what, names))
+	case cli.IsHelp(args[0]):
+		fmt.Fprintln(stdout, strings.TrimRight(usage, "\n"))
+		return none, flag.ErrHelp
+	case strings.HasPrefix(args[0], "-"):
+		return none, cli.In(parent, cli.Usagef("flag provided but not defined: %s (flags come after the %s)", args[0], what))
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
-		return none, usageError(fmt.Sprintf("unknown %s %q\n%s", what, args[0], usage))
+		return none, cli.In(parent, cli.Usagef("unknown %s %q; %ss: %s", what, args[0], what, names))
 	}
 	return cmd, nil
 }
 
-// pickSubcommand returns the subcommand of command that args[0] names, or
-// a usage error that lists them.
-func pickSubcommand[S any](command string, subs map[string]S, summary func(S) string, args []string) (S, error) {
+// pickSubcommand returns the subcommand of command that args[0] names, as
+// pick does.
+func pickSubcommand[S any](command string, subs map[string]S, summary func(S) string, args []string, stdout io.Writer) (S, error) {
 	usage := usageText("koto "+command+" <subcommand> [flags]", "subcommands", subs, summary) +
 		"'koto " + command + " <subcommand> -h' lists its flags."
-	return pick("subcommand", subs, args, usage)
+	return pick("koto "+command, "subcommand", subs, args, usage, stdout)
 }
 
 // subcommandFlags returns the flag set of a subcommand, whose -h prints
-// its usage line (what follows "koto ") and summary.
-func subcommandFlags(usage, summary string, cio cmdIO) *flag.FlagSet {
-	name, _, _ := strings.Cut(usage, " -")
-	fs := flag.NewFlagSet("koto "+strings.TrimSpace(name), flag.ContinueOnError)
-	fs.SetOutput(cio.stderr)
+// its usage line (what follows "koto ": command, subcommand, flags) and
+// summary.
+func subcommandFlags(usage, summary string) *flag.FlagSet {
+	fs := flag.NewFlagSet("koto "+strings.Join(strings.Fields(usage)[:2], " "), flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: koto %s\n  %s\nflags (before or after the arguments):\n", usage, summary)
 		fs.PrintDefaults()
@@ -136,28 +147,10 @@ func usageText[C any](synopsis, title string, cmds map[string]C, summary func(C)
 	return b.String()
 }
 
-// errUsage marks an error in the command line: exit status 2.
-var errUsage = errors.New("usage")
-
+// usageError is a wrong command line; the subcommand that returns it
+// names itself (cli.In).
 func usageError(text string) error {
-	return fmt.Errorf("%w: %s", errUsage, strings.TrimRight(text, "\n"))
-}
-
-// exitCode prints err, if any, and returns the exit status for it.
-func exitCode(err error, stderr io.Writer) int {
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errShown):
-		return 2
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(stderr, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
-		return 2
-	}
-	fmt.Fprintln(stderr, "koto:", err)
-	return 1
+	return cli.Usagef("%s", strings.TrimRight(text, "\n"))
 }
 
 // isTerminal reports whether f is a character device, as a terminal is.

@@ -18,18 +18,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// binDir holds the binaries TestMain builds: koto-kafka and koto.
+// binDir holds the binaries TestMain builds: koto-kafka, koto-bench and
+// koto.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -39,7 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	for _, pkg := range []string{"../koto-kafka", "."} {
+	for _, pkg := range []string{"../koto-kafka", "../koto-bench", "."} {
 		out, err := exec.Command("go", "build", "-o", dir, pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
@@ -150,6 +152,20 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 	kafkatest.RunRouter(t, router)
 }
 
+// runPayments starts koto-kafka and runs payments on a new topic and
+// group, whose dead-letter topic it creates.
+func runPayments(t *testing.T) (addr string, cfg broker.Config, group, topic string, p *payments) {
+	t.Helper()
+	addr = startKotoKafka(t)
+	cfg = broker.Config{Brokers: []string{addr}}
+	group = kafkatest.Group(t, "payments.order-placed-consumer")
+	topic = kafkatest.Topic(t, "orders.order-placed")
+	kafkatest.Provision(t, cfg, topic, topics.DeadLetter(group))
+	p = &payments{}
+	p.run(t, cfg, group, topic)
+	return addr, cfg, group, topic, p
+}
+
 // koto runs the command in process with KAFKA_BROKERS set to brokers and
 // returns its stdout, stderr and exit status.
 func koto(t *testing.T, brokers string, args ...string) (stdout, stderr string, code int) {
@@ -163,7 +179,7 @@ func kotoEnv(t *testing.T, env map[string]string, args ...string) (stdout, stder
 	var out, errOut bytes.Buffer
 	getenv := func(k string) string { return env[k] }
 	err := run(kafkatest.Context(t), cmdIO{stdout: &out, stderr: &errOut, getenv: getenv}, args)
-	code = exitCode(err, &errOut)
+	code = cli.ExitCode(err, "koto", &errOut)
 	return out.String(), errOut.String(), code
 }
 
@@ -171,13 +187,7 @@ func kotoEnv(t *testing.T, env map[string]string, args ...string) (stdout, stder
 // against the koto-kafka binary, on dead letters that the middleware
 // wrote.
 func TestDLQAgainstKotoKafka(t *testing.T) {
-	addr := startKotoKafka(t)
-	cfg := broker.Config{Brokers: []string{addr}}
-	group := kafkatest.Group(t, "payments.order-placed-consumer")
-	topic := kafkatest.Topic(t, "orders.order-placed")
-	kafkatest.Provision(t, cfg, topic, topics.DeadLetter(group))
-	p := &payments{}
-	p.run(t, cfg, group, topic)
+	addr, cfg, group, topic, p := runPayments(t)
 	uuids := publishOrders(t, cfg, topic, `{"order":"o-1","amount":-5}`, "not json \x00")
 
 	var listed []map[string]any
@@ -272,15 +282,16 @@ func TestDLQAgainstKotoKafka(t *testing.T) {
 }
 
 // TestUsageErrors: bad command lines exit with status 2 and say why,
-// before connecting anywhere.
+// before connecting anywhere; a file that a flag names and that cannot be
+// read exits 1.
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{nil, "usage: koto <command>"},
+		{nil, "no command given; commands: dlq, outbox"},
 		{[]string{"nope"}, `unknown command "nope"`},
-		{[]string{"dlq"}, "usage: koto dlq <subcommand>"},
+		{[]string{"dlq"}, "no subcommand given; subcommands: list, replay, show"},
 		{[]string{"dlq", "purge"}, `unknown subcommand "purge"`},
 		{[]string{"dlq", "list"}, "-group is required"},
 		{[]string{"dlq", "list", "-group", "g", "-brokers", ""}, "no Kafka brokers"},
@@ -292,18 +303,20 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dlq", "replay", "-group", "g", "-batch", "0"}, "-batch is 0"},
 		{[]string{"dlq", "list", "-group", "g", "-sasl-user", "u"}, "no password"},
 		{[]string{"dlq", "list", "-group", "g", "-sasl-user", "u", "-sasl-password", "p", "-sasl-mechanism", "GSSAPI"}, "Mechanism is \"GSSAPI\""},
-		{[]string{"dlq", "list", "-group", "g", "-tls-ca", "/nonexistent.pem"}, "no such file"},
 		{[]string{"dlq", "list", "-group", "g", "-no-such-flag"}, "flag provided but not defined"},
-		{[]string{"outbox"}, "usage: koto outbox <subcommand>"},
+		{[]string{"outbox"}, "no subcommand given; subcommands: status"},
 		{[]string{"outbox", "status", "extra"}, "takes no arguments"},
 		{[]string{"outbox", "status", "-database-url", "postgres://%zz"}, "-database-url"},
 		{[]string{"outbox", "status", "-schema", ""}, "-schema is empty"},
 		{[]string{"outbox", "status", "-table", strings.Repeat("t", 56)}, "shorten it"},
 	} {
 		_, stderr, code := koto(t, "127.0.0.1:1", tc.args...)
-		if code == 0 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("koto %q: exit %d, stderr %q; want an error with %q", tc.args, code, stderr, tc.want)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") > 3 {
+			t.Errorf("koto %q: exit %d, stderr %q; want exit 2 with %q, in at most 3 lines", tc.args, code, stderr, tc.want)
 		}
+	}
+	if _, stderr, code := koto(t, "127.0.0.1:1", "dlq", "list", "-group", "g", "-tls-ca", "/nonexistent.pem"); code != 1 || !strings.Contains(stderr, "no such file") {
+		t.Errorf("-tls-ca of a missing file: exit %d, stderr %q; want exit 1 saying so", code, stderr)
 	}
 }
 
@@ -358,7 +371,7 @@ func sortedCopy(s []string) []string {
 // TLS connections authenticated with SCRAM, trusting its certificate from
 // a PEM file and reading the password from the environment.
 func TestSASLAndTLSFlags(t *testing.T) {
-	serverTLS, _ := kafkatest.TLSConfigs(t)
+	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: serverTLS.Certificates[0].Certificate[0]})
 	if err := os.WriteFile(ca, certPEM, 0o600); err != nil {
@@ -369,7 +382,10 @@ func TestSASLAndTLSFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	args := []string{"dlq", "list", "-group", kafkatest.Group(t, "payments"), "-brokers", b.Addrs()[0],
+	group := kafkatest.Group(t, "payments")
+	kafkatest.Provision(t, broker.Config{Brokers: b.Addrs(), TLS: clientTLS,
+		SASL: broker.SASLConfig{Mechanism: sarama.SASLTypeSCRAMSHA512, User: "ops", Password: "s3cret"}}, topics.DeadLetter(group))
+	args := []string{"dlq", "list", "-group", group, "-brokers", b.Addrs()[0],
 		"-tls-ca", ca, "-sasl-user", "ops", "-sasl-mechanism", "scram-sha-512"}
 
 	out, stderr, code := kotoEnv(t, map[string]string{envSASLPassword: "s3cret"}, args...)

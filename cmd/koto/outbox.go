@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -53,15 +53,15 @@ func outboxSubcommands() map[string]outboxSubcommand {
 }
 
 func runOutbox(ctx context.Context, cio cmdIO, args []string) error {
-	sub, err := pickSubcommand("outbox", outboxSubcommands(), func(s outboxSubcommand) string { return s.summary }, args)
+	sub, err := pickSubcommand("outbox", outboxSubcommands(), func(s outboxSubcommand) string { return s.summary }, args, cio.stdout)
 	if err != nil {
 		return err
 	}
-	o, err := parseOutboxFlags(args[0], sub, cio, args[1:])
-	if err != nil {
-		return err
+	o, err := parseOutboxFlags(sub, cio, args[1:])
+	if err == nil {
+		err = sub.run(ctx, cio, o)
 	}
-	return sub.run(ctx, cio, o)
+	return cli.In("koto outbox "+args[0], err)
 }
 
 // outboxFlags are the settings of an outbox subcommand.
@@ -70,23 +70,21 @@ type outboxFlags struct {
 	json                       bool
 }
 
-func parseOutboxFlags(name string, sub outboxSubcommand, cio cmdIO, args []string) (*outboxFlags, error) {
+func parseOutboxFlags(sub outboxSubcommand, cio cmdIO, args []string) (*outboxFlags, error) {
 	o := &outboxFlags{}
-	fs := subcommandFlags("outbox "+sub.usage, sub.summary, cio)
+	fs := subcommandFlags("outbox "+sub.usage, sub.summary)
 	// The default is not shown as the flag's: $DATABASE_URL may hold a
 	// password.
 	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
 	fs.StringVar(&o.schema, "schema", "koto", "the schema of the outbox tables (outbox.Config.Schema)")
 	fs.StringVar(&o.table, "table", "", "one outbox table (outbox.Config.Table); default: every outbox table of -schema")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
-	rest, err := parseInterspersed(fs, args)
+	rest, err := parseInterspersed(fs, cio.stdout, args)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return nil, err
 	case err != nil:
-		return nil, errShown
+		return nil, err
 	case len(rest) > 0:
-		return nil, usageError(fmt.Sprintf("koto outbox %s takes no arguments, got %q", name, rest))
+		return nil, usageError(fmt.Sprintf("takes no arguments, got %q", rest))
 	}
 	o.databaseURL = cmp.Or(o.databaseURL, cio.getenv(envDatabaseURL), defaultDatabaseURL)
 	return o, nil

@@ -25,3 +25,21 @@ func TestShop(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShopNoKafka: with no broker listening, newShop cleans up and reports
+// the refused connection.
+func TestShopNoKafka(t *testing.T) {
+	pool := pgtest.Pool(t)
+	opts := options{orders: 1, schema: pgtest.Name("shop_test"), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(func() { pgtest.DropSchema(t, pool, opts.schema) })
+	obs, err := newObservability(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	s, err := newShop(kafkatest.Context(t), []string{kafkatest.ClosedAddr(t)}, pool, opts, obs)
+	if s != nil {
+		t.Error("newShop returned a shop with its error")
+	}
+	kafkatest.WantRefused(t, "newShop", err)
+}

@@ -41,8 +41,8 @@ type observability struct {
 	stop   []func(context.Context) error
 }
 
-func newObservability(opts options) (o *observability, err error) {
-	o = &observability{tracer: otel.Tracer("shop"), out: opts.trace}
+func newObservability(opts options) (_ *observability, err error) {
+	o := &observability{tracer: otel.Tracer("shop"), out: opts.trace}
 	if opts.metrics == nil && opts.trace == nil {
 		return o, nil
 	}
@@ -65,8 +65,10 @@ func newObservability(opts options) (o *observability, err error) {
 		cfg.TracerProvider, cfg.Propagator = tp, propagation.TraceContext{}
 		o.tracer = tp.Tracer("shop")
 	}
-	o.tel, err = telemetry.New(cfg)
-	return o, err
+	if o.tel, err = telemetry.New(cfg); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // servePrometheus serves the metrics of a new meter provider on ln at

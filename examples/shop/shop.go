@@ -30,7 +30,7 @@ import (
 type shop struct {
 	brokers  []string
 	log      *slog.Logger
-	pub      message.Publisher // direct to Kafka: the malformed message
+	pub      *broker.Publisher // direct to Kafka: the malformed message
 	durable  *cqrs.DurableOutbox
 	ledger   ledger
 	router   *message.Router
@@ -47,9 +47,9 @@ type shop struct {
 	traced trace.TraceID        // the first order's trace
 }
 
-func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (s *shop, err error) {
+func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (_ *shop, err error) {
 	log := opts.log
-	s = &shop{brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
+	s := &shop{brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
 		paid: make(chan string, 64), stopped: make(chan struct{}), tel: obs.tel, tracer: obs.tracer}
 	defer func() {
 		if err != nil {

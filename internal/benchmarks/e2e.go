@@ -69,8 +69,10 @@ func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix st
 	if e.sdk, err = newSDKTelemetry(); err != nil {
 		return nil, err
 	}
-	e.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers})
-	return e, err
+	if e.pub, err = broker.NewPublisher(broker.Config{Brokers: brokers}); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // Close stops the store, closes the publisher and drops the schema. The

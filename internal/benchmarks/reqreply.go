@@ -53,8 +53,8 @@ type ReqReply struct {
 // NewReqReply sets up the round trips on brokers, with payloads of
 // payloadSize bytes, under names that start with prefix (a fresh prefix per
 // set-up keeps runs on a shared cluster apart). Close it when done.
-func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSize int) (b *ReqReply, err error) {
-	b = &ReqReply{payload: strings.Repeat("x", payloadSize)}
+func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSize int) (_ *ReqReply, err error) {
+	b := &ReqReply{payload: strings.Repeat("x", payloadSize)}
 	defer func() {
 		if err != nil {
 			_ = b.Close()
@@ -81,7 +81,10 @@ func NewReqReply(ctx context.Context, brokers []string, prefix string, payloadSi
 	if err := b.startHandler(ctx, bcfg, handler, logger); err != nil {
 		return nil, err
 	}
-	return b, b.startDispatcher(ctx, bcfg, caller, handler, logger)
+	if err := b.startDispatcher(ctx, bcfg, caller, handler, logger); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // startRaw subscribes to the raw and pong topics and starts the echo loop

@@ -1,10 +1,13 @@
 package kafkatest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
 )
@@ -67,4 +70,34 @@ func client(t testing.TB, brokers []string) *kgo.Client {
 		t.Fatalf("kafkatest: client: %v", err)
 	}
 	return cl
+}
+
+// TopicExists reports whether topic exists on brokers, asking with a
+// metadata request that never creates it, whatever the cluster's
+// auto-creation setting.
+func TopicExists(t testing.TB, brokers []string, topic string) bool {
+	t.Helper()
+	cl := client(t, brokers)
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(Context(t), cl)
+	if err != nil {
+		t.Fatalf("kafkatest: metadata of %s: %v", topic, err)
+	}
+	for _, rt := range resp.Topics {
+		if rt.Topic != nil && *rt.Topic == topic {
+			if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+				if errors.Is(err, kerr.UnknownTopicOrPartition) {
+					return false
+				}
+				t.Fatalf("kafkatest: metadata of %s: %v", topic, err)
+			}
+			return true
+		}
+	}
+	return false
 }

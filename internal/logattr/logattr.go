@@ -26,4 +26,5 @@ const (
 	Type        = "type"
 	OperationID = "operation_id"
 	Result      = "result"
+	ErrorKind   = "error_kind"
 )

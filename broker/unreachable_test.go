@@ -1,0 +1,34 @@
+package broker_test
+
+import (
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestNoKafka: with no broker listening, what connects reports the refused
+// connection.
+func TestNoKafka(t *testing.T) {
+	cfg := broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}}
+	pub, err := broker.NewPublisher(cfg, nil)
+	if pub != nil {
+		t.Error("NewPublisher returned a publisher with its error")
+	}
+	kafkatest.WantRefused(t, "NewPublisher", err)
+
+	prod, err := broker.NewProducer(cfg)
+	if prod != nil {
+		t.Error("NewProducer returned a producer with its error")
+	}
+	kafkatest.WantRefused(t, "NewProducer", err)
+
+	r, err := broker.NewTailReader(cfg, "t", func(*message.Message) {}, nil)
+	if err != nil {
+		t.Fatalf("NewTailReader: %v", err)
+	}
+	defer r.Close()
+	kafkatest.WantRefused(t, "TailReader.Start", r.Start(kafkatest.Context(t)))
+}

@@ -1,0 +1,22 @@
+package deadletter_test
+
+import (
+	"testing"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/deadletter"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// TestNewQueueNoKafka: with no broker listening, NewQueue reports the
+// refused connection.
+func TestNewQueueNoKafka(t *testing.T) {
+	q, err := deadletter.NewQueue(deadletter.Config{
+		Broker:        broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}},
+		ConsumerGroup: "payments.order-placed-consumer",
+	})
+	if q != nil {
+		t.Error("NewQueue returned a queue with its error")
+	}
+	kafkatest.WantRefused(t, "NewQueue", err)
+}
