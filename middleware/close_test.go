@@ -127,7 +127,7 @@ func TestCloseWaitsForPendingMark(t *testing.T) {
 func TestCloseGivesUpWhenContextEnds(t *testing.T) {
 	store := newGatedStore(t, &eventLog{}) // never released
 	ignore := goleak.IgnoreCurrent()       // the store's sweeper lives until the test ends
-	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{})
+	dedup, err := newDedup(store, middleware.IdempotencyConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

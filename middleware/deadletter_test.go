@@ -30,8 +30,8 @@ type order struct {
 }
 
 // handleOrder decodes an order and fails as its kind says. A payload that
-// does not decode can never succeed, so it marks the decode error
-// Permanent, as every decoder of a message's payload should.
+// does not decode can never succeed, so it marks the decode error with
+// koto.Poison, as every decoder of a message's payload should.
 func handleOrder(processed *kafkatest.Counter, seq *[]string) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
@@ -120,13 +120,13 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 		}
 		delete(poison, dl.UUID)
 		checkDeadLetter(t, dl, msgs[want.index], map[string]string{
-			middleware.DeadLetterErrorTypeKey:      want.errType,
-			middleware.DeadLetterErrorClassKey:     want.class,
-			middleware.DeadLetterAttemptsKey:       want.at,
-			middleware.DeadLetterOriginalTopicKey:  topic,
-			middleware.DeadLetterConsumerGroupKey:  group,
-			middleware.DeadLetterHandlerKey:        group,
-			middleware.DeadLetterOriginalOffsetKey: strconv.Itoa(want.index),
+			dlErrorType:      want.errType,
+			dlErrorClass:     want.class,
+			dlAttempts:       want.at,
+			dlOriginalTopic:  topic,
+			dlConsumerGroup:  group,
+			dlHandler:        group,
+			dlOriginalOffset: strconv.Itoa(want.index),
 		})
 	}
 	for id := range poison {
@@ -147,10 +147,10 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 		}
 	}
 	for _, k := range []string{
-		middleware.DeadLetterReasonKey, middleware.DeadLetterErrorTypeKey, middleware.DeadLetterErrorClassKey,
-		middleware.DeadLetterOriginalTopicKey, middleware.DeadLetterOriginalPartitionKey, middleware.DeadLetterOriginalOffsetKey,
-		middleware.DeadLetterConsumerGroupKey, middleware.DeadLetterHandlerKey, middleware.DeadLetterAttemptsKey,
-		middleware.DeadLetterFailedAtKey,
+		dlReason, dlErrorType, dlErrorClass,
+		dlOriginalTopic, dlOriginalPartition, dlOriginalOffset,
+		dlConsumerGroup, dlHandler, dlAttempts,
+		dlFailedAt,
 	} {
 		if dl.Metadata.Get(k) == "" {
 			t.Errorf("dead letter %s has no %s", dl.UUID, k)
@@ -161,10 +161,10 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 			t.Errorf("dead letter %s: %s = %q, want %q", dl.UUID, k, got, v)
 		}
 	}
-	if _, err := strconv.Atoi(dl.Metadata.Get(middleware.DeadLetterOriginalPartitionKey)); err != nil {
-		t.Errorf("dead letter %s: partition %q: %v", dl.UUID, dl.Metadata.Get(middleware.DeadLetterOriginalPartitionKey), err)
+	if _, err := strconv.Atoi(dl.Metadata.Get(dlOriginalPartition)); err != nil {
+		t.Errorf("dead letter %s: partition %q: %v", dl.UUID, dl.Metadata.Get(dlOriginalPartition), err)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, dl.Metadata.Get(middleware.DeadLetterFailedAtKey)); err != nil {
+	if _, err := time.Parse(time.RFC3339Nano, dl.Metadata.Get(dlFailedAt)); err != nil {
 		t.Errorf("dead letter %s: failed_at: %v", dl.UUID, err)
 	}
 	if correlation.FromMessage(dl) == "" {
@@ -202,23 +202,23 @@ func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 	stop()
 
 	dl := env.collect(t, dlq, 1)[0]
-	dropped := dl.Metadata.Get(middleware.DeadLetterDroppedKey)
+	dropped := dl.Metadata.Get(dlDropped)
 	if dl.UUID != big.UUID || len(dl.Payload) != 0 || !strings.Contains(dropped, "too large") {
 		t.Fatalf("dead letter %s with %d bytes, dropped %q; want %s without payload, saying it was too large", dl.UUID, len(dl.Payload), dropped, big.UUID)
 	}
 	for k, want := range map[string]string{
-		middleware.DeadLetterErrorClassKey:     "poison",
-		middleware.DeadLetterOriginalTopicKey:  topic,
-		middleware.DeadLetterOriginalOffsetKey: "0",
-		correlation.MetadataKey:                "corr-big",
-		koto.PartitionKeyMetadataKey:           "one-partition",
-		"tenant":                               "",
+		dlErrorClass:                 "poison",
+		dlOriginalTopic:              topic,
+		dlOriginalOffset:             "0",
+		correlation.MetadataKey:      "corr-big",
+		koto.PartitionKeyMetadataKey: "one-partition",
+		"tenant":                     "",
 	} {
 		if got := dl.Metadata.Get(k); got != want {
 			t.Errorf("dead letter %s = %q, want %q", k, got, want)
 		}
 	}
-	if r := dl.Metadata.Get(middleware.DeadLetterReasonKey); r == "" || len(r) > 1024 {
+	if r := dl.Metadata.Get(dlReason); r == "" || len(r) > 1024 {
 		t.Errorf("dead letter reason of %d bytes, want a reason of at most 1 KiB", len(r))
 	}
 }

@@ -113,10 +113,10 @@ func TestOutagesDoNotCountAsAttempts(t *testing.T) {
 		t.Fatalf("dead-lettered message not acked: %v", err)
 	}
 	dl := deadLetters(t, gc)
-	if calls != 7 || len(dl) != 1 || dl[0].Metadata.Get(middleware.DeadLetterAttemptsKey) != "7" {
+	if calls != 7 || len(dl) != 1 || dl[0].Metadata.Get(dlAttempts) != "7" {
 		t.Fatalf("calls %d, dead letters %d; want 7 calls and one dead letter with attempts 7", calls, len(dl))
 	}
-	if dl[0].Metadata.Get(middleware.DeadLetterOriginalPartitionKey) != "" {
+	if dl[0].Metadata.Get(dlOriginalPartition) != "" {
 		t.Error("partition set for a message that did not come from Kafka")
 	}
 }

@@ -106,5 +106,9 @@ func watermillDeduplicator(t *testing.T) message.HandlerMiddleware {
 
 func kotoIdempotency(t *testing.T) message.HandlerMiddleware {
 	t.Helper()
-	return middleware.Idempotency(memoryStore(t), middleware.IdempotencyConfig{})
+	mw, err := middleware.Idempotency(memoryStore(t), middleware.IdempotencyConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mw
 }

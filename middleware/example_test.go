@@ -52,10 +52,14 @@ func ExampleIdempotency() {
 	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
 	defer store.Close()
 
-	charge := middleware.Idempotency(store, middleware.IdempotencyConfig{
+	dedup, err := middleware.Idempotency(store, middleware.IdempotencyConfig{
 		// In a router the scope defaults to the handler name.
 		Scope: func(*message.Message) string { return "payments.order-placed-consumer" },
-	})(func(msg *message.Message) ([]*message.Message, error) {
+	})
+	if err != nil {
+		panic(err)
+	}
+	charge := dedup(func(msg *message.Message) ([]*message.Message, error) {
 		fmt.Println("charging for", msg.UUID)
 		return nil, nil
 	})
@@ -67,32 +71,49 @@ func ExampleIdempotency() {
 	// charging for 0190c5a4-9d7e-7000-8000-00000000002a
 }
 
-// The owned form of Idempotency: Close waits for the marks it makes after
-// an ack (of messages whose handler returned messages) before the store
-// closes.
-func ExampleNewIdempotency() {
+// The chain owns the marks that Idempotency makes after an ack (of
+// messages whose handler returned messages): Close waits for them before
+// the store closes, and refuses the deliveries that come after it.
+func ExampleChain_Close() {
 	store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
 	defer store.Close()
-	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{
-		Scope: func(*message.Message) string { return "billing.order-placed-consumer" },
+	pubSub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	defer pubSub.Close()
+	chain, err := middleware.Defaults(middleware.Config{
+		Publisher: pubSub, // in production: a broker.NewPublisher
+		Store:     store,
+		Logger:    slog.New(slog.DiscardHandler),
+		Idempotency: middleware.IdempotencyConfig{
+			Scope: func(*message.Message) string { return "billing.order-placed-consumer" },
+		},
 	})
 	if err != nil {
 		panic(err)
 	}
-	handler := dedup.Middleware(func(msg *message.Message) ([]*message.Message, error) {
+	// In a router: router.AddMiddleware(chain.Middlewares()...).
+	var handler message.HandlerFunc = func(msg *message.Message) ([]*message.Message, error) {
 		fmt.Println("issuing a receipt for", msg.UUID)
 		return []*message.Message{message.NewMessage("0190c5a4-9d7e-7000-8000-0000000000f1", nil)}, nil
-	})
+	}
+	mws := chain.Middlewares()
+	for i := len(mws) - 1; i >= 0; i-- {
+		handler = mws[i](handler)
+	}
 
 	msg := message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002d", nil)
 	_, _ = handler(msg)
 	msg.Ack() // the router acks once it published the receipt: the mark follows
-	if err := dedup.Close(context.Background()); err != nil {
+	if err := chain.Close(context.Background()); err != nil {
 		panic(err)
 	}
 	done, _ := store.IsProcessed(context.Background(), idempotency.ScopedKey("billing.order-placed-consumer", msg.UUID))
 	fmt.Println("marked after Close:", done)
-	_, err = handler(message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002e", nil))
+
+	late := message.NewMessage("0190c5a4-9d7e-7000-8000-00000000002e", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the router is closing too: the outage is not retried
+	late.SetContext(ctx)
+	_, err = handler(late)
 	fmt.Println("after Close:", errors.Is(err, middleware.ErrClosed))
 	// Output:
 	// issuing a receipt for 0190c5a4-9d7e-7000-8000-00000000002d
@@ -121,8 +142,8 @@ func ExampleDeadLetter() {
 	dl := <-letters
 	dl.Ack()
 	fmt.Println(dl.UUID, string(dl.Payload))
-	fmt.Println(dl.Metadata.Get(middleware.DeadLetterReasonKey))
-	fmt.Println(dl.Metadata.Get(middleware.DeadLetterErrorClassKey), dl.Metadata.Get(middleware.DeadLetterAttemptsKey))
+	fmt.Println(dl.Metadata.Get("dead_letter_reason"))
+	fmt.Println(dl.Metadata.Get("dead_letter_error_class"), dl.Metadata.Get("dead_letter_attempts"))
 	// Output:
 	// error for the router: <nil>
 	// 0190c5a4-9d7e-7000-8000-00000000002b {"currency":"XXX"}
@@ -204,7 +225,7 @@ func ExampleDefaults() {
 	letters, _ := pubSub.Subscribe(context.Background(), topics.DeadLetter(group))
 	dl := <-letters
 	dl.Ack()
-	fmt.Println("dead letter:", dl.UUID, dl.Metadata.Get(middleware.DeadLetterReasonKey))
+	fmt.Println("dead letter:", dl.UUID, dl.Metadata.Get("dead_letter_reason"))
 	// The router first, then the chain (it waits for pending marks), then
 	// the store (deferred above).
 	_ = router.Close()

@@ -18,7 +18,7 @@ import (
 // runs against the PostgreSQL at DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable), in a schema
 // of its own that it drops at the end.
-func ExampleTransactionalIdempotency() {
+func ExampleIdempotency_transactional() {
 	ctx := context.Background()
 	pool, schema := pgtest.ExampleDatabase(ctx)
 	defer pool.Close()
@@ -37,11 +37,11 @@ func ExampleTransactionalIdempotency() {
 	pubSub := gochannel.NewGoChannel(gochannel.Config{Persistent: true, BlockPublishUntilSubscriberAck: true}, watermill.NopLogger{})
 	defer pubSub.Close()
 	chain, err := middleware.Defaults(middleware.Config{
-		Publisher:     pubSub, // in production: a broker.NewPublisher
-		Store:         store,
-		Transactional: true, // store is a *postgres.Store
+		Publisher: pubSub, // in production: a broker.NewPublisher
+		Store:     store,  // a *postgres.Store
 		Idempotency: middleware.IdempotencyConfig{
-			OnDuplicate: func(msg *message.Message, _, _ string) { fmt.Println("duplicate skipped:", string(msg.Payload)) },
+			Transactional: true,
+			OnDuplicate:   func(msg *message.Message, _, _ string) { fmt.Println("duplicate skipped:", string(msg.Payload)) },
 		},
 	})
 	if err != nil {
@@ -56,8 +56,7 @@ func ExampleTransactionalIdempotency() {
 		func(msg *message.Message) error {
 			// The charge is written in the transaction that claimed the message.
 			tx, _ := postgres.TxFromContext(msg.Context())
-			// Its BEGIN and the claim travel with it; on a duplicate it fails
-			// with postgres.ErrDuplicate and everything rolls back.
+			// A duplicate never gets here: its claim found the mark.
 			if _, err := tx.Exec(msg.Context(), "INSERT INTO "+schema+".charges VALUES ($1, 10)", string(msg.Payload)); err != nil {
 				return err
 			}

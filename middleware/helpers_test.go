@@ -14,11 +14,27 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
+)
+
+// The metadata keys of a dead letter, as the package doc lists them.
+const (
+	dlReason            = "dead_letter_reason"
+	dlErrorType         = "dead_letter_error_type"
+	dlErrorClass        = "dead_letter_error_class"
+	dlOriginalTopic     = "dead_letter_original_topic"
+	dlOriginalPartition = "dead_letter_original_partition"
+	dlOriginalOffset    = "dead_letter_original_offset"
+	dlConsumerGroup     = "dead_letter_consumer_group"
+	dlHandler           = "dead_letter_handler"
+	dlAttempts          = "dead_letter_attempts"
+	dlFailedAt          = "dead_letter_failed_at"
+	dlDropped           = "dead_letter_dropped"
 )
 
 // fastBackoff keeps retries short in tests.
@@ -185,10 +201,22 @@ func defaultsChain(t *testing.T, cfg middleware.Config) []message.HandlerMiddlew
 	return c.Middlewares()
 }
 
-// newIdempotency is middleware.NewIdempotency, closed when the test ends.
-func newIdempotency(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig) *middleware.IdempotentConsumer {
+// dedup is the Idempotency middleware of a Defaults chain, innermost in
+// it, with the chain, whose Close waits for the marks after an ack:
+// Idempotency alone gives no handle on them.
+type dedup struct {
+	Middleware message.HandlerMiddleware
+	chain      *middleware.Chain
+}
+
+// Close closes the chain.
+func (d dedup) Close(ctx context.Context) error { return d.chain.Close(ctx) }
+
+// newIdempotency is the Idempotency middleware with cfg, taken from a
+// Defaults chain that the test closes when it ends.
+func newIdempotency(t *testing.T, store idempotency.Store, cfg middleware.IdempotencyConfig) dedup {
 	t.Helper()
-	d, err := middleware.NewIdempotency(store, cfg)
+	d, err := newDedup(store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,4 +226,17 @@ func newIdempotency(t *testing.T, store idempotency.Store, cfg middleware.Idempo
 		}
 	})
 	return d
+}
+
+// newDedup is newIdempotency without the test's cleanup.
+func newDedup(store idempotency.Store, cfg middleware.IdempotencyConfig) (dedup, error) {
+	c, err := middleware.Defaults(middleware.Config{
+		Publisher: gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{}), // dead letters, not used
+		Store:     store, Idempotency: cfg, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return dedup{}, err
+	}
+	mws := c.Middlewares()
+	return dedup{Middleware: mws[len(mws)-1], chain: c}, nil
 }

@@ -75,9 +75,8 @@ func TestIdempotencyStoreErrors(t *testing.T) {
 
 	store.failNext(1, 0)
 	_, err := h(msg)
-	var te *middleware.OutageError
-	if !errors.As(err, &te) || !errors.Is(err, errDown) || calls.Load() != 0 {
-		t.Fatalf("failed check: err %v (want transient), handler ran %d times (want 0)", err, calls.Load())
+	if koto.ClassOf(err) != koto.ClassOutage || !errors.Is(err, errDown) || calls.Load() != 0 {
+		t.Fatalf("failed check: err %v (want an outage), handler ran %d times (want 0)", err, calls.Load())
 	}
 
 	store.failNext(0, 3) // the mark fails three times, then works
@@ -100,9 +99,8 @@ func TestIdempotencyMarkGivesUpWhenTheContextEnds(t *testing.T) {
 		cancel() // the router closes while the handler runs
 		return nil, nil
 	})(msg)
-	var te *middleware.OutageError
-	if !errors.As(err, &te) || !errors.Is(err, errDown) {
-		t.Fatalf("mark never succeeded and the context ended: err %v, want transient (nack)", err)
+	if koto.ClassOf(err) != koto.ClassOutage || !errors.Is(err, errDown) {
+		t.Fatalf("mark never succeeded and the context ended: err %v, want an outage (nack)", err)
 	}
 }
 
@@ -142,9 +140,8 @@ func TestIdempotencyKeyAndScope(t *testing.T) {
 	noUUID := message.NewMessage("", nil)
 	h := idempotent(t, store, middleware.IdempotencyConfig{}, &calls, nil)
 	_, err := h(noUUID)
-	var pe *middleware.PoisonError
-	if !errors.As(err, &pe) || calls.Load() != 0 {
-		t.Fatalf("no UUID, no Kafka position: err %v, want permanent", err)
+	if koto.ClassOf(err) != koto.ClassPoison || calls.Load() != 0 {
+		t.Fatalf("no UUID, no Kafka position: err %v, want poison", err)
 	}
 
 	byOrder := middleware.IdempotencyConfig{

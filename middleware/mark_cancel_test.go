@@ -18,16 +18,15 @@ import (
 func TestMarkOutlivesTheMessageContext(t *testing.T) {
 	pool := pgtest.Pool(t)
 	store := postgresStore(t, pool)
-	dedup, err := middleware.NewIdempotency(store, middleware.IdempotencyConfig{
+	dedup, err := middleware.Idempotency(store, middleware.IdempotencyConfig{
 		Scope: func(*message.Message) string { return "closing" },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dedup.Close(context.Background()) })
 
 	runs := 0
-	h := dedup.Middleware(func(msg *message.Message) ([]*message.Message, error) {
+	h := dedup(func(msg *message.Message) ([]*message.Message, error) {
 		runs++
 		return nil, nil
 	})
@@ -39,7 +38,7 @@ func TestMarkOutlivesTheMessageContext(t *testing.T) {
 		msg.SetContext(ctx)
 		inner := h
 		if cancelInHandler {
-			inner = dedup.Middleware(func(m *message.Message) ([]*message.Message, error) {
+			inner = dedup(func(m *message.Message) ([]*message.Message, error) {
 				runs++
 				cancel() // the router closes while the handler returns
 				return nil, nil

@@ -46,9 +46,13 @@ func FuzzIdempotencyKey(f *testing.F) {
 		store := idempotency.NewMemoryStore(idempotency.DefaultWindow)
 		defer store.Close()
 		var handled []string
-		h := middleware.Idempotency(store, middleware.IdempotencyConfig{
+		mw, err := middleware.Idempotency(store, middleware.IdempotencyConfig{
 			Scope: func(*message.Message) string { return "fuzz" },
-		})(func(msg *message.Message) ([]*message.Message, error) {
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(func(msg *message.Message) ([]*message.Message, error) {
 			handled = append(handled, msg.UUID)
 			return nil, nil
 		})

@@ -97,7 +97,7 @@ func TestTransactionalPanicRollsBack(t *testing.T) {
 // after the commit could fail with nothing to retry it.
 func TestTransactionalRefusesReturnedMessages(t *testing.T) {
 	e := newRaceEnv(t)
-	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{})
+	mw, err := middleware.Idempotency(e.store, middleware.IdempotencyConfig{Transactional: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,11 @@ func TestTransactionalRefusesReturnedMessages(t *testing.T) {
 		}
 		return []*message.Message{message.NewMessage("receipt", nil)}, nil
 	})
-	produced, err := handler(newMessages(1)[0])
-	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || koto.ClassOf(err) != koto.ClassPoison || produced != nil {
-		t.Fatalf("handler returning messages: %d produced, %v (class %v), want ErrReturnedMessagesInTx as poison", len(produced), err, koto.ClassOf(err))
+	// What it returns beside the error is the handler's own; the router
+	// publishes nothing of a delivery that failed.
+	_, err = handler(newMessages(1)[0])
+	if !errors.Is(err, middleware.ErrReturnedMessagesInTx) || koto.ClassOf(err) != koto.ClassPoison {
+		t.Fatalf("handler returning messages: %v (class %v), want ErrReturnedMessagesInTx as poison", err, koto.ClassOf(err))
 	}
 	if rows, claims := e.fx.counts(); rows != 0 || claims != 0 {
 		t.Errorf("%d effect rows and %d claims committed, want none", rows, claims)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -22,54 +23,46 @@ func TestTransactionalConfigErrorsNameTheField(t *testing.T) {
 	store := postgresStoreIn(t, pool, "koto")
 	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
 	defer pub.Close()
+	transactional := func(s idempotency.Store, cfg middleware.IdempotencyConfig) func() error {
+		cfg.Transactional = true
+		return func() error { _, err := middleware.Idempotency(s, cfg); return err }
+	}
 	cases := []struct {
 		field string
 		err   func() error
 	}{
-		{"store is nil", func() error {
-			_, err := middleware.TransactionalIdempotency(nil, middleware.IdempotencyConfig{})
+		{"middleware.IdempotencyConfig has no store", transactional(nil, middleware.IdempotencyConfig{})},
+		{"middleware.IdempotencyConfig.IgnoreStoreErrors", transactional(store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})},
+		{"middleware.IdempotencyConfig.StoreTimeout", transactional(store, middleware.IdempotencyConfig{StoreTimeout: -1})},
+		{"middleware.IdempotencyConfig.Transactional is set, so the store must be an idempotency.TxStore (a *postgres.Store), not struct",
+			transactional(struct{ idempotency.Store }{store}, middleware.IdempotencyConfig{DeferClaim: true})},
+		{"middleware.IdempotencyConfig.Transactional is not set, but Outbox, LockKeys or DeferClaim is", func() error {
+			_, err := middleware.Idempotency(memoryStore(t), middleware.IdempotencyConfig{DeferClaim: true})
 			return err
 		}},
-		{"IdempotencyConfig.IgnoreStoreErrors", func() error {
-			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{IgnoreStoreErrors: true})
-			return err
-		}},
-		{"IdempotencyConfig.StoreTimeout", func() error {
-			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{StoreTimeout: -1})
-			return err
-		}},
-		{"IdempotencyConfig.DeferClaim needs a DeferringStore", func() error {
-			notDeferring := struct{ middleware.TransactionalStore }{store}
-			_, err := middleware.TransactionalIdempotency(notDeferring, middleware.IdempotencyConfig{DeferClaim: true})
-			return err
-		}},
-		{"Idempotency: IdempotencyConfig.DeferClaim", func() error {
-			_, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{DeferClaim: true})
-			return err
-		}},
-		{"IdempotencyConfig.DeferClaim is set, but only the transactional mode", func() error {
+		{"middleware.Config.Idempotency.Transactional is not set, but Outbox, LockKeys or DeferClaim is", func() error {
 			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{DeferClaim: true}})
 			return err
 		}},
-		{"Config.Store must be a TransactionalStore", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: memoryStore(t), Transactional: true})
+		{"middleware.Config.Store is a *idempotency.MemoryStore, but Idempotency.Transactional needs an idempotency.TxStore", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: memoryStore(t), Idempotency: middleware.IdempotencyConfig{Transactional: true}})
 			return err
 		}},
-		{"Config.Store is nil", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Transactional: true})
+		{"middleware.Config.Store is nil", func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{Transactional: true}})
 			return err
 		}},
 	}
 	for _, c := range cases {
 		err := c.err()
-		if err == nil || !strings.Contains(err.Error(), c.field) {
+		if err == nil || !strings.Contains(err.Error(), "invalid configuration: "+c.field) {
 			t.Errorf("want an error naming %s, got %v", c.field, err)
 		}
 		if !errors.Is(err, koto.ErrInvalidConfig) {
 			t.Errorf("%s: %v does not wrap ErrInvalidConfig", c.field, err)
 		}
 	}
-	chain, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true})
+	chain, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}})
 	if err != nil || len(chain.Middlewares()) != 5 {
 		t.Fatalf("Defaults in the transactional mode: %v", err)
 	}

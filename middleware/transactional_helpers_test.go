@@ -65,12 +65,12 @@ func transactionalDefaults(t *testing.T, pub message.Publisher, store *postgres.
 		logger = slog.New(slog.DiscardHandler)
 	}
 	mws := defaultsChain(t, middleware.Config{
-		Publisher:     pub,
-		Store:         store,
-		Transactional: true,
-		Logger:        logger,
+		Publisher: pub,
+		Store:     store,
+		Logger:    logger,
 		Idempotency: middleware.IdempotencyConfig{
-			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
+			Transactional: true,
+			OnDuplicate:   func(*message.Message, string, string) { duplicates.Add(1) },
 		},
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3,

@@ -86,10 +86,11 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 
 	var duplicates, afterCommit atomic.Int64
 	chain := defaultsChain(t, middleware.Config{
-		Publisher: e.pub, Store: store, Transactional: true, Logger: slog.New(slog.DiscardHandler),
+		Publisher: e.pub, Store: store, Logger: slog.New(slog.DiscardHandler),
 		Idempotency: middleware.IdempotencyConfig{
-			Outbox:      box,
-			OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
+			Transactional: true,
+			Outbox:        box.ContextPublisher(),
+			OnDuplicate:   func(*message.Message, string, string) { duplicates.Add(1) },
 		},
 		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
@@ -147,7 +148,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 func TestTransactionalOutboxNeedsAPublishTopic(t *testing.T) {
 	e := newRaceEnv(t)
 	box := newOutbox(t, e.pool, e.schema)
-	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{Outbox: box})
+	mw, err := middleware.Idempotency(e.store, middleware.IdempotencyConfig{Transactional: true, Outbox: box.ContextPublisher()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +181,10 @@ func TestTransactionalLockKeys(t *testing.T) {
 	schema := pgtest.Schema(t, pool)
 	store := postgresStoreIn(t, pool, schema)
 	box := newOutbox(t, pool, schema)
-	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{
-		Outbox:   box,
-		LockKeys: func(msg *message.Message) ([]string, error) { return []string{msg.Metadata.Get("order")}, nil },
+	mw, err := middleware.Idempotency(store, middleware.IdempotencyConfig{
+		Transactional: true,
+		Outbox:        box.ContextPublisher(),
+		LockKeys:      func(msg *message.Message) ([]string, error) { return []string{msg.Metadata.Get("order")}, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,9 +249,6 @@ func TestTransactionalLockKeys(t *testing.T) {
 	}
 }
 
-// beginClaimOnly is a TransactionalStore that is not a LockingStore.
-type beginClaimOnly struct{ middleware.TransactionalStore }
-
 // TestOutboxConfigErrorsNameTheField: an outbox or key locks where they
 // cannot work fail at construction, naming the field.
 func TestOutboxConfigErrorsNameTheField(t *testing.T) {
@@ -262,42 +261,37 @@ func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 	pub := gochannel.NewGoChannel(gochannel.Config{}, nil)
 	defer pub.Close()
 	keys := func(*message.Message) ([]string, error) { return nil, nil }
+	const notTransactional = "Transactional is not set, but Outbox, LockKeys or DeferClaim is"
 	cases := []struct {
 		field string
 		err   func() error
 	}{
-		{"IdempotencyConfig.Outbox", func() error {
-			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{Outbox: box}})
+		{"middleware.Config.Idempotency." + notTransactional, func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: middleware.IdempotencyConfig{Outbox: box.ContextPublisher()}})
 			return err
 		}},
-		{"IdempotencyConfig.Outbox or LockKeys", func() error {
+		{"middleware.Config.Idempotency." + notTransactional, func() error {
 			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Idempotency: middleware.IdempotencyConfig{LockKeys: keys}})
 			return err
 		}},
-		{"IdempotencyConfig.Outbox", func() error {
-			_, err := middleware.NewIdempotency(memoryStore(t), middleware.IdempotencyConfig{Outbox: box})
-			return err
-		}},
-		{"LockKeys is set without Outbox", func() error {
-			_, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{LockKeys: keys})
-			return err
-		}},
-		{"LockKeys needs a LockingStore", func() error {
-			_, err := middleware.TransactionalIdempotency(beginClaimOnly{store}, middleware.IdempotencyConfig{Outbox: box, LockKeys: keys})
+		{"middleware.IdempotencyConfig." + notTransactional, func() error {
+			_, err := middleware.Idempotency(memoryStore(t), middleware.IdempotencyConfig{Outbox: box.ContextPublisher()})
 			return err
 		}},
 	}
 	for _, c := range cases {
 		err := c.err()
-		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "invalid configuration: "+c.field) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", c.field, err)
 		}
 	}
-	if _, err := middleware.TransactionalIdempotency(beginClaimOnly{store}, middleware.IdempotencyConfig{Outbox: box}); err != nil {
-		t.Errorf("an outbox without key locks needs no LockingStore: %v", err)
+	// Key locks need no Outbox: the handler may publish through the
+	// outbox's ContextPublisher itself.
+	if _, err := middleware.Idempotency(store, middleware.IdempotencyConfig{Transactional: true, LockKeys: keys}); err != nil {
+		t.Errorf("key locks without an outbox: %v", err)
 	}
-	if _, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Transactional: true,
-		Idempotency: middleware.IdempotencyConfig{Outbox: box, LockKeys: keys}}); err != nil {
+	if _, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store,
+		Idempotency: middleware.IdempotencyConfig{Transactional: true, Outbox: box.ContextPublisher(), LockKeys: keys}}); err != nil {
 		t.Errorf("Defaults with the transactional mode, an outbox and key locks: %v", err)
 	}
 }

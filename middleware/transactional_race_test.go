@@ -40,7 +40,8 @@ func newRaceEnv(t *testing.T) *raceEnv {
 	return e
 }
 
-// wrap returns h behind TransactionalIdempotency with a fixed scope.
+// wrap returns h behind Idempotency in the transactional mode with a
+// fixed scope.
 func (e *raceEnv) wrap(t *testing.T, h message.NoPublishHandlerFunc) message.HandlerFunc {
 	t.Helper()
 	return e.wrapWith(t, false, h)
@@ -50,10 +51,11 @@ func (e *raceEnv) wrap(t *testing.T, h message.NoPublishHandlerFunc) message.Han
 // claimFirst.
 func (e *raceEnv) wrapWith(t *testing.T, claimFirst bool, h message.NoPublishHandlerFunc) message.HandlerFunc {
 	t.Helper()
-	mw, err := middleware.TransactionalIdempotency(e.store, middleware.IdempotencyConfig{
-		Scope:       func(*message.Message) string { return "race" },
-		OnDuplicate: func(*message.Message, string, string) { e.duplicates.Add(1) },
-		DeferClaim:  !claimFirst,
+	mw, err := middleware.Idempotency(e.store, middleware.IdempotencyConfig{
+		Transactional: true,
+		Scope:         func(*message.Message) string { return "race" },
+		OnDuplicate:   func(*message.Message, string, string) { e.duplicates.Add(1) },
+		DeferClaim:    !claimFirst,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +199,7 @@ func TestTransactionalDeferredClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := postgresStoreIn(t, own, e.schema)
-	mw, err := middleware.TransactionalIdempotency(store, middleware.IdempotencyConfig{})
+	mw, err := middleware.Idempotency(store, middleware.IdempotencyConfig{Transactional: true})
 	if err != nil {
 		t.Fatal(err)
 	}
