@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 
 	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -43,6 +44,28 @@ type mark struct {
 
 func (m *mark) Error() string { return m.err.Error() }
 func (m *mark) Unwrap() error { return m.err }
+
+// ErrorType is what OpenTelemetry records as error.type: the type of the
+// marked error, under the wrappers of fmt.Errorf, not the mark's.
+func (m *mark) ErrorType() string {
+	err := m.err
+	for {
+		t := reflect.TypeOf(err).String()
+		if t != "*fmt.wrapError" && t != "*fmt.wrapErrors" {
+			return t
+		}
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+				inner = j.Unwrap()[0]
+			}
+		}
+		if inner == nil {
+			return t
+		}
+		err = inner
+	}
+}
 
 // Poison marks err as [ClassPoison]: the message is dead-lettered at once.
 // Poison(nil) is nil.

@@ -76,13 +76,11 @@ type Config struct {
 	KafkaVersion sarama.KafkaVersion
 
 	// NackResendSleep is how long a nacked message waits before it is
-	// delivered again. Default: 100ms; negative turns
-	// the wait off.
+	// delivered again. Default: 100ms; negative turns the wait off.
 	NackResendSleep time.Duration
 
-	// ReconnectRetrySleep is the pause between attempts to restart a stopped
-	// consumer. Default: 1s; negative turns the
-	// pause off.
+	// ReconnectRetrySleep is the pause between attempts to restart a
+	// stopped consumer. Default: 1s; negative turns the pause off.
 	ReconnectRetrySleep time.Duration
 
 	// Marshaler turns Watermill messages into Kafka records and back.

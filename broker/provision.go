@@ -29,8 +29,8 @@ type ProvisionConfig struct {
 	// Partitions of each new topic. Default: [DefaultPartitions].
 	Partitions int32
 
-	// ReplicationFactor of each new topic. Default:
-	// 1 (1); set 3 in production.
+	// ReplicationFactor of each new topic. Default: 1; set 3 in
+	// production.
 	ReplicationFactor int16
 
 	// TopicConfigs are Kafka topic configs for new topics, such as

@@ -13,7 +13,7 @@ import (
 // connection.
 func TestNoKafka(t *testing.T) {
 	cfg := broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}}
-	pub, err := broker.NewPublisher(cfg, nil)
+	pub, err := broker.NewPublisher(cfg)
 	if pub != nil {
 		t.Error("NewPublisher returned a publisher with its error")
 	}
@@ -25,7 +25,7 @@ func TestNoKafka(t *testing.T) {
 	}
 	kafkatest.WantRefused(t, "NewProducer", err)
 
-	r, err := broker.NewTailReader(cfg, "t", func(*message.Message) {}, nil)
+	r, err := broker.NewTailReader(cfg, "t", func(*message.Message) {})
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}

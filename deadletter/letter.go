@@ -33,16 +33,16 @@ type Letter struct {
 	// CorrelationID is the correlation ID (correlation.MetadataKey).
 	CorrelationID string `json:"correlation_id,omitempty"`
 
-	// FailedAt is when it was dead-lettered (dlqmeta.FailedAt);
+	// FailedAt is when it was dead-lettered (dead_letter_failed_at);
 	// zero when absent.
 	FailedAt time.Time `json:"failed_at,omitzero"`
 	// ErrorClass is the middleware's error class, such as "poison" or
-	// "retryable" (dlqmeta.ErrorClass).
+	// "retryable" (dead_letter_error_class).
 	ErrorClass string `json:"error_class,omitempty"`
 	// ErrorType is the Go type of the error's root cause
-	// (dlqmeta.ErrorType).
+	// (dead_letter_error_type).
 	ErrorType string `json:"error_type,omitempty"`
-	// Reason is the error's text (dlqmeta.Reason).
+	// Reason is the error's text (dead_letter_reason).
 	Reason string `json:"reason,omitempty"`
 	// ConsumerGroup and Handler are those that failed it.
 	ConsumerGroup string `json:"consumer_group,omitempty"`
@@ -59,7 +59,7 @@ type Letter struct {
 
 	// Dropped, when set, says why the dead letter holds no payload and
 	// only the failure's metadata: it was too large for the dead-letter
-	// topic (dlqmeta.Dropped). The message is still in
+	// topic (dead_letter_dropped). The message is still in
 	// OriginalTopic at OriginalPartition and OriginalOffset; Replay does
 	// not send it and counts it as unroutable.
 	Dropped string `json:"dropped,omitempty"`

@@ -203,7 +203,7 @@ func TestInvalidRecordIsDeadLetteredWithoutHandler(t *testing.T) {
 		t.Fatalf("handler ran %d times and %d dead letters, want 0 and 1", calls, len(dl))
 	}
 	md := dl[0].Metadata
-	if reason := md.Get(middleware.DeadLetterReasonKey); !strings.Contains(reason, "missing or empty: id") || md.Get(middleware.DeadLetterErrorClassKey) != "poison" {
-		t.Errorf("dead letter reason %q, class %q: want the mapping's reason, poison", reason, md.Get(middleware.DeadLetterErrorClassKey))
+	if reason := md.Get("dead_letter_reason"); !strings.Contains(reason, "missing or empty: id") || md.Get("dead_letter_error_class") != "poison" {
+		t.Errorf("dead letter reason %q, class %q: want the mapping's reason, poison", reason, md.Get("dead_letter_error_class"))
 	}
 }

@@ -15,7 +15,7 @@ type statements struct {
 	mark        string // MarkProcessed: claim, with an asynchronous commit of its own
 	checkMany   string // IsProcessed of concurrent callers: the keys of $1 that have a fresh mark
 	markMany    string // MarkProcessed of concurrent callers: mark, for each key of $1
-	claim       string // BeginClaim and MarkProcessedTx: insert or renew; one row when it marks
+	claim       string // Transact and MarkProcessedTx: insert or renew; one row when it marks
 	// cleanup is one batch of Cleanup: it locks up to $1 of the oldest
 	// expired marks, skipping rows a concurrent claim holds, and deletes
 	// them by ctid. The TID scan keeps a batch's cost proportional to the

@@ -35,8 +35,8 @@ func (e *fieldError) field() string {
 	return e.root + "." + e.rest
 }
 
-// Problems collects the invalid fields of one configuration. The zero
-// value is empty and ready to use.
+// Problems collects the invalid fields of one configuration; make it with
+// [For].
 type Problems struct {
 	root string
 	errs []error
