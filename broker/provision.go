@@ -12,6 +12,9 @@ import (
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
+// provisionTimeout bounds a SubscribeInitialize, which takes no context.
+const provisionTimeout = 30 * time.Second
+
 // Defaults applied to the zero values of [ProvisionConfig].
 const (
 	// DefaultPartitions is the partition count of provisioned topics, and

@@ -18,6 +18,7 @@ import (
 // defaults of [Config]. Every message's context carries its koto.Position.
 // Build it with [NewSubscriber] and Close it when done.
 type Subscriber struct {
+	cfg     Config
 	inner   *kafka.Subscriber
 	closing chan struct{}
 	once    sync.Once
@@ -45,7 +46,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: new Kafka subscriber in group %q: %w", cfg.ConsumerGroup, err)
 	}
-	return &Subscriber{inner: sub, closing: make(chan struct{})}, nil
+	return &Subscriber{cfg: cfg, inner: sub, closing: make(chan struct{})}, nil
 }
 
 // Subscribe consumes topic until ctx ends or the subscriber closes; the
@@ -72,10 +73,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	return out, nil
 }
 
-// SubscribeInitialize creates topic's consumer group offsets, as Watermill's
-// SubscribeInitializer does.
+// SubscribeInitialize creates topic, if it does not exist, with
+// Config.Provision's settings, as [ProvisionTopics] does; Watermill calls
+// it before Subscribe when asked to (message.SubscribeInitializer).
 func (s *Subscriber) SubscribeInitialize(topic string) error {
-	return s.inner.SubscribeInitialize(topic)
+	ctx, cancel := context.WithTimeout(context.Background(), provisionTimeout)
+	defer cancel()
+	return ProvisionTopics(ctx, s.cfg, topic)
 }
 
 // Close stops every subscription and waits for them to end.

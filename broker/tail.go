@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/retry"
+
 	"github.com/koto-dev/watermill-koto/internal/wmlog"
 
 	"github.com/IBM/sarama"
@@ -266,7 +268,8 @@ func (r *TailReader) deliver(rec *sarama.ConsumerMessage) {
 // resume consumes partition p again from the first record written since
 // since (the latest record read, or Start when none was) less resumeSkew,
 // or from the newest offset when there is none, retrying every
-// cfg.ReconnectRetrySleep. Meanwhile Err reports the partition. It returns nil when the reader closes first.
+// cfg.ReconnectRetrySleep. Meanwhile Err reports the partition. It returns
+// nil when the reader closes first.
 func (r *TailReader) resume(p int32, since time.Time, cause error) sarama.PartitionConsumer {
 	if cause == nil {
 		cause = errors.New("partition consumer stopped")
@@ -275,25 +278,28 @@ func (r *TailReader) resume(p int32, since time.Time, cause error) sarama.Partit
 	r.logger.Error("Tail reader stopped reading a partition; resuming it", cause, fields)
 	r.setDown(p, cause)
 	stopped := time.Now()
-	for attempt := 1; ; attempt++ {
+	var pc sarama.PartitionConsumer
+	pause := func(int) time.Duration { return max(r.cfg.ReconnectRetrySleep, 0) }
+	err := retry.Do(r.life, pause, func() error {
 		offset, err := r.offsetSince(p, since.Add(-resumeSkew))
 		if err == nil {
-			var pc sarama.PartitionConsumer
-			if pc, err = r.tail.consumer.ConsumePartition(r.topic, p, offset); err == nil {
-				r.setDown(p, nil)
-				r.logger.Info("Tail reader resumed reading a partition", watermill.LogFields{
-					"partition": p, "offset": offset, "attempts": attempt, "down_for": time.Since(stopped).String(),
-				})
-				return pc
-			}
+			pc, err = r.tail.consumer.ConsumePartition(r.topic, p, offset)
 		}
-		r.setDown(p, fmt.Errorf("%w (resuming failed: %w)", cause, err))
+		return err
+	}, func(f retry.Failure) error {
+		r.setDown(p, fmt.Errorf("%w (resuming failed: %w)", cause, f.Err))
 		r.logger.Debug("Tail reader could not resume a partition yet",
-			watermill.LogFields{"partition": p, "attempts": attempt, "error": err.Error()})
-		if !r.sleep(r.cfg.ReconnectRetrySleep) {
-			return nil
-		}
+			watermill.LogFields{"partition": p, "attempts": f.Retry, "error": f.Err.Error()})
+		return nil
+	}, nil)
+	if err != nil {
+		return nil // the reader closed
 	}
+	r.setDown(p, nil)
+	r.logger.Info("Tail reader resumed reading a partition", watermill.LogFields{
+		"partition": p, "down_for": time.Since(stopped).String(),
+	})
+	return pc
 }
 
 // offsetSince returns the offset of the first record of partition p
@@ -312,21 +318,6 @@ func (r *TailReader) offsetSince(p int32, t time.Time) (int64, error) {
 		return newest, nil
 	}
 	return offset, nil
-}
-
-// sleep waits d, or returns false when the reader closes first.
-func (r *TailReader) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return r.life.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-r.life.Done():
-		return false
-	}
 }
 
 // Err returns nil while the reader reads every partition of its topic,

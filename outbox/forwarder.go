@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/internal/retry"
+
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/config"
 
@@ -90,28 +92,27 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return err
 	}
 	defer f.stop()
-	failures := 0
-	for {
+	err = retry.Do(ctx, f.cfg.RetryBackoff.Delay, func() error {
 		progressed, err := f.session(ctx)
-		if ctx.Err() != nil {
-			return nil
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("outbox: the forwarder's session ended")
 		}
-		if fatal(err) {
-			f.log.Error("outbox forwarder stopped", slog.Any("error", err))
-			return err
+		if progressed && err != nil {
+			return retry.AfterProgress(err)
 		}
-		if progressed {
-			failures = 0
+		return err
+	}, func(fail retry.Failure) error {
+		if ctx.Err() != nil || fatal(fail.Err) {
+			return fail.Err
 		}
-		delay := f.cfg.RetryBackoff.Delay(failures)
-		failures++
-		f.log.Warn("outbox forwarder failed; retrying", slog.Any("error", err), slog.Duration("retry_in", delay))
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return nil
-		}
+		f.log.Warn("outbox forwarder failed; retrying", slog.Any("error", fail.Err), slog.Duration("retry_in", fail.Delay))
+		return nil
+	}, nil)
+	if ctx.Err() != nil {
+		return nil
 	}
+	f.log.Error("outbox forwarder stopped", slog.Any("error", err))
+	return err
 }
 
 // fatal reports whether err is one retrying cannot fix.

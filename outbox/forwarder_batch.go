@@ -54,7 +54,13 @@ func (f *Forwarder) read(ctx context.Context, conn *pgx.Conn, pos position) (bat
 	}
 	if len(rows) > 0 {
 		b.last = rows[len(rows)-1]
-		b.end = position{xid: uint64(b.last.ExtraData["transaction_id"].(wsql.XID8)), offset: b.last.Offset}
+		xid, ok := b.last.ExtraData["transaction_id"].(wsql.XID8)
+		if !ok {
+			// watermill-sql changed how its default schema reads a row.
+			return batch{}, fmt.Errorf("read the outbox: watermill-sql's row has transaction_id %T, not sql.XID8; "+
+				"this watermill-sql version is not supported", b.last.ExtraData["transaction_id"])
+		}
+		b.end = position{xid: uint64(xid), offset: b.last.Offset}
 		b.rows = len(rows)
 		b.records = f.records(ctx, rows)
 	}

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,5 +82,34 @@ func TestSleepEndsWithContext(t *testing.T) {
 	}
 	if err := retry.Sleep(context.Background(), time.Nanosecond); err != nil {
 		t.Fatalf("Sleep of a whole wait = %v, want nil", err)
+	}
+}
+
+func TestAfterProgressCountsAgain(t *testing.T) {
+	var retries []int
+	calls := 0
+	err := retry.Do(context.Background(), func(int) time.Duration { return 0 }, func() error {
+		calls++
+		switch calls {
+		case 1, 2:
+			return errors.New("down")
+		case 3:
+			return retry.AfterProgress(errors.New("down after progress"))
+		case 4:
+			return errors.New("down again")
+		}
+		return nil
+	}, func(f retry.Failure) error {
+		retries = append(retries, f.Retry)
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 2, 1, 2}; !slices.Equal(retries, want) {
+		t.Fatalf("retries %v, want %v: a failure after progress counts from the start", retries, want)
+	}
+	if retry.AfterProgress(nil) != nil {
+		t.Fatal("AfterProgress(nil) is not nil")
 	}
 }
