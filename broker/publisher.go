@@ -184,7 +184,8 @@ func (p *Publisher) deliver(rec *sarama.ProducerMessage, err error) {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closing) // ends the hand-overs waiting for the producer
-		p.mu.Lock()      // and waits for them: nothing is handed over after AsyncClose
+		//lint:ignore SA2001 the lock is a barrier: it waits for the hand-overs, which hold it to read, so nothing is handed over after AsyncClose
+		p.mu.Lock()
 		p.mu.Unlock()
 		// A shutting-down sarama producer fails a batch that it would
 		// otherwise retry, so it shuts down once every message has its result.

@@ -7,14 +7,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// inject writes the trace context of ctx into msg's metadata (traceparent
-// and tracestate with propagation.TraceContext), replacing any it had.
-// [Telemetry.Publisher] does it for every message it publishes; Inject is
-// for messages that reach Kafka some other way.
-func (t *Telemetry) inject(ctx context.Context, msg *message.Message) {
-	t.prop.Inject(ctx, carrier(msg))
-}
-
 // extract returns ctx with the trace context in msg's metadata, as the
 // remote parent of the spans started from it. Without one it returns ctx.
 func (t *Telemetry) extract(ctx context.Context, msg *message.Message) context.Context {
