@@ -39,8 +39,9 @@ const (
 // consumer whose handler publishes an event per message, while the broker
 // fails under it: it is closed and restarted on its data directory, then
 // fails every produce, then every fetch, then every offset commit for a
-// while. The stream's publisher retries what fails with the same UUID. The
-// consumer is replaced by a new one in the same group after the restart.
+// while. The stream's publisher retries what fails with the same UUID; it
+// holds back half the stream for the produce fault, and publishes into it
+// until a publish has failed. The consumer is replaced by a new one in the same group after the restart.
 // The test checks that the ledger has exactly one effect per distinct
 // message, that nothing was dead-lettered, that the consumers resumed from
 // the committed offsets rather than from the start, and that a Request
@@ -83,9 +84,18 @@ func TestBrokerFaults(t *testing.T) {
 	rr.request(t, "before the faults", true)
 
 	sent := keyedMessages("fault", n)
+	msgs := withRepublished(sent)
 	// The publisher keeps at most a few hundred messages ahead of the
-	// consumers, so that the stream goes on through every fault.
-	p := startRetryingStream(t, pub, stream, withRepublished(sent), func(i int) bool { return effects.Distinct() >= i*5/6-200 })
+	// consumers, so that the stream goes on through every fault. It stops
+	// at limit, half the stream, until the produce fault, so that it has
+	// messages left to publish into it; push lets it run ahead of the
+	// consumers, which that fault holds up too.
+	var limit atomic.Int64
+	limit.Store(int64(len(msgs) / 2))
+	var push atomic.Bool
+	p := startRetryingStream(t, pub, stream, msgs, func(i int) bool {
+		return int64(i) < limit.Load() && (push.Load() || effects.Distinct() >= i*5/6-200)
+	})
 
 	// Fault 1: the broker closes mid-stream and comes back on its data.
 	waitEffects(t, &effects, n/4, "a quarter of the stream before the restart")
@@ -120,20 +130,30 @@ func TestBrokerFaults(t *testing.T) {
 		return kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.NotEnoughReplicas, Count: -1}
 	}
 	faults := []struct {
-		name    string
-		faults  []kfake.Fault
-		request bool // whether a Request must fail under the fault
+		name      string
+		faults    []kfake.Fault
+		request   bool // whether a Request must fail under the fault
+		publisher bool // whether a publish of the stream must fail under it
 	}{
-		{"produce", []kfake.Fault{produce(stream), produce(events), produce(rr.commands)}, true},
-		{"fetch", []kfake.Fault{{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1}}, true},
-		{"offset commit", []kfake.Fault{{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.CoordinatorNotAvailable, Count: -1}}, false},
+		{"produce", []kfake.Fault{produce(stream), produce(events), produce(rr.commands)}, true, true},
+		{"fetch", []kfake.Fault{{Keys: []kmsg.Key{kmsg.Fetch}, Err: kerr.NotLeaderForPartition, Count: -1}}, true, false},
+		{"offset commit", []kfake.Fault{{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.CoordinatorNotAvailable, Count: -1}}, false, false},
 	}
 	var hits []string
 	for i, f := range faults {
 		waitEffects(t, &effects, n*(i+2)/6, "more of the stream before the "+f.name+" fault")
+		failed := p.failures.Load()
 		h := b.Cluster().Fault(f.faults...)
 		if f.request {
 			rr.request(t, "while every "+f.name+" fails", false)
+		}
+		if f.publisher {
+			// The publisher waits at limit, or for the consumers: it goes
+			// on until the fault fails a publish, which it then retries.
+			limit.Store(int64(len(msgs)))
+			push.Store(true)
+			kafkatest.WaitFor(t, "a publish of the stream failed by the "+f.name+" fault", func() bool { return p.failures.Load() > failed })
+			push.Store(false)
 		}
 		time.Sleep(2 * time.Second)
 		h.Remove()

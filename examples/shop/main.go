@@ -18,8 +18,10 @@
 // With -metrics :9464 the services' OpenTelemetry metrics, the outbox's
 // backlog included, are served in Prometheus's format on
 // http://localhost:9464/metrics, until interrupted;
-// with -trace the trace of the first order is printed, with OpenTelemetry's
-// stdout exporter, when the demo ends.
+// with -trace the trace of the first order is printed when the demo ends:
+// one checkout, one trace across the three services and the outbox, a line
+// per span under its parent, with its service and duration; with -v as
+// well, the spans follow in OpenTelemetry's stdout exporter's JSON.
 package main
 
 import (
@@ -44,7 +46,7 @@ func main() {
 	orders := flag.Int("orders", 3, "how many orders to place")
 	verbose := flag.Bool("v", false, "log every message (debug level)")
 	metrics := flag.String("metrics", "", "serve Prometheus metrics on this address (e.g. :9464) until interrupted")
-	trace := flag.Bool("trace", false, "print the trace of the first order (OpenTelemetry stdout exporter)")
+	trace := flag.Bool("trace", false, "print the trace of the first order, a line per span (with -v, also the spans in OpenTelemetry's JSON)")
 	flag.Parse()
 
 	opts := options{orders: *orders, schema: "shop_example", log: logger(*verbose)}
@@ -57,7 +59,7 @@ func main() {
 		opts.metrics = ln
 	}
 	if *trace {
-		opts.trace = os.Stdout
+		opts.trace, opts.traceJSON = os.Stdout, *verbose
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -77,11 +79,12 @@ func logger(verbose bool) *slog.Logger {
 
 // options are what main takes from its flags.
 type options struct {
-	orders  int          // how many orders to place
-	schema  string       // the PostgreSQL schema of the example's tables
-	log     *slog.Logger // where the services log
-	metrics net.Listener // where to serve Prometheus metrics; nil: nowhere
-	trace   io.Writer    // where to print the first order's trace; nil: nowhere
+	orders    int          // how many orders to place
+	schema    string       // the PostgreSQL schema of the example's tables
+	log       *slog.Logger // where the services log
+	metrics   net.Listener // where to serve Prometheus metrics; nil: nowhere
+	trace     io.Writer    // where to print the first order's trace; nil: nowhere
+	traceJSON bool         // print its spans in the stdout exporter's JSON too
 }
 
 func run(ctx context.Context, opts options) error {

@@ -35,6 +35,7 @@ type observability struct {
 	tracer trace.Tracer         // starts each order's checkout span
 	spans  *spanBuffer          // nil unless tracing
 	out    io.Writer            // where the trace goes
+	json   bool                 // print the trace's spans in JSON too
 
 	server *http.Server
 	served chan error
@@ -42,7 +43,7 @@ type observability struct {
 }
 
 func newObservability(opts options) (_ *observability, err error) {
-	o := &observability{tracer: otel.Tracer("shop"), out: opts.trace}
+	o := &observability{tracer: otel.Tracer("shop"), out: opts.trace, json: opts.traceJSON}
 	if opts.metrics == nil && opts.trace == nil {
 		return o, nil
 	}
@@ -90,47 +91,29 @@ func (o *observability) servePrometheus(ln net.Listener, res *resource.Resource)
 	return mp, nil
 }
 
-// printTrace prints the spans of trace id, oldest first, with
-// OpenTelemetry's stdout exporter. Call it once the services stopped, so
-// that every span of the trace has ended.
+// printTrace prints the spans of trace id as a tree (see traceTree), and
+// with json also in the stdout exporter's JSON. Call it once the services
+// stopped, so that every span of the trace has ended.
 func (o *observability) printTrace(ctx context.Context, id trace.TraceID) error {
 	if o.spans == nil || !id.IsValid() {
 		return nil
 	}
 	spans := o.spans.trace(id)
-	fmt.Fprintf(o.out, "\ntrace %s of the first order:\n\n", id)
-	printTree(o.out, spans, trace.SpanID{}, 1)
+	fmt.Fprintf(o.out, "\ntrace %s of the first order, %d spans", id, len(spans))
+	if cid := correlationOf(spans); cid != "" {
+		fmt.Fprintf(o.out, ", correlation ID %s", cid)
+	}
+	fmt.Fprint(o.out, ":\n\n")
+	printTree(o.out, spans, checkoutService)
+	if !o.json {
+		return nil
+	}
 	fmt.Fprintf(o.out, "\nits %d spans in full:\n", len(spans))
 	exporter, err := stdouttrace.New(stdouttrace.WithWriter(o.out), stdouttrace.WithPrettyPrint())
 	if err != nil {
 		return err
 	}
 	return errors.Join(exporter.ExportSpans(ctx, spans), exporter.Shutdown(ctx))
-}
-
-// printTree prints the spans whose parent is parent, or all the roots
-// when parent is zero, each above its children, indented by depth.
-func printTree(w io.Writer, spans []sdktrace.ReadOnlySpan, parent trace.SpanID, depth int) {
-	for _, s := range spans {
-		p := s.Parent().SpanID()
-		root := !parent.IsValid() && !slices.ContainsFunc(spans, isSpan(p))
-		if p != parent && !root {
-			continue
-		}
-		outcome := ""
-		for _, kv := range s.Attributes() {
-			if kv.Key == "koto.outcome" {
-				outcome = ", " + kv.Value.AsString()
-			}
-		}
-		fmt.Fprintf(w, "%*s%s (%s%s)\n", 2*depth, "", s.Name(), s.SpanKind(), outcome)
-		printTree(w, spans, s.SpanContext().SpanID(), depth+1)
-	}
-}
-
-// isSpan returns a test for the span id.
-func isSpan(id trace.SpanID) func(sdktrace.ReadOnlySpan) bool {
-	return func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().SpanID() == id }
 }
 
 // Close stops the metrics endpoint and the SDK.

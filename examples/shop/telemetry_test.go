@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,11 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
-// TestShopTelemetry runs the example with -metrics and -trace: once the
-// demo is over, it scrapes /metrics over HTTP until the counters of its
-// scenario are there, and checks the printed trace of the first order.
+// TestShopTelemetry runs the example with -metrics, -trace and -v: once
+// the demo is over, it scrapes /metrics over HTTP until the counters of its
+// scenario are there, and checks the printed trace of the first order, the
+// tree and the JSON, then the trace as -trace prints it without -v: the
+// tree alone.
 func TestShopTelemetry(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Name("shop_test")
@@ -33,7 +36,7 @@ func TestShopTelemetry(t *testing.T) {
 	}
 	var trace bytes.Buffer
 	const orders = 3
-	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace}
+	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace, traceJSON: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	brokers, closeKafka, err := kafkaBrokers(ctx)
@@ -88,7 +91,64 @@ func TestShopTelemetry(t *testing.T) {
 	if err := shop.finish(ctx, obs); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
-	checkPrintedTrace(t, trace.String())
+	tree, full, ok := strings.Cut(trace.String(), "\nits ")
+	if _, full, ok = strings.Cut(full, " spans in full:\n"); !ok {
+		t.Fatalf("no spans in JSON printed:\n%s", trace.String())
+	}
+	checkPrintedTree(t, tree)
+	checkPrintedJSON(t, full)
+
+	trace.Reset()
+	obs.json = false
+	if err := obs.printTrace(ctx, shop.traced); err != nil {
+		t.Fatalf("printTrace: %v", err)
+	}
+	if strings.Contains(trace.String(), "{") {
+		t.Errorf("without -v, JSON is printed:\n%s", trace.String())
+	}
+	checkPrintedTree(t, trace.String())
+}
+
+// checkPrintedTree checks the tree that -trace prints: a header with the
+// correlation ID, then one line per span, indented under its parent, with
+// its service and duration; a line names no correlation ID of its own.
+func checkPrintedTree(t *testing.T, out string) {
+	t.Helper()
+	header, body, _ := strings.Cut(strings.TrimLeft(out, "\n"), "\n\n")
+	if !strings.HasPrefix(header, "trace ") || !strings.Contains(header, ", correlation ID checkout-o-") {
+		t.Errorf("header %q, want the trace and the checkout's correlation ID", header)
+	}
+	type line struct {
+		depth         int
+		name, service string
+	}
+	var got []line
+	for l := range strings.Lines(strings.TrimRight(body, "\n")) {
+		trimmed := strings.TrimLeft(l, " ")
+		fields := strings.Fields(trimmed)
+		ms := slices.Index(fields, "ms") // name..., service, duration, "ms", outcome?
+		if ms < 3 || strings.Contains(l, "correlation ID") {
+			t.Errorf("span line %q, want name, service, duration in ms, maybe an outcome, and no correlation ID of its own", l)
+			continue
+		}
+		got = append(got, line{depth: (len(l) - len(trimmed) - 2) / 2, name: strings.Join(fields[:ms-2], " "), service: fields[ms-2]})
+	}
+	want := []line{
+		{0, "checkout", "orders"},
+		{1, "request inventory.reserve-stock", "orders"},
+		{2, "send inventory.reserve-stock", "orders"},
+		{3, "process inventory.reserve-stock", "inventory"},
+		{4, "send orders.replies", "inventory"},
+		{1, "send orders.order-placed", "orders"}, // through the outbox, twice
+		{2, "process orders.order-placed", "payments"},
+		{3, "send payments.payment-processed", "payments"},
+		{4, "process payments.payment-processed", "orders"},
+		{1, "send orders.order-placed", "orders"},
+		{2, "process orders.order-placed", "payments"}, // a duplicate
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("tree (depth, span, service):\n got %v\nwant %v\nprinted:\n%s", got, want, out)
+	}
 }
 
 // sample is a metric's value for the series whose labels include labels:
@@ -146,15 +206,11 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return n == len(labels)
 }
 
-// checkPrintedTrace checks the trace that -trace prints: the stdout
-// exporter's spans, all of one trace, from the checkout to the consumer
-// of PaymentProcessed, each with the checkout's correlation ID.
-func checkPrintedTrace(t *testing.T, out string) {
+// checkPrintedJSON checks the spans that -trace -v prints in the stdout
+// exporter's JSON: all of one trace, from the checkout to the consumer of
+// PaymentProcessed, each with the checkout's correlation ID.
+func checkPrintedJSON(t *testing.T, full string) {
 	t.Helper()
-	_, full, ok := strings.Cut(out, "in full:\n")
-	if !ok {
-		t.Fatalf("no trace printed:\n%s", out)
-	}
 	type span struct {
 		Name        string
 		SpanContext struct{ TraceID string }
@@ -201,6 +257,6 @@ func checkPrintedTrace(t *testing.T, out string) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("printed:\n%s", out)
+		t.Logf("printed:\n%s", full)
 	}
 }
