@@ -189,6 +189,22 @@ func (w *world) console(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	return h, srv
 }
 
+// firstLetter returns the position, "partition/offset", of a dead letter
+// of group.
+func (w *world) firstLetter(t *testing.T, group string) string {
+	t.Helper()
+	q, err := deadletter.NewQueue(deadletter.Config{Broker: w.cfg, ConsumerGroup: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ls, err := q.List(kafkatest.Context(t), deadletter.Filter{Limit: 1})
+	if err != nil || len(ls) == 0 {
+		t.Fatalf("a dead letter of %s: %v %v", group, ls, err)
+	}
+	return fmt.Sprintf("%d/%d", ls[0].Partition, ls[0].Offset)
+}
+
 // replayed returns the UUIDs of the records a replay sent to topic, once
 // per record.
 func (w *world) replayed(t *testing.T, topic string) []string {

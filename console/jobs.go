@@ -2,6 +2,7 @@ package console
 
 import (
 	"crypto/rand"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type job struct {
 	mu       sync.Mutex
 	state    jobState
 	result   replayResult
+	sentTo   map[string]int
 	err      string
 	finished time.Time
 }
@@ -46,6 +48,15 @@ type target struct {
 	Count int
 }
 
+// targets lists counts by topic, sorted by topic.
+func targets(counts map[string]int) []target {
+	var out []target
+	for _, t := range slices.Sorted(maps.Keys(counts)) {
+		out = append(out, target{Topic: t, Count: counts[t]})
+	}
+	return out
+}
+
 // jobStatus is a job's progress, as the page and its script read it.
 type jobStatus struct {
 	State           jobState  `json:"state"`
@@ -54,6 +65,7 @@ type jobStatus struct {
 	Sent            int       `json:"sent"`
 	AlreadyReplayed int       `json:"already_replayed"`
 	Unroutable      int       `json:"unroutable"`
+	SentTo          []target  `json:"-"`
 	Error           string    `json:"error,omitempty"`
 	Finished        time.Time `json:"finished,omitzero"`
 }
@@ -63,13 +75,20 @@ func (j *job) status() jobStatus {
 	defer j.mu.Unlock()
 	r := j.result
 	return jobStatus{State: j.state, ToScan: r.ToScan, Scanned: r.Scanned, Sent: r.Sent,
-		AlreadyReplayed: r.AlreadyReplayed, Unroutable: r.Unroutable, Error: j.err, Finished: j.finished}
+		AlreadyReplayed: r.AlreadyReplayed, Unroutable: r.Unroutable, SentTo: targets(j.sentTo),
+		Error: j.err, Finished: j.finished}
 }
 
-func (j *job) progress(r replayResult) {
+func (j *job) progress(p replayProgress) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.result = r
+	j.result = p.Result
+	if j.sentTo == nil {
+		j.sentTo = map[string]int{}
+	}
+	for _, t := range sentTo(p) {
+		j.sentTo[t]++
+	}
 }
 
 func (j *job) finish(r replayResult, err error) {

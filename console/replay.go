@@ -33,10 +33,7 @@ func (h *Handler) planReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	j := &job{Group: group, Who: who(r), What: what, Filter: f, Plan: plan}
-	for _, t := range slices.Sorted(maps.Keys(counts)) {
-		j.Targets = append(j.Targets, target{Topic: t, Count: counts[t]})
-	}
+	j := &job{Group: group, Who: who(r), What: what, Filter: f, Plan: plan, Targets: targets(counts)}
 	j.AlsoRead = h.alsoRead(group, slices.Sorted(maps.Keys(counts)))
 	h.jobs.add(j)
 	http.Redirect(w, r, basePath(r)+"/replays/"+j.ID, http.StatusSeeOther)
@@ -83,7 +80,7 @@ func (h *Handler) runReplay(j *job, by string) {
 	q, err := openQueue(h.cfg.Broker, j.Group)
 	var res replayResult
 	if err == nil {
-		res, err = replay(h.ctx, q, j.Filter, false, func(p replayProgress) { j.progress(p.Result) })
+		res, err = replay(h.ctx, q, j.Filter, false, j.progress)
 		_ = q.Close()
 	}
 	j.finish(res, err)
