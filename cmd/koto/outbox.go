@@ -71,9 +71,7 @@ type outboxFlags struct {
 func parseOutboxFlags(name string, sub outboxSubcommand, cio cmdIO, args []string) (*outboxFlags, error) {
 	o := &outboxFlags{}
 	fs := subcommandFlags("outbox "+sub.usage, sub.summary, cio)
-	// The default is not shown as the flag's: $DATABASE_URL may hold a
-	// password.
-	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
+	registerDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.schema, "schema", outbox.DefaultSchema, "the schema of the outbox tables (outbox.Config.Schema)")
 	fs.StringVar(&o.table, "table", "", "one outbox table (outbox.Config.Table); default: every outbox table of -schema")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
@@ -86,8 +84,19 @@ func parseOutboxFlags(name string, sub outboxSubcommand, cio cmdIO, args []strin
 	case len(rest) > 0:
 		return nil, usageError(fmt.Sprintf("koto outbox %s takes no arguments, got %q", name, rest))
 	}
-	o.databaseURL = cmp.Or(o.databaseURL, cio.getenv(envDatabaseURL), defaultDatabaseURL)
+	o.databaseURL = databaseURL(o.databaseURL, cio.getenv)
 	return o, nil
+}
+
+// registerDatabaseURL adds -database-url to fs. Its default is not shown
+// as the flag's: $DATABASE_URL may hold a password.
+func registerDatabaseURL(fs *flag.FlagSet, url *string) {
+	fs.StringVar(url, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
+}
+
+// databaseURL is the flag's value, else $DATABASE_URL, else the default.
+func databaseURL(flagValue string, getenv func(string) string) string {
+	return cmp.Or(flagValue, getenv(envDatabaseURL), defaultDatabaseURL)
 }
 
 // connect opens a small pool on the database of -database-url, with the
