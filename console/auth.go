@@ -26,6 +26,8 @@ func who(r *http.Request) string {
 
 // requireToken lets a request through only with a valid token, when
 // there are tokens: a session cookie or an Authorization: Bearer header.
+// A browser without one is sent to the login page; anything else, such as
+// a scraper of /metrics, gets a 401.
 // The login page and the static assets are open, as they show nothing
 // of Kafka or PostgreSQL.
 func (h *Handler) requireToken(next http.Handler) http.Handler {
@@ -41,7 +43,7 @@ func (h *Handler) requireToken(next http.Handler) http.Handler {
 		switch {
 		case ok:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, name)))
-		case r.Method == http.MethodGet && r.Header.Get("Authorization") == "":
+		case r.Method == http.MethodGet && r.Header.Get("Authorization") == "" && strings.Contains(r.Header.Get("Accept"), "text/html"):
 			http.Redirect(w, r, basePath(r)+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		default:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="koto console"`)

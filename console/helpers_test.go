@@ -173,7 +173,9 @@ func (w *world) fillOutbox(t *testing.T) {
 func (w *world) console(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	t.Helper()
 	cfg.Broker, cfg.Pool, cfg.OutboxSchemas = w.cfg, w.pool, []string{w.schema}
-	cfg.Logger = kafkatest.Logger(slog.LevelInfo)
+	if cfg.Logger == nil {
+		cfg.Logger = kafkatest.Logger(slog.LevelInfo)
+	}
 	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, 250*time.Millisecond)
 	h, err := NewHandler(cfg)
 	if err != nil {

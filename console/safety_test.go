@@ -35,6 +35,9 @@ func TestSafety(t *testing.T) {
 		if got := w.replayed(t, w.orders.topic); len(got) != 0 {
 			t.Errorf("read-only console replayed %v", got)
 		}
+		if resp := c.do(t, http.MethodGet, "/metrics", nil, ""); resp.code != http.StatusNotFound {
+			t.Errorf("GET /metrics of a console not asked for it: %d, want 404", resp.code)
+		}
 	})
 
 	t.Run("token", func(t *testing.T) {

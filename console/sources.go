@@ -46,15 +46,7 @@ const readTimeout = 5 * time.Second
 
 // newOffsetReader connects the client that reads groups and offsets.
 func newOffsetReader(cfg broker.Config) (*offsets.Reader, error) {
-	user := cfg.Sarama
-	cfg.Sarama = func(sc *sarama.Config) {
-		sc.Net.ReadTimeout = readTimeout
-		sc.Metadata.AllowAutoTopicCreation = false
-		if user != nil {
-			user(sc)
-		}
-	}
-	client, err := broker.NewSaramaClient(cfg)
+	client, err := broker.NewSaramaClient(readerConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
@@ -68,14 +60,22 @@ func newOffsetReader(cfg broker.Config) (*offsets.Reader, error) {
 
 // openQueue opens the dead-letter topic of group.
 func openQueue(cfg broker.Config, group string) (*queue, error) {
+	return deadletter.NewQueue(deadletter.Config{Broker: readerConfig(cfg), ConsumerGroup: group})
+}
+
+// readerConfig is cfg for the console's clients, which only read: they
+// create no topic by asking for it, and give up on a broker that does not
+// answer. Config.Sarama still has the last word.
+func readerConfig(cfg broker.Config) broker.Config {
 	user := cfg.Sarama
 	cfg.Sarama = func(sc *sarama.Config) {
+		sc.Net.ReadTimeout = readTimeout
 		sc.Metadata.AllowAutoTopicCreation = false
 		if user != nil {
 			user(sc)
 		}
 	}
-	return deadletter.NewQueue(deadletter.Config{Broker: cfg, ConsumerGroup: group})
+	return cfg
 }
 
 func listLetters(ctx context.Context, q *queue, f filter) ([]*letter, error) {

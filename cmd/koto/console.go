@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/console"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -60,14 +60,8 @@ func parseConsoleFlags(cio cmdIO, args []string) (*consoleFlags, error) {
 	fs.BoolVar(&c.readOnly, "read-only", false, "show, but replay nothing")
 	fs.BoolVar(&c.metrics, "metrics", false, "serve /metrics in Prometheus's format")
 	fs.DurationVar(&c.sample, "sample", console.DefaultSampleInterval, "how often to sample the overview's charts")
-	rest, err := parseInterspersed(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
+	if err := parseNoArgs(fs, args, "koto console"); err != nil {
 		return nil, err
-	case err != nil:
-		return nil, errShown
-	case len(rest) > 0:
-		return nil, usageError(fmt.Sprintf("koto console takes no arguments, got %q", rest))
 	}
 	return c, nil
 }
@@ -178,15 +172,8 @@ func (c *consoleFlags) config(ctx context.Context, cio cmdIO) (console.Config, e
 	}, nil
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
+// splitList splits a comma-separated flag as -brokers is split.
+func splitList(s string) []string { return broker.SplitBrokers(s) }
 
 // serve serves handler on addr until ctx ends.
 func serve(ctx context.Context, cio cmdIO, addr string, handler http.Handler, readOnly bool) error {

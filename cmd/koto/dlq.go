@@ -100,6 +100,20 @@ func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*d
 // errShown is a usage error the flag package has already printed.
 var errShown = fmt.Errorf("%w: see above", errUsage)
 
+// parseNoArgs parses the flags of command, which takes no arguments.
+func parseNoArgs(fs *flag.FlagSet, args []string, command string) error {
+	rest, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case err != nil:
+		return errShown
+	case len(rest) > 0:
+		return usageError(fmt.Sprintf("%s takes no arguments, got %q", command, rest))
+	}
+	return nil
+}
+
 // parseInterspersed parses flags that come before, between or after the
 // positional arguments, which it returns.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -75,14 +75,8 @@ func parseOutboxFlags(name string, sub outboxSubcommand, cio cmdIO, args []strin
 	fs.StringVar(&o.schema, "schema", outbox.DefaultSchema, "the schema of the outbox tables (outbox.Config.Schema)")
 	fs.StringVar(&o.table, "table", "", "one outbox table (outbox.Config.Table); default: every outbox table of -schema")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
-	rest, err := parseInterspersed(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
+	if err := parseNoArgs(fs, args, "koto outbox "+name); err != nil {
 		return nil, err
-	case err != nil:
-		return nil, errShown
-	case len(rest) > 0:
-		return nil, usageError(fmt.Sprintf("koto outbox %s takes no arguments, got %q", name, rest))
 	}
 	o.databaseURL = databaseURL(o.databaseURL, cio.getenv)
 	return o, nil
