@@ -2,7 +2,6 @@ package console
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/config"
 )
 
 // Defaults applied to the zero values of [Config].
@@ -22,10 +22,6 @@ const (
 	// view and the list read at most.
 	DefaultListLimit = 10_000
 )
-
-// ErrInvalidConfig is wrapped by every error that rejects a [Config]; the
-// error's text names the field and says what to change.
-var ErrInvalidConfig = errors.New("console: invalid configuration")
 
 // Config configures a [Handler]. The zero value of every field but
 // Broker's brokers means its default.
@@ -82,51 +78,44 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports every field that cannot be used, zero values counting
-// as their defaults, joined, each wrapping [ErrInvalidConfig].
+// as their defaults, in one error that wraps koto.ErrInvalidConfig.
 // [NewHandler] calls it.
 func (c Config) Validate() error {
 	c.setDefaults()
-	var errs []error
-	if err := c.Broker.Validate(); err != nil {
-		errs = append(errs, invalid("Config.Broker: %w", err))
-	}
+	p := config.For("console.Config")
+	p.Wrap("Broker", c.Broker.Validate())
 	if c.SampleInterval < 0 {
-		errs = append(errs, invalid("Config.SampleInterval is negative (%s); use 0 for the default (%s)", c.SampleInterval, DefaultSampleInterval))
+		p.Add("SampleInterval", "is negative (%s); use 0 for the default (%s)", c.SampleInterval, DefaultSampleInterval)
 	}
 	if c.ListLimit < 0 {
-		errs = append(errs, invalid("Config.ListLimit is negative (%d); use 0 for the default (%d)", c.ListLimit, DefaultListLimit))
+		p.Add("ListLimit", "is negative (%d); use 0 for the default (%d)", c.ListLimit, DefaultListLimit)
 	}
 	for i, g := range c.Groups {
 		if strings.TrimSpace(g) == "" {
-			errs = append(errs, invalid("Config.Groups[%d] is empty; name a consumer group, or leave Groups empty to find them", i))
+			p.Add(fmt.Sprintf("Groups[%d]", i), "is empty; name a consumer group, or leave Groups empty to find them")
 		}
 	}
-	errs = append(errs, validateTokens(c.Tokens)...)
-	return errors.Join(errs...)
+	validateTokens(p, c.Tokens)
+	return p.Err()
 }
 
-func validateTokens(tokens []Token) []error {
-	var errs []error
+func validateTokens(p *config.Problems, tokens []Token) {
 	names := map[string]bool{}
 	for i, t := range tokens {
+		field := fmt.Sprintf("Tokens[%d]", i)
 		switch {
 		case t.Name == "":
-			errs = append(errs, invalid("Config.Tokens[%d].Name is empty; name it, as replays are logged under it", i))
+			p.Add(field+".Name", "is empty; name it, as replays are logged under it")
 		case names[t.Name]:
-			errs = append(errs, invalid("Config.Tokens[%d].Name %q is used twice; give each token its own name", i, t.Name))
+			p.Add(field+".Name", "%q is used twice; give each token its own name", t.Name)
 		}
 		names[t.Name] = true
 		if len(t.Secret) < minSecret {
-			errs = append(errs, invalid("Config.Tokens[%d].Secret is %d bytes; use at least %d random ones (openssl rand -hex 16)", i, len(t.Secret), minSecret))
+			p.Add(field+".Secret", "is %d bytes; use at least %d random ones (openssl rand -hex 16)", len(t.Secret), minSecret)
 		}
 	}
-	return errs
 }
 
 // minSecret is the shortest token secret accepted: a token is all that
 // guards a console listening beyond localhost.
 const minSecret = 16
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-}

@@ -33,7 +33,7 @@ type Handler struct {
 }
 
 // NewHandler connects to Kafka with cfg.Broker and returns the console.
-// An invalid cfg fails with an error that wraps [ErrInvalidConfig]. Mount
+// An invalid cfg fails with an error that wraps koto.ErrInvalidConfig. Mount
 // it where it suits, under a prefix with http.StripPrefix, and Close it
 // when done.
 func NewHandler(cfg Config) (*Handler, error) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	kotolib "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/console"
 	"github.com/koto-dev/watermill-koto/outbox"
@@ -137,7 +138,7 @@ func runConsole(ctx context.Context, cio cmdIO, args []string) error {
 		return err
 	}
 	h, err := console.NewHandler(cfg)
-	if errors.Is(err, console.ErrInvalidConfig) {
+	if errors.Is(err, kotolib.ErrInvalidConfig) {
 		return usageError(err.Error())
 	}
 	if err != nil {
