@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -73,21 +74,38 @@ type outboxFlags struct {
 func parseOutboxFlags(sub outboxSubcommand, cio cmdIO, args []string) (*outboxFlags, error) {
 	o := &outboxFlags{}
 	fs := subcommandFlags("outbox "+sub.usage, sub.summary)
-	// The default is not shown as the flag's: $DATABASE_URL may hold a
-	// password.
-	fs.StringVar(&o.databaseURL, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
+	registerDatabaseURL(fs, &o.databaseURL)
 	fs.StringVar(&o.schema, "schema", "koto", "the schema of the outbox tables (outbox.Config.Schema)")
 	fs.StringVar(&o.table, "table", "", "one outbox table (outbox.Config.Table); default: every outbox table of -schema")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
+	if err := parseNoArgs(fs, cio, args); err != nil {
+		return nil, err
+	}
+	o.databaseURL = databaseURL(o.databaseURL, cio.getenv)
+	return o, nil
+}
+
+// registerDatabaseURL adds -database-url to fs. Its default is not shown
+// as the flag's: $DATABASE_URL may hold a password.
+func registerDatabaseURL(fs *flag.FlagSet, url *string) {
+	fs.StringVar(url, "database-url", "", "PostgreSQL URL (default $"+envDatabaseURL+", else "+defaultDatabaseURL+")")
+}
+
+// databaseURL is the flag's value, else $DATABASE_URL, else the default.
+func databaseURL(flagValue string, getenv func(string) string) string {
+	return cmp.Or(flagValue, getenv(envDatabaseURL), defaultDatabaseURL)
+}
+
+// parseNoArgs parses the flags of a subcommand that takes no arguments.
+func parseNoArgs(fs *flag.FlagSet, cio cmdIO, args []string) error {
 	rest, err := parseInterspersed(fs, cio.stdout, args)
 	switch {
 	case err != nil:
-		return nil, err
+		return err
 	case len(rest) > 0:
-		return nil, usageError(fmt.Sprintf("takes no arguments, got %q", rest))
+		return usageError(fmt.Sprintf("takes no arguments, got %q", rest))
 	}
-	o.databaseURL = cmp.Or(o.databaseURL, cio.getenv(envDatabaseURL), defaultDatabaseURL)
-	return o, nil
+	return nil
 }
 
 // connect opens a small pool on the database of -database-url, with the

@@ -15,6 +15,11 @@
 // its tables (orders, ledger, outbox, processed messages) in the schema
 // "shop_example".
 //
+// The shop ends by saying how to look at it in the operations console
+// (koto console); with -keep-running the broker and the services keep
+// running until interrupted, so that the console can show them: the
+// consumers' lag, the dead letter and the outbox.
+//
 // With -metrics :9464 the services' OpenTelemetry metrics, the outbox's
 // backlog included, are served in Prometheus's format on
 // http://localhost:9464/metrics, until interrupted;
@@ -34,6 +39,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,9 +53,10 @@ func main() {
 	verbose := flag.Bool("v", false, "log every message (debug level)")
 	metrics := flag.String("metrics", "", "serve Prometheus metrics on this address (e.g. :9464) until interrupted")
 	trace := flag.Bool("trace", false, "print the trace of the first order, a line per span (with -v, also the spans in OpenTelemetry's JSON)")
+	keepRunning := flag.Bool("keep-running", false, "keep the broker and the services running until interrupted, for koto console")
 	flag.Parse()
 
-	opts := options{orders: *orders, schema: "shop_example", log: logger(*verbose)}
+	opts := options{orders: *orders, schema: "shop_example", log: logger(*verbose), keepRunning: *keepRunning}
 	if *metrics != "" {
 		ln, err := net.Listen("tcp", *metrics)
 		if err != nil {
@@ -85,6 +92,8 @@ type options struct {
 	metrics   net.Listener // where to serve Prometheus metrics; nil: nowhere
 	trace     io.Writer    // where to print the first order's trace; nil: nowhere
 	traceJSON bool         // print its spans in the stdout exporter's JSON too
+	// keepRunning keeps everything running until interrupted.
+	keepRunning bool
 }
 
 func run(ctx context.Context, opts options) error {
@@ -113,11 +122,21 @@ func run(ctx context.Context, opts options) error {
 	if err := shop.demo(ctx, opts.orders); err != nil {
 		return err
 	}
-	if opts.metrics != nil {
-		fmt.Println("serving metrics until interrupted")
+	consoleHint(brokers, opts)
+	if opts.metrics != nil || opts.keepRunning {
+		fmt.Println("running until interrupted")
 		<-ctx.Done()
 	}
 	return shop.finish(context.WithoutCancel(ctx), obs)
+}
+
+// consoleHint says how to see the shop in the operations console.
+func consoleHint(brokers []string, opts options) {
+	fmt.Println("see the consumers' lag, the dead letter and the outbox in the operations console:")
+	fmt.Printf("  go run ./cmd/koto console -brokers %s -schema %s\n", strings.Join(brokers, ","), opts.schema)
+	if os.Getenv("KAFKA_BROKERS") == "" && !opts.keepRunning {
+		fmt.Println("  (the embedded broker stops with the shop: run the shop with -keep-running)")
+	}
 }
 
 // kafkaBrokers returns KAFKA_BROKERS, or starts an embedded broker.

@@ -1,0 +1,73 @@
+// Package console is the operations console of a watermill-koto
+// deployment, an http.Handler: what is failing and why, how far behind
+// each consumer is, the outbox backlog, and the replay of fixed messages.
+// A service mounts it on its admin server,
+//
+//	h, err := console.NewHandler(console.Config{Broker: brokerCfg, Pool: pool})
+//	...
+//	defer h.Close()
+//	mux.Handle("/koto/", http.StripPrefix("/koto", h))
+//
+// and the koto command serves it alone (koto console).
+//
+// # Pages
+//
+// The overview shows each consumer group with its total and per-partition
+// lag (the end offset of each partition it has committed on, minus its
+// committed offset), how many records its dead-letter topic holds and when
+// the newest failed; and each outbox table of Config.OutboxSchemas with
+// outbox.Status's figures: rows waiting, rows held behind an open
+// transaction, lag and the active forwarder. Its charts are of the last
+// hour, as the console sampled it every Config.SampleInterval since it
+// started: nothing is stored elsewhere.
+//
+// The consumer groups are Config.Groups, or else found: every group the
+// cluster lists, but the replay groups ("<group>.dlq-replay"), and the
+// group of every dead-letter topic ("<group>.dlq"), so that a consumer
+// that is down, or whose offsets expired, still shows with its dead
+// letters.
+//
+// A group's page groups its dead letters by cause: the same error class,
+// and the same reason once its variable parts (UUIDs, times, quoted
+// values, numbers that are not part of a word) are masked, newest first.
+// A cause leads to the list of its dead letters, which filters by time,
+// type, class and reason text, and each dead letter shows whole: its
+// metadata, its payload (indented when JSON, as text, or as a hex dump),
+// where it was consumed from and whether it was replayed. The grouped view
+// and the list read at most Config.ListLimit dead letters, and say so when
+// there are more.
+//
+// # Replay
+//
+// One dead letter, a selection, everything a list shows or a whole cause
+// replays through deadletter's Queue.Replay, with its guarantees: each
+// dead letter is sent once (the replay group records it), an interrupted
+// replay resumes, and other groups of the topic skip it with
+// deadletter.OnlyOwnReplays. A replay first runs dry and asks for a
+// confirmation that says how many go where, which are skipped as already
+// replayed or unroutable, and which other groups read the topic; then it
+// runs in the background, one at a time per group, its page following its
+// progress to the result. A cause is selected by the UUIDs, class and time
+// span of its dead letters, as a deadletter.Filter cannot say a masked
+// reason. The console logs each replay it starts and ends with who
+// started it (the token's name) and what it selects, and remembers the
+// last 200 replays until it stops.
+//
+// # Security
+//
+// Nothing in a dead letter is ever rendered as HTML: html/template
+// escapes every value, and the Content-Security-Policy allows the
+// console's own script and styles alone. Every request that changes
+// something is a POST carrying a CSRF token (a MAC of a cookie of the
+// browser's) and passes net/http's cross-origin protection; with
+// Config.ReadOnly those requests are refused and the pages show no
+// action. With Config.Tokens, every request but the login page and the
+// static assets needs a token: an Authorization: Bearer header, or the
+// session cookie that the login page sets (a MAC of the token, never the
+// token). Without tokens the handler lets every request in, for mounting
+// behind a server that authenticates; koto console listens on localhost
+// unless given one.
+//
+// With Config.Metrics the handler serves /metrics in Prometheus's format:
+// the figures of its last snapshot and counts of its replays.
+package console

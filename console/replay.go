@@ -1,0 +1,132 @@
+package console
+
+import (
+	"cmp"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// planReplay reads the selection of a replay form, runs it dry to count
+// what it would send and where, and shows the confirmation.
+func (h *Handler) planReplay(w http.ResponseWriter, r *http.Request) error {
+	group := r.PathValue("group")
+	q, err := h.groupQueue(group)
+	if err != nil {
+		return err
+	}
+	if err := r.ParseForm(); err != nil {
+		return badRequest(err.Error())
+	}
+	f, what, err := h.selection(r.Context(), group, r.PostForm)
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	plan, err := replay(r.Context(), q, f, true, func(p replayProgress) {
+		for _, t := range sentTo(p) {
+			counts[t]++
+		}
+	})
+	if err != nil {
+		return err
+	}
+	j := &job{Group: group, Who: who(r), What: what, Filter: f, Plan: plan, Targets: targets(counts)}
+	j.AlsoRead = h.alsoRead(group, slices.Sorted(maps.Keys(counts)))
+	h.jobs.add(j)
+	http.Redirect(w, r, basePath(r)+"/replays/"+j.ID, http.StatusSeeOther)
+	return nil
+}
+
+// alsoRead returns the groups other than group that consume topics, as
+// the last snapshot knows them: a replay reaches them too.
+func (h *Handler) alsoRead(group string, topics []string) []string {
+	var out []string
+	for _, g := range h.history.last().Groups {
+		if g.Name == group {
+			continue
+		}
+		for _, p := range g.Partitions {
+			if slices.Contains(topics, p.Topic) && !slices.Contains(out, g.Name) {
+				out = append(out, g.Name)
+			}
+		}
+	}
+	return out
+}
+
+// startReplay starts a confirmed replay in the background.
+func (h *Handler) startReplay(w http.ResponseWriter, r *http.Request) error {
+	j := h.jobs.get(r.PathValue("id"))
+	if j == nil {
+		return notFound("no such replay: the console forgets replays when it restarts")
+	}
+	if err := h.jobs.start(j); err != nil {
+		return err
+	}
+	by := cmp.Or(who(r), "-")
+	h.cfg.Logger.Info("console: replay started", "who", by, "remote", r.RemoteAddr, "group", j.Group,
+		"what", j.What, "planned", j.Plan.Sent, "targets", j.Targets, "replay", j.ID)
+	h.wg.Go(func() { h.runReplay(j, by) })
+	http.Redirect(w, r, basePath(r)+"/replays/"+j.ID, http.StatusSeeOther)
+	return nil
+}
+
+// runReplay runs j on a queue of its own, so that the pages of its group
+// do not wait for it.
+func (h *Handler) runReplay(j *job, by string) {
+	q, err := openQueue(h.cfg.Broker, j.Group)
+	var res replayResult
+	if err == nil {
+		res, err = replay(h.ctx, q, j.Filter, false, j.progress)
+		_ = q.Close()
+	}
+	j.finish(res, err)
+	h.metrics.replayed(j.Group, res, err)
+	log := h.cfg.Logger.Info
+	if err != nil {
+		log = h.cfg.Logger.Error
+	}
+	log("console: replay ended", "who", by, "group", j.Group, "what", j.What, "sent", res.Sent,
+		"already_replayed", res.AlreadyReplayed, "unroutable", res.Unroutable, "error", err, "replay", j.ID)
+}
+
+// replayData is a replay's page: its confirmation, progress or result.
+type replayData struct {
+	Job    *job
+	Status jobStatus
+}
+
+func (h *Handler) replayPage(w http.ResponseWriter, r *http.Request) error {
+	j := h.jobs.get(r.PathValue("id"))
+	if j == nil {
+		return notFound("no such replay: the console forgets replays when it restarts")
+	}
+	return h.render(w, r, http.StatusOK, "replay.html", "Replay of "+j.Group, replayData{Job: j, Status: j.status()})
+}
+
+// replayStatus serves a replay's progress as JSON for the page's script.
+func (h *Handler) replayStatus(w http.ResponseWriter, r *http.Request) error {
+	j := h.jobs.get(r.PathValue("id"))
+	if j == nil {
+		return notFound("no such replay")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(j.status())
+}
+
+// replaysData lists the replays the console remembers.
+type replaysData struct {
+	Jobs []replayData
+	Now  time.Time
+}
+
+func (h *Handler) replaysPage(w http.ResponseWriter, r *http.Request) error {
+	var d replaysData
+	for _, j := range h.jobs.all() {
+		d.Jobs = append(d.Jobs, replayData{Job: j, Status: j.status()})
+	}
+	return h.render(w, r, http.StatusOK, "replays.html", "Replays", d)
+}
