@@ -55,7 +55,7 @@ func TestNothingLeftAfterClose(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Close(); err != nil {
+	if err := svc.Close(kafkatest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {

@@ -118,7 +118,7 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	if dead.UUID != poison.UUID {
 		t.Errorf("dead letter %s, want the poison message %s", dead.UUID, poison.UUID)
 	}
-	if dead.Metadata.Get(middleware.DeadLetterReasonKey) == "" {
+	if dead.Metadata.Get("dead_letter_reason") == "" {
 		t.Errorf("dead letter has no reason: %v", dead.Metadata)
 	}
 	// The mark follows the handler's return: wait for it.
@@ -202,7 +202,7 @@ func TestSend(t *testing.T) {
 		t.Errorf("handled %q, want %q", g, "c-ok corr-send")
 	}
 	dead := kafkatest.Receive(t, dlq, "the dead letter")
-	if got := dead.Metadata.Get(middleware.DeadLetterAttemptsKey); got != "2" {
+	if got := dead.Metadata.Get("dead_letter_attempts"); got != "2" {
 		t.Errorf("dead letter after %s attempts, want 2", got)
 	}
 	if !strings.Contains(string(dead.Payload), "c-fail") {
@@ -222,10 +222,10 @@ func TestRegisterRejects(t *testing.T) {
 	}{
 		{"invalid topic", cqrs.NewEventConsumer(noop, cqrs.Topic("bad topic!")), cqrs.ErrInvalidRoute, `"bad topic!"`},
 		{"invalid producer", cqrs.NewEventConsumer(noop, cqrs.From("or/ders")), cqrs.ErrInvalidRoute, `or/ders`},
-		{"event without topic", cqrs.NewEventConsumer(noop), cqrs.ErrInvalidConfig, "cqrs.From"},
+		{"event without topic", cqrs.NewEventConsumer(noop), koto.ErrInvalidConfig, "cqrs.From"},
 		{"command with From", cqrs.NewCommandConsumer(func(context.Context, *ChargeCardCommand) error { return nil }, cqrs.From("x")),
-			cqrs.ErrInvalidConfig, "From does not apply"},
-		{"unnamed type", cqrs.NewEventConsumer(func(context.Context, *unnamed) error { return nil }, cqrs.From("x")), cqrs.ErrInvalidConfig, "no name"},
+			koto.ErrInvalidConfig, "From does not apply"},
+		{"unnamed type", cqrs.NewEventConsumer(func(context.Context, *unnamed) error { return nil }, cqrs.From("x")), koto.ErrInvalidConfig, "no name"},
 		{"invalid group", cqrs.NewEventConsumer(noop, cqrs.From("orders"), cqrs.ConsumerGroup("a b")), cqrs.ErrInvalidRoute, `"a b.dlq"`},
 	}
 	svc := newService(t, []string{"127.0.0.1:1"}, cqrs.ServiceConfig{Name: "billing"})
@@ -234,7 +234,7 @@ func TestRegisterRejects(t *testing.T) {
 			r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 			ok := cqrs.NewEventConsumer(noop, cqrs.From("orders"))
 			err := svc.Register(context.Background(), r, ok, tt.consumer)
-			if !errors.Is(err, tt.want) || !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mention) {
+			if !errors.Is(err, tt.want) || !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("Register: %v, want %v and ErrInvalidConfig mentioning %s", err, tt.want, tt.mention)
 			}
 			if n := len(r.Handlers()); n != 0 {
@@ -246,7 +246,7 @@ func TestRegisterRejects(t *testing.T) {
 	t.Run("duplicate group", func(t *testing.T) {
 		r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 		err := svc.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")), cqrs.NewEventConsumer(noop, cqrs.From("shop")))
-		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), "billing.order-placed-consumer") {
+		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "billing.order-placed-consumer") {
 			t.Fatalf("Register: %v, want the duplicate group named", err)
 		}
 	})
@@ -258,7 +258,7 @@ func TestRoutesRejected(t *testing.T) {
 	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: kafkatest.Brokers(t)})
 	bad := []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent]("orders placed")}
 	_, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: bad})
-	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, cqrs.ErrInvalidConfig) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
+	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, koto.ErrInvalidConfig) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
 		!strings.Contains(err.Error(), "order-placed") {
 		t.Errorf("NewEventPublisher: %v, want ErrInvalidRoute naming the route", err)
 	}
@@ -270,10 +270,10 @@ func TestRoutesRejected(t *testing.T) {
 	if _, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: twice}); !errors.Is(err, cqrs.ErrInvalidRoute) {
 		t.Errorf("two routes of one type: %v, want ErrInvalidRoute", err)
 	}
-	if _, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{}); !errors.Is(err, cqrs.ErrInvalidConfig) {
+	if _, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("no service: %v, want ErrInvalidConfig", err)
 	}
-	if _, err := cqrs.NewEventPublisher(nil, cqrs.EventPublisherConfig{Service: "orders"}); !errors.Is(err, cqrs.ErrInvalidConfig) {
+	if _, err := cqrs.NewEventPublisher(nil, cqrs.EventPublisherConfig{Service: "orders"}); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("nil publisher: %v, want ErrInvalidConfig", err)
 	}
 }
@@ -339,7 +339,7 @@ func TestOtherTypesOnATopic(t *testing.T) {
 		}
 	}
 	dead := kafkatest.Receive(t, strictDead, "the strict consumer's dead letter")
-	reason := dead.Metadata.Get(middleware.DeadLetterReasonKey)
+	reason := dead.Metadata.Get("dead_letter_reason")
 	if dead.Metadata.Get(koto.TypeNameMetadataKey) != "order-placed" ||
 		!strings.Contains(reason, `"order-placed"`) || !strings.Contains(reason, `"stock-reserved"`) {
 		t.Errorf("strict consumer's first dead letter %s (%v), want order-placed with a reason naming both types", dead.UUID, dead.Metadata)

@@ -110,7 +110,7 @@ func (e *durableEnv) service(name string) *cqrs.Service {
 	if err != nil {
 		e.t.Fatalf("DurableOutbox.Service: %v", err)
 	}
-	e.t.Cleanup(func() { _ = svc.Close() })
+	closeAtEnd(e.t, svc)
 	return svc
 }
 
@@ -168,7 +168,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 		t.Fatalf("Publish outside a transaction = %v, want outbox.ErrNoTransaction", err)
 	}
 	errRollback := errors.New("rolled back")
-	err = e.d.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = e.d.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := ordersEvents.Publish(ctx, OrderSubmitted{OrderID: "o-rolled-back"}); err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 	}
 	placed := OrderSubmitted{OrderID: "o-1"}
 	for range 2 { // the same message ID twice: a retrying producer
-		err := e.d.Transact(correlation.WithID(ctx, "checkout-o-1"), func(ctx context.Context, tx pgx.Tx) error {
+		err := e.d.Outbox().Transact(correlation.WithID(ctx, "checkout-o-1"), func(ctx context.Context, tx pgx.Tx) error {
 			if err := e.d.Outbox().LockKeys(ctx, tx, placed.OrderID); err != nil {
 				return err
 			}
@@ -273,7 +273,7 @@ func TestDurableOutboxCommands(t *testing.T) {
 	if err := d.Send(ctx, ReserveStock{SKU: "outside"}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("Send outside a transaction = %v, want outbox.ErrNoTransaction", err)
 	}
-	err = e.d.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err = e.d.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		res, err := cqrs.Request[StockReservation](ctx, d, ReserveStock{SKU: "in-tx"})
 		if err != nil || res.ReservationID != "r-in-tx" {
 			return errors.Join(errors.New("Request in a transaction"), err)
@@ -296,7 +296,7 @@ func TestDurableOutboxCommands(t *testing.T) {
 }
 
 // TestDurableOutboxConfig: the configurations that cannot work fail at
-// construction with ErrInvalidConfig, naming the field.
+// construction with koto.ErrInvalidConfig, naming the field.
 func TestDurableOutboxConfig(t *testing.T) {
 	pool := pgtest.LazyPool(t)
 	store, err := postgres.NewStore(pool, postgres.Config{CleanupInterval: -1})
@@ -304,64 +304,73 @@ func TestDurableOutboxConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	box, err := outbox.New(pool, outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := idempotency.NewMemoryStore(0)
-	defer mem.Close()
 	brokers := broker.Config{Brokers: []string{"127.0.0.1:1"}}
 	ctx := context.Background()
 	cases := []struct {
-		field string
-		err   func() error
+		want string // the start of the error's text
+		err  func() error
 	}{
-		{"pool is nil", func() error {
+		{"invalid configuration: cqrs.NewDurableOutbox got a nil pool; ", func() error {
 			_, err := cqrs.NewDurableOutbox(ctx, nil, cqrs.DurableOutboxConfig{Broker: brokers})
 			return err
 		}},
-		{"Broker", func() error {
+		{"invalid configuration: cqrs.DurableOutboxConfig.Broker.Brokers is empty; ", func() error {
 			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{})
 			return err
 		}},
-		{"Forwarder.Broker", func() error {
+		{"invalid configuration: cqrs.DurableOutboxConfig.Forwarder.Broker is set; ", func() error {
 			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Forwarder: outbox.ForwarderConfig{Broker: brokers}})
 			return err
 		}},
-		{"Outbox", func() error {
+		{`invalid configuration: cqrs.DurableOutboxConfig.Outbox.Table "bad\x00name" contains a NUL byte; `, func() error {
 			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Outbox: outbox.Config{Table: "bad\x00name"}})
 			return err
 		}},
-		{"Forwarder", func() error {
+		{"invalid configuration: cqrs.DurableOutboxConfig.Forwarder.BatchSize is -1; ", func() error {
 			_, err := cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{Broker: brokers, Forwarder: outbox.ForwarderConfig{BatchSize: -1}})
 			return err
 		}},
-		{"Outbox is set without Transactional", func() error {
-			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Store: store, Outbox: box})
-			return err
-		}},
-		{"Transactional is set but Store is nil", func() error {
-			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Transactional: true})
-			return err
-		}},
-		{"Store must be a *postgres.Store", func() error {
-			_, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Transactional: true, Store: mem})
-			return err
-		}},
-		{"LockKeys", func() error {
-			svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Store: store, Transactional: true})
+		// LockKeys orders the outbox rows of a transactional consumer: a
+		// Service that is not a DurableOutbox's has none, whatever its store.
+		{"invalid configuration: event consumer of order-submitted: LockKeys ", func() error {
+			svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: "s", Broker: brokers, Store: store})
 			if err != nil {
 				return err
 			}
-			defer svc.Close()
+			defer svc.Close(ctx)
 			return svc.Register(ctx, kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError)), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
 				cqrs.From("orders"), cqrs.LockKeys(func(*message.Message) ([]string, error) { return nil, nil })))
 		}},
 	}
 	for _, c := range cases {
 		err := c.err()
-		if !errors.Is(err, cqrs.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", c.field, err)
+		if !errors.Is(err, koto.ErrInvalidConfig) || err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("got %v, want koto.ErrInvalidConfig starting %q", err, c.want)
+		}
+	}
+}
+
+// TestDurableOutboxServiceConfig: DurableOutbox.Service refuses a Store of
+// the caller's, since its consumers claim in the DurableOutbox's, and
+// validates the rest of the configuration as NewService does.
+func TestDurableOutboxServiceConfig(t *testing.T) {
+	e := newDurableEnv(t)
+	mem := idempotency.NewMemoryStore(0)
+	defer mem.Close()
+	cases := []struct {
+		want string
+		cfg  cqrs.ServiceConfig
+	}{
+		{"invalid configuration: cqrs.ServiceConfig.Store is set; ", cqrs.ServiceConfig{Name: "s", Store: mem}},
+		{"invalid configuration: cqrs.ServiceConfig.Name is empty; ", cqrs.ServiceConfig{}},
+	}
+	for _, c := range cases {
+		svc, err := e.d.Service(c.cfg)
+		if err == nil {
+			_ = svc.Close(kafkatest.Context(t))
+		}
+		if !errors.Is(err, koto.ErrInvalidConfig) || err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("Service(%+v) = %v, want koto.ErrInvalidConfig starting %q", c.cfg, err, c.want)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func ExampleNewDurableOutbox() {
 	check(err)
 	svc, err := durable.Service(cqrs.ServiceConfig{Name: "payments", AutoProvisionTopics: true, Logger: slog.New(slog.DiscardHandler)})
 	check(err)
-	defer svc.Close()
+	defer svc.Close(ctx)
 	router, err := message.NewRouter(message.RouterConfig{}, nil)
 	check(err)
 	defer router.Close()
@@ -67,7 +67,7 @@ func ExampleNewDurableOutbox() {
 	check(err)
 	err = orders.Publish(ctx, OrderPlaced{OrderID: "o-1", Total: 990})
 	fmt.Println("outside a transaction:", errors.Is(err, outbox.ErrNoTransaction))
-	check(durable.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	check(durable.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		// ... save the order with tx ...
 		return orders.Publish(ctx, OrderPlaced{OrderID: "o-1", Total: 990})
 	}))

@@ -101,7 +101,7 @@ func ExampleNewEventConsumer() {
 		AutoProvisionTopics: true,
 	})
 	check(err)
-	defer svc.Close()
+	defer svc.Close(ctx)
 	handled := make(chan string)
 	router, err := message.NewRouter(message.RouterConfig{}, nil)
 	check(err)
@@ -145,7 +145,7 @@ func ExampleRequest() {
 		AutoProvisionTopics: true,
 	})
 	check(err)
-	defer svc.Close()
+	defer svc.Close(ctx)
 	router, err := message.NewRouter(message.RouterConfig{}, nil)
 	check(err)
 	check(svc.Register(ctx, router, cqrs.NewCommandConsumerWithResult(

@@ -1,6 +1,7 @@
 package cqrs_test
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -25,8 +26,18 @@ func newService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig) *cqrs.Se
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
-	t.Cleanup(func() { _ = svc.Close() })
+	closeAtEnd(t, svc)
 	return svc
+}
+
+// closeAtEnd closes svc when the test ends, giving its marks after an ack
+// kafkatest.Timeout.
+func closeAtEnd(t testing.TB, svc *cqrs.Service) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		defer cancel()
+		_ = svc.Close(ctx)
+	})
 }
 
 func newDispatcher(t *testing.T, pub message.Publisher, brokers []string, cfg cqrs.CommandDispatcherConfig) *cqrs.CommandDispatcher {

@@ -28,7 +28,6 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -172,7 +171,7 @@ func TestCloudEventsFromSDK(t *testing.T) {
 	produceRecord(t, brokers, topic, "p-3", `{"parcelId":"p-3"}`,
 		"ce_specversion", "1.0", "ce_source", "/"+shop, "ce_type", "com.example.shop.parcel-shipped")
 	dead := kafkatest.Receive(t, dlq, "the dead letter of a record without ce_id")
-	if reason := dead.Metadata.Get(middleware.DeadLetterReasonKey); !strings.Contains(reason, "missing or empty: id") {
+	if reason := dead.Metadata.Get("dead_letter_reason"); !strings.Contains(reason, "missing or empty: id") {
 		t.Errorf("dead letter reason %q, want the missing ce_id named", reason)
 	}
 	if string(dead.Payload) != `{"parcelId":"p-3"}` || dead.Metadata.Get("ce_type") != "com.example.shop.parcel-shipped" {

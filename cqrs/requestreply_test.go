@@ -21,6 +21,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -300,8 +301,8 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if err := d.Start(kafkatest.Context(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := d.Start(kafkatest.Context(t)); !errors.Is(err, cqrs.errAlreadyStarted) {
-		t.Errorf("second Start: %v, want errAlreadyStarted", err)
+	if err := d.Start(kafkatest.Context(t)); err == nil || err.Error() != "cqrs: command dispatcher already started" {
+		t.Errorf("second Start: %v, want already started", err)
 	}
 	if err := d.Err(); err != nil {
 		t.Errorf("Err of a started dispatcher: %v, want nil", err)
@@ -499,8 +500,8 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	if class := middleware.Classify(cqrs.ErrNotStarted); class != middleware.ClassOutage {
-		t.Errorf("ErrNotStarted is %v, want %v", class, middleware.ClassOutage)
+	if class := koto.ClassOf(cqrs.ErrNotStarted); class != koto.ClassOutage {
+		t.Errorf("ErrNotStarted is %v, want %v", class, koto.ClassOutage)
 	}
 
 	shop := kafkatest.ServiceName(t, "shop")
@@ -511,12 +512,13 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 	failedPastRetries := make(chan int, 1)
 	charged := make(chan string, 1)
 	var failures int
-	svc := newService(t, e.brokers, cqrs.ServiceConfig{Name: e.orders, AutoProvisionTopics: true})
+	const maxAttempts = 3 // what a retryable error gets
+	svc := newService(t, e.brokers, cqrs.ServiceConfig{Name: e.orders, AutoProvisionTopics: true, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: maxAttempts}})
 	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 		got, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: ev.OrderID})
 		if err != nil {
-			if failures++; failures == middleware.DefaultMaxAttempts+1 {
+			if failures++; failures == maxAttempts+1 {
 				failedPastRetries <- failures
 			}
 			return err
@@ -554,7 +556,7 @@ func TestHandlerErrorLogLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Close() })
+	closeAtEnd(t, svc)
 	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
 	err = svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		if cmd.Fail == "declined" {

@@ -21,7 +21,7 @@ func TestRegisterAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})

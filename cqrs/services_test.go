@@ -173,7 +173,7 @@ func TestRegisterOnRunningRouter(t *testing.T) {
 
 	stop()
 	late := cqrs.NewEventConsumer(func(context.Context, *PaymentProcessed) error { return nil }, cqrs.From(orders))
-	if err := svc.Register(kafkatest.Context(t), router, late); !errors.Is(err, cqrs.ErrInvalidConfig) {
+	if err := svc.Register(kafkatest.Context(t), router, late); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("Register on a closed router: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -22,7 +22,7 @@ func TestNoKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
+	defer svc.Close(ctx)
 	router := kafkatest.NewRouter(t, nil)
 	kafkatest.WantRefused(t, "Service.Register", svc.Register(ctx, router, cqrs.NewEventConsumer(func(context.Context, *StockReserved) error { return nil }, cqrs.From("inventory"))))
 

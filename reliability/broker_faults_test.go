@@ -289,7 +289,7 @@ func newRequestReply(t *testing.T, base broker.Config) *requestReply {
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
-	t.Cleanup(func() { _ = svc.Close() })
+	t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
 	r := kafkatest.NewRouter(t, nil)
 	if err := svc.Register(kafkatest.Context(t), r, reserveConsumer()); err != nil {
 		t.Fatalf("Register: %v", err)

@@ -31,7 +31,7 @@ type consumerConfig struct {
 	Schema        string // holds the store, the ledger and the outbox
 	Topic         string
 	Group         string
-	Transactional bool   // TransactionalIdempotency, else check-handle-mark
+	Transactional bool   // the transactional mode of Idempotency, else check-handle-mark
 	Events        string // with Transactional: the topic of one event per message, through the outbox
 	Trace         bool   // write "b <uuid>" and "e <uuid>" lines around each delivery
 }
@@ -99,21 +99,21 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 		return err
 	}
 	idem := middleware.IdempotencyConfig{
-		MarkBackoff: koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+		Transactional: cfg.Transactional,
+		MarkBackoff:   koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 	}
 	var box *outbox.Outbox
 	if cfg.Events != "" {
 		if box, err = outbox.New(pool, outbox.Config{Schema: cfg.Schema}); err != nil {
 			return errors.Join(err, dlq.Close())
 		}
-		idem.Outbox = box
+		idem.Outbox = box.ContextPublisher()
 	}
 	c.chain, err = middleware.Defaults(middleware.Config{
-		Publisher:     dlq,
-		Store:         c.store,
-		Transactional: cfg.Transactional,
-		Logger:        logger,
-		Idempotency:   idem,
+		Publisher:   dlq,
+		Store:       c.store,
+		Logger:      logger,
+		Idempotency: idem,
 		DeadLetter: middleware.DeadLetterConfig{
 			MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
 			Backoff:     koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},

@@ -38,6 +38,14 @@ import (
 // small so that records at and past it stay cheap.
 const hostileMaxBytes = 64 << 10
 
+// The dead-letter metadata that the middleware package doc lists.
+const (
+	dlReason         = "dead_letter_reason"
+	dlErrorClass     = "dead_letter_error_class"
+	dlOriginalOffset = "dead_letter_original_offset"
+	dlDropped        = "dead_letter_dropped"
+)
+
 // hostileRecord is one record a foreign producer writes, and whether the
 // consumer's handler accepts it.
 type hostileRecord struct {
@@ -110,7 +118,7 @@ func TestHostileRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = store.Close() })
-		hostileRecordsWith(t, middleware.Config{Store: store, Transactional: true})
+		hostileRecordsWith(t, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}})
 	})
 }
 
@@ -243,7 +251,7 @@ func hostileTooLarge(t *testing.T, ctx context.Context, client *kgo.Client, brok
 func hostileDropped(letters map[int64]*message.Message) int {
 	n := 0
 	for _, l := range letters {
-		if l.Metadata.Get(middleware.DeadLetterDroppedKey) != "" {
+		if l.Metadata.Get(dlDropped) != "" {
 			n++
 		}
 	}
@@ -263,7 +271,7 @@ func hostileLetters(t *testing.T, brokers []string, dlq string, n int) map[int64
 	var mu sync.Mutex
 	letters := map[int64]*message.Message{}
 	kafkatest.Watch(t, brokers, dlq, func(m *message.Message) {
-		off, _ := strconv.ParseInt(m.Metadata.Get(middleware.DeadLetterOriginalOffsetKey), 10, 64)
+		off, _ := strconv.ParseInt(m.Metadata.Get(dlOriginalOffset), 10, 64)
 		mu.Lock()
 		letters[off] = m
 		mu.Unlock()
@@ -287,11 +295,11 @@ func hostileLetters(t *testing.T, brokers []string, dlq string, n int) map[int64
 // every header of r, a reason and the poison class.
 func hostileCheckLetter(t *testing.T, r hostileRecord, l *message.Message) {
 	t.Helper()
-	if l.Metadata.Get(middleware.DeadLetterReasonKey) == "" || l.Metadata.Get(middleware.DeadLetterErrorClassKey) != koto.ClassPoison.String() {
+	if l.Metadata.Get(dlReason) == "" || l.Metadata.Get(dlErrorClass) != koto.ClassPoison.String() {
 		t.Errorf("%s: dead letter reason %q class %q; want a reason and class poison", r.name,
-			l.Metadata.Get(middleware.DeadLetterReasonKey), l.Metadata.Get(middleware.DeadLetterErrorClassKey))
+			l.Metadata.Get(dlReason), l.Metadata.Get(dlErrorClass))
 	}
-	dropped := l.Metadata.Get(middleware.DeadLetterDroppedKey)
+	dropped := l.Metadata.Get(dlDropped)
 	if r.dropped {
 		if dropped == "" || len(l.Payload) != 0 {
 			t.Errorf("%s: dead letter of %d bytes, dropped %q; want one without payload that says why", r.name, len(l.Payload), dropped)
@@ -373,7 +381,7 @@ func TestHostileNames(t *testing.T) {
 		if err := ob.Setup(ctx); err != nil {
 			t.Fatalf("outbox on %q: Setup: %v", name, err)
 		}
-		if err := outbox.Transact(ctx, pool, func(_ context.Context, tx pgx.Tx) error {
+		if err := ob.Transact(ctx, func(_ context.Context, tx pgx.Tx) error {
 			return ob.Publisher(tx).Publish("orders", message.NewMessage(key, []byte(name)))
 		}); err != nil {
 			t.Fatalf("outbox on %q: publish: %v", name, err)

@@ -220,7 +220,7 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 		if err != nil {
 			t.Fatalf("service %s: %v", svc.name, err)
 		}
-		t.Cleanup(func() { _ = service.Close() })
+		t.Cleanup(func() { _ = service.Close(kafkatest.Context(t)) })
 		if err := service.Register(kafkatest.Context(t), router, svc.consumer); err != nil {
 			t.Fatalf("register %s: %v", svc.name, err)
 		}
@@ -277,7 +277,7 @@ func (s *soakShop) order(id string, n int) error {
 	}
 	ev := orderPlaced{OrderID: id, Total: n, Lines: orderLines}
 	for range 2 {
-		err := s.durable.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		err := s.durable.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 			if err := s.durable.Outbox().LockKeys(ctx, tx, id); err != nil {
 				return err
 			}

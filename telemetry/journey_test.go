@@ -48,7 +48,7 @@ func newShop(t *testing.T, s *sdk) *shop {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = svc.Close() })
+		t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
 		if err := svc.Register(kafkatest.Context(t), router, c); err != nil {
 			t.Fatalf("register %s: %v", name, err)
 		}

@@ -61,7 +61,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Close() })
+	t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
 	if err := svc.Register(ctx, router, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
 		consumed <- struct{}{}
 		return nil

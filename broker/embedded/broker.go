@@ -28,8 +28,8 @@ type Broker struct {
 //
 // ctx bounds the start only: cancelling it later does not stop the broker,
 // [Broker.Close] does. An option value it cannot use fails the start, before
-// anything listens, with an error that wraps [ErrInvalidConfig] and names
-// the option.
+// anything listens, with an error that wraps koto.ErrInvalidConfig and names
+// each option it refuses.
 func Start(ctx context.Context, opts ...Option) (*Broker, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validate(); err != nil {

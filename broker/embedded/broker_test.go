@@ -5,7 +5,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
+	"strings"
 	"testing"
+
+	koto "github.com/koto-dev/watermill-koto"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
@@ -27,27 +31,53 @@ func TestStartListensOnLoopbackOnly(t *testing.T) {
 	}
 }
 
+// TestStartRejectsBadOptions: an option value Start cannot use fails it
+// with koto.ErrInvalidConfig, naming the option and what to change.
 func TestStartRejectsBadOptions(t *testing.T) {
-	tests := map[string]embedded.Option{
-		"negative partitions": embedded.WithPartitions(-1),
-		"negative port":       embedded.WithPort(-1),
-		"port too large":      embedded.WithPort(70000),
-		"invalid topic":       embedded.WithTopics("ok", "bad topic!"),
-		"SASL mechanism":      embedded.WithSASLUser("GSSAPI", "u", "p"),
-		"SASL password":       embedded.WithSASLUser(embedded.SASLPlain, "u", ""),
-		"TLS without cert":    embedded.WithTLS(&tls.Config{}),
+	const prefix = "invalid configuration: embedded.Start."
+	tests := map[string]struct {
+		opt  embedded.Option
+		want string
+	}{
+		"negative partitions": {embedded.WithPartitions(-1), "WithPartitions is negative (-1); use 0 for the default (3) or a positive partition count"},
+		"negative port":       {embedded.WithPort(-1), "WithPort (-1) is out of range; use 0 for a free port or a port in 1..65535"},
+		"port too large":      {embedded.WithPort(70000), "WithPort (70000) is out of range; use 0 for a free port or a port in 1..65535"},
+		"invalid topic":       {embedded.WithTopics("ok", "bad topic!"), `WithTopics invalid Kafka topic name "bad topic!": `},
+		"SASL mechanism":      {embedded.WithSASLUser("GSSAPI", "u", "p"), `WithSASLUser ("GSSAPI", "u", …) has an unknown mechanism; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`},
+		"SASL password":       {embedded.WithSASLUser(embedded.SASLPlain, "u", ""), `WithSASLUser ("PLAIN", "u", …) has an empty user name or password; set both`},
+		"TLS without cert":    {embedded.WithTLS(&tls.Config{}), "WithTLS has no server certificate; set the tls.Config's Certificates or GetCertificate"},
 	}
-	for name, opt := range tests {
+	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			b, err := embedded.Start(context.Background(), opt)
+			b, err := embedded.Start(context.Background(), tt.opt)
 			if err == nil {
 				_ = b.Close()
 				t.Fatal("Start succeeded, want an error")
 			}
-			if !errors.Is(err, embedded.ErrInvalidConfig) {
-				t.Fatalf("Start error %v does not wrap ErrInvalidConfig", err)
+			if !errors.Is(err, koto.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), prefix+tt.want) {
+				t.Fatalf("Start: %v, want koto.ErrInvalidConfig starting %q", err, prefix+tt.want)
 			}
 		})
+	}
+}
+
+// TestStartReportsEveryBadOption: Start does not stop at the first option
+// it refuses; each is a line of the one error.
+func TestStartReportsEveryBadOption(t *testing.T) {
+	_, err := embedded.Start(context.Background(), embedded.WithPartitions(-1), embedded.WithPort(-1),
+		embedded.WithTopics("a b", "c d"), embedded.WithSASLUser("GSSAPI", "", ""), embedded.WithTLS(&tls.Config{}))
+	if !errors.Is(err, koto.ErrInvalidConfig) {
+		t.Fatalf("Start: %v, want koto.ErrInvalidConfig", err)
+	}
+	var options []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		option, _, _ := strings.Cut(strings.TrimPrefix(line, "invalid configuration: embedded.Start."), " ")
+		options = append(options, option)
+	}
+	slices.Sort(options)
+	want := []string{"WithPartitions", "WithPort", "WithSASLUser", "WithSASLUser", "WithTLS", "WithTopics", "WithTopics"}
+	if !slices.Equal(options, want) {
+		t.Errorf("Start reported the options %v, want %v:\n%v", options, want, err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
@@ -52,7 +51,7 @@ func values(prefix string, n int) []string {
 // newGroupSubscriber is a watermill-kafka subscriber in a consumer group, with
 // watermill-kafka's own sarama defaults except that a new group starts at the
 // oldest offset.
-func newGroupSubscriber(t *testing.T, addrs []string, group string) *broker.Subscriber {
+func newGroupSubscriber(t *testing.T, addrs []string, group string) *kafka.Subscriber {
 	t.Helper()
 	sc := kafka.DefaultSaramaSubscriberConfig()
 	sc.Consumer.Offsets.Initial = sarama.OffsetOldest

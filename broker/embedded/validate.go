@@ -1,48 +1,41 @@
 package embedded
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/koto-dev/watermill-koto/broker"
+	kconfig "github.com/koto-dev/watermill-koto/internal/config"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// ErrInvalidConfig is wrapped by the error that [Start] returns for an
-// option value it cannot use; the error names the option and says what to
-// change.
-var ErrInvalidConfig = errors.New("embedded: invalid configuration")
-
+// validate reports every option value Start cannot use, each named by its
+// option, in one error that wraps koto.ErrInvalidConfig.
 func (c config) validate() error {
+	p := kconfig.For("embedded.Start")
 	if c.partitions < 0 {
-		return fmt.Errorf("%w: WithPartitions(%d): use a positive partition count, or 0 for the default (%d)", ErrInvalidConfig, c.partitions, broker.DefaultPartitions)
+		p.Add("WithPartitions", "is negative (%d); use 0 for the default (%d) or a positive partition count", c.partitions, broker.DefaultPartitions)
 	}
 	if c.port < 0 || c.port > 65535 {
-		return fmt.Errorf("%w: WithPort(%d): use 0 for a free port or a port in 1..65535", ErrInvalidConfig, c.port)
+		p.Add("WithPort", "(%d) is out of range; use 0 for a free port or a port in 1..65535", c.port)
 	}
 	for _, t := range c.topics {
 		if err := topics.Validate(t); err != nil {
-			return fmt.Errorf("%w: WithTopics: %w", ErrInvalidConfig, err)
+			p.Add("WithTopics", "%w", err)
 		}
 	}
 	for _, u := range c.users {
-		if err := u.validate(); err != nil {
-			return err
-		}
+		u.validate(p)
 	}
 	if c.tls != nil && len(c.tls.Certificates) == 0 && c.tls.GetCertificate == nil && c.tls.GetConfigForClient == nil {
-		return fmt.Errorf("%w: WithTLS: the tls.Config has no server certificate; set Certificates or GetCertificate", ErrInvalidConfig)
+		p.Add("WithTLS", "has no server certificate; set the tls.Config's Certificates or GetCertificate")
 	}
-	return nil
+	return p.Err()
 }
 
-func (u saslUser) validate() error {
-	switch {
-	case u.mechanism != SASLPlain && u.mechanism != SASLScramSHA256 && u.mechanism != SASLScramSHA512:
-		return fmt.Errorf("%w: WithSASLUser(%q, %q, …): the mechanism must be %s, %s or %s",
-			ErrInvalidConfig, u.mechanism, u.name, SASLPlain, SASLScramSHA256, SASLScramSHA512)
-	case u.name == "" || u.password == "":
-		return fmt.Errorf("%w: WithSASLUser(%q, %q, …): the user name and the password must not be empty", ErrInvalidConfig, u.mechanism, u.name)
+func (u saslUser) validate(p *kconfig.Problems) {
+	if u.mechanism != SASLPlain && u.mechanism != SASLScramSHA256 && u.mechanism != SASLScramSHA512 {
+		p.Add("WithSASLUser", "(%q, %q, …) has an unknown mechanism; use %s, %s or %s",
+			u.mechanism, u.name, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
-	return nil
+	if u.name == "" || u.password == "" {
+		p.Add("WithSASLUser", "(%q, %q, …) has an empty user name or password; set both", u.mechanism, u.name)
+	}
 }

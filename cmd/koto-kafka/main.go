@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/cli"
@@ -50,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b, err := embedded.Start(ctx, opts...)
-	if errors.Is(err, embedded.ErrInvalidConfig) {
+	if errors.Is(err, koto.ErrInvalidConfig) {
 		return cli.Usagef("%v", err) // a flag's value
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
@@ -107,20 +108,35 @@ func assertTopics(t *testing.T, out string, partitions int, names ...string) {
 	}
 }
 
+// TestRunRejectsBadFlags: a command line run cannot use fails; a value the
+// broker refuses is a usage error (exit status 2) naming its option.
 func TestRunRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"-partitions", "-1"},
-		{"-port", "-5"},
-		{"-topics", "bad topic!"},
-		{"-no-such-flag"},
-		{"-tls-cert", "broker.crt"},
-		{"-tls-cert", "missing.crt", "-tls-key", "missing.key"},
-		{"-sasl-user", "PLAIN:user-without-password"},
-		{"-sasl-user", "GSSAPI:user:password"},
+	for _, tt := range []struct {
+		args   []string
+		option string // the embedded.Start option the usage error names, if any
+	}{
+		{[]string{"-partitions", "-1"}, "WithPartitions"},
+		{[]string{"-port", "-5"}, "WithPort"},
+		{[]string{"-topics", "bad topic!"}, "WithTopics"},
+		{[]string{"-no-such-flag"}, ""},
+		{[]string{"-tls-cert", "broker.crt"}, ""},
+		{[]string{"-tls-cert", "missing.crt", "-tls-key", "missing.key"}, ""},
+		{[]string{"-sasl-user", "PLAIN:user-without-password"}, ""},
+		{[]string{"-sasl-user", "PLAIN:user:"}, "WithSASLUser"},
+		{[]string{"-sasl-user", "GSSAPI:user:password"}, "WithSASLUser"},
 	} {
 		var out kafkatest.Buffer
-		if err := run(context.Background(), args, &out, &out); err == nil {
-			t.Errorf("run(%q) succeeded, want an error", args)
+		err := run(context.Background(), tt.args, &out, &out)
+		if err == nil {
+			t.Errorf("run(%q) succeeded, want an error", tt.args)
+			continue
+		}
+		if tt.option == "" {
+			continue
+		}
+		var stderr kafkatest.Buffer
+		if code := cli.ExitCode(err, "koto-kafka", &stderr); code != 2 || !strings.Contains(stderr.String(), "embedded.Start."+tt.option+" ") {
+			t.Errorf("run(%q): exit status %d, stderr %q; want 2 and a line naming %s", tt.args, code, stderr.String(), tt.option)
 		}
 	}
 }

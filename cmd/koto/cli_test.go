@@ -11,8 +11,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	wkoto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -112,7 +113,7 @@ func TestDLQShowRepeatedDeliveries(t *testing.T) {
 	uuid := watermill.NewUUID()
 	for range 3 {
 		msg := message.NewMessage(uuid, []byte(`{"order":"o-1","amount":-5}`))
-		msg.Metadata.Set(cqrs.TypeNameMetadataKey, "order-placed")
+		msg.Metadata.Set(wkoto.TypeNameMetadataKey, "order-placed")
 		if err := pub.Publish(topic, msg); err != nil {
 			t.Fatal(err)
 		}

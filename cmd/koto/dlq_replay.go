@@ -19,8 +19,8 @@ type replayReport struct {
 }
 
 func runReplay(ctx context.Context, cio cmdIO, d *dlqFlags) error {
-	if d.batch < 1 {
-		return usageError(fmt.Sprintf("-batch is %d; use 1 or more", d.batch))
+	if d.batch < 0 {
+		return usageError(fmt.Sprintf("-batch is %d; use 0 for the default or a positive count", d.batch))
 	}
 	q, f, err := d.openFiltered("replay")
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	wkoto "github.com/koto-dev/watermill-koto" // koto is the test's runner of the command
+
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/cli"
@@ -300,7 +302,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"dlq", "list", "-group", "g", "-since", "1h", "-until", "2h"}, "is not before Until"},
 		{[]string{"dlq", "list", "-group", "g", "extra"}, "takes no arguments"},
 		{[]string{"dlq", "show", "-group", "g"}, "takes one argument"},
-		{[]string{"dlq", "replay", "-group", "g", "-batch", "0"}, "-batch is 0"},
+		{[]string{"dlq", "replay", "-group", "g", "-batch", "-1"}, "-batch is -1"},
 		{[]string{"dlq", "list", "-group", "g", "-sasl-user", "u"}, "no password"},
 		{[]string{"dlq", "list", "-group", "g", "-sasl-user", "u", "-sasl-password", "p", "-sasl-mechanism", "GSSAPI"}, "Mechanism is \"GSSAPI\""},
 		{[]string{"dlq", "list", "-group", "g", "-no-such-flag"}, "flag provided but not defined"},
@@ -326,7 +328,7 @@ func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...st
 	var uuids []string
 	for _, p := range payloads {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))
-		msg.Metadata.Set(koto.TypeNameMetadataKey, "order-placed")
+		msg.Metadata.Set(wkoto.TypeNameMetadataKey, "order-placed")
 		if err := pub.Publish(topic, msg); err != nil {
 			t.Fatal(err)
 		}

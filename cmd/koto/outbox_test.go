@@ -26,7 +26,7 @@ func TestOutboxStatus(t *testing.T) {
 	orders := newOutbox(t, pool, outbox.Config{Schema: schema})
 	newOutbox(t, pool, outbox.Config{Schema: schema, Table: "Billing"})
 	for range 2 {
-		publishThroughOutbox(t, pool, orders, 2)
+		publishThroughOutbox(t, orders, 2)
 	}
 	env := map[string]string{envDatabaseURL: pgtest.URL()}
 
@@ -102,9 +102,9 @@ func newOutbox(t *testing.T, pool *pgxpool.Pool, cfg outbox.Config) *outbox.Outb
 }
 
 // publishThroughOutbox commits a transaction that writes n messages into o.
-func publishThroughOutbox(t *testing.T, pool *pgxpool.Pool, o *outbox.Outbox, n int) {
+func publishThroughOutbox(t *testing.T, o *outbox.Outbox, n int) {
 	t.Helper()
-	err := outbox.Transact(kafkatest.Context(t), pool, func(ctx context.Context, tx pgx.Tx) error {
+	err := o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		for range n {
 			if err := o.Publisher(tx).Publish(kafkatest.Topic(t, "orders.order-placed"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
 				return err

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"sync"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
 // ErrPublishDown is what a [FlakyPublisher]'s failing calls return by
 // default: it wraps the error sarama returns when no broker can be reached,
-// an outage.
-var ErrPublishDown = fmt.Errorf("kafkatest: injected: %w", sarama.ErrOutOfBrokers)
+// marked koto.Outage as broker.Publisher marks it.
+var ErrPublishDown = koto.Outage(fmt.Errorf("kafkatest: injected: %w", sarama.ErrOutOfBrokers))
 
 // FlakyPublisher is a real publisher whose calls to Publish fail, without
 // publishing, while fewer than the number set by FailFor or FailWith of

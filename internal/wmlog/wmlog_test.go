@@ -1,4 +1,4 @@
-package cqrs
+package wmlog
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 )
 
-func TestWatermillLogger(t *testing.T) {
+func TestPlumbing(t *testing.T) {
 	var buf bytes.Buffer
 	at := func(level slog.Level) watermill.LoggerAdapter {
 		buf.Reset()
-		return watermillLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})))
+		return Plumbing(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})))
 	}
 
 	l := at(slog.LevelInfo)
@@ -36,9 +36,9 @@ func TestWatermillLogger(t *testing.T) {
 	}
 }
 
-func TestTailReaderLoggerKeepsInfo(t *testing.T) {
+func TestBusinessKeepsInfo(t *testing.T) {
 	var buf bytes.Buffer
-	l := tailReaderLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	l := Business(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	l.With(watermill.LogFields{"topic": "orders.replies"}).Info("Tail reader resumed reading a partition", watermill.LogFields{"partition": 1})
 	if got := buf.String(); !strings.Contains(got, "level=INFO") || !strings.Contains(got, "topic=orders.replies") || !strings.Contains(got, "partition=1") {
 		t.Errorf("recovery line at info level = %q", got)
