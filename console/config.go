@@ -83,7 +83,7 @@ func (c *Config) setDefaults() {
 func (c Config) Validate() error {
 	c.setDefaults()
 	p := config.For("console.Config")
-	p.Wrap("Broker", c.Broker.Validate())
+	p.Nest("Broker", c.Broker.Validate())
 	if c.SampleInterval < 0 {
 		p.Add("SampleInterval", "is negative (%s); use 0 for the default (%s)", c.SampleInterval, DefaultSampleInterval)
 	}

@@ -224,7 +224,7 @@ func (c *commandCall) reply(result any) error {
 }
 
 // publishReply publishes reply to topic. The handler has already run, so a
-// publish that fails with an outage (middleware.Classify) is retried here,
+// publish that fails with an outage (koto.ClassOf) is retried here,
 // in place, with env.backoff, until it succeeds or ctx ends: returned to the
 // dead-letter middleware, it would run the handler again. An outage that
 // outlives ctx stays one: the command is nacked. Any other publish error is

@@ -51,7 +51,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"invalid configuration: cqrs.EventPublisherConfig.Timeout is negative (-1s); ", cqrs.EventPublisherConfig{Service: "orders", Timeout: -time.Second}},
 		{"invalid configuration: cqrs.CommandDispatcherConfig.Service is empty; ", cqrs.CommandDispatcherConfig{Broker: brokers}},
 		{"invalid configuration: cqrs.CommandDispatcherConfig.Timeout is negative (-1ns); ", cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, Timeout: -1}},
-		{"invalid configuration: cqrs: invalid route: ReplyTopic: ", cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, ReplyTopic: "no spaces"}},
+		{"invalid configuration: cqrs.CommandDispatcherConfig.ReplyTopic cqrs: invalid route: ", cqrs.CommandDispatcherConfig{Service: "orders", Broker: brokers, ReplyTopic: "no spaces"}},
 		{"invalid configuration: cqrs.CommandDispatcherConfig.Broker.Brokers is empty; ", cqrs.CommandDispatcherConfig{Service: "orders"}},
 		{"invalid configuration: cqrs.CommandDispatcherConfig.Broker.Provision.Partitions is -1; ", cqrs.CommandDispatcherConfig{Service: "orders", Broker: badProvision}},
 		{"invalid configuration: cqrs.ServiceConfig.Name is empty; ", cqrs.ServiceConfig{Broker: brokers}},

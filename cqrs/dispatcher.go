@@ -102,7 +102,7 @@ func (c CommandDispatcherConfig) Validate() error {
 	validateService(p, "Service", c.Service, c.Routes)
 	validateTimeout(p, c.Timeout)
 	if err := topics.Validate(c.ReplyTopic); c.Service != "" && err != nil {
-		p.Wrap("ReplyTopic", invalidRoute("ReplyTopic: %w", err))
+		p.Add("ReplyTopic", "%w: %w", ErrInvalidRoute, err)
 	}
 	p.Nest("Broker", c.Broker.Validate())
 	return p.Err()
@@ -223,8 +223,9 @@ func (d *CommandDispatcher) ReplyTopic() string { return d.cfg.ReplyTopic }
 //
 // The subscription runs until Close. ctx bounds only the start. Start
 // blocks neither Request, which waits for it until its own deadline, nor
-// Close, which ends it. A Start that fails may be called again. A second
-// Start returns errAlreadyStarted, a Start after or during Close ErrClosed.
+// Close, which ends it. A Start that fails may be called again; a second
+// Start of a started dispatcher is an error, a Start after or during Close
+// ErrClosed.
 func (d *CommandDispatcher) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -20,7 +20,7 @@
 // the message (see [PartitionKeyer]).
 //
 // The error of Publish, Send or Request wraps the publisher's, so
-// middleware.Classify sees it: a broker that cannot be reached is an
+// koto.ClassOf sees its class: a broker that cannot be reached is an
 // outage, and a handler that returns it is retried until the broker is
 // back, never dead-lettered; a message the broker refuses for good (too
 // large, say) is not, and is dead-lettered after its retries. A call that
@@ -147,13 +147,14 @@
 //     milliseconds later. Request publishes directly: it waits for a reply,
 //     which could not come before the commit.
 //   - [DurableOutbox.Service] runs the idempotent consumers in the
-//     transactional mode (middleware.TransactionalIdempotency) bound to the
-//     outbox: the claim of the message, the handler's writes (through
+//     transactional mode (middleware's IdempotencyConfig.Transactional)
+//     bound to the outbox: the claim of the message, the handler's writes (through
 //     postgres.TxFromContext(ctx)) and the events it publishes commit
 //     together, once however often the message is delivered. For one key's
 //     events in commit order, give the consumer [LockKeys].
-//   - [DurableOutbox.Transact] opens such a transaction for code outside a
-//     consumer, an API handler that saves an order, say.
+//   - the outbox's Transact ([DurableOutbox.Outbox]) opens such a
+//     transaction for code outside a consumer, an API handler that saves an
+//     order, say.
 //
 // A publish with no transaction in its context fails with an error that
 // wraps outbox.ErrNoTransaction, on purpose: code that lost its

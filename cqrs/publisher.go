@@ -47,8 +47,8 @@ func (c *EventPublisherConfig) setDefaults() {
 // (and [ErrInvalidRoute] for a bad route).
 func (c EventPublisherConfig) Validate() error {
 	p := config.For("cqrs.EventPublisherConfig")
-	validateTimeout(p, c.Timeout)
 	validateService(p, "Service", c.Service, c.Routes)
+	validateTimeout(p, c.Timeout)
 	return p.Err()
 }
 
@@ -60,7 +60,7 @@ func validateService(p *config.Problems, field, service string, routes []Route) 
 		p.Add(field, "%q cannot prefix a topic: %w", service, err)
 	}
 	if _, err := routeTable(routes); err != nil {
-		p.Wrap("Routes", err)
+		p.Add("Routes", "%w", err)
 	}
 }
 

@@ -27,10 +27,10 @@ func RouteOf[T any](topic string) Route {
 // validate checks that the route names a type and a valid topic.
 func (r Route) validate() error {
 	if r.TypeName == "" {
-		return invalidRoute("route to %q has no type name", r.Topic)
+		return fmt.Errorf("%w: route to %q has no type name", ErrInvalidRoute, r.Topic)
 	}
 	if err := topics.Validate(r.Topic); err != nil {
-		return invalidRoute("route of %s: %w", r.TypeName, err)
+		return fmt.Errorf("%w: route of %s: %w", ErrInvalidRoute, r.TypeName, err)
 	}
 	return nil
 }
@@ -42,7 +42,8 @@ func invalidRoute(format string, args ...any) error {
 	return fmt.Errorf("%w: %w: "+format, append([]any{koto.ErrInvalidConfig, ErrInvalidRoute}, args...)...)
 }
 
-// routeTable validates routes and indexes them by type name. Two routes of
+// routeTable validates routes and indexes them by type name; its errors
+// wrap ErrInvalidRoute. Two routes of
 // one type to different topics are an error.
 func routeTable(routes []Route) (map[string]string, error) {
 	table := make(map[string]string, len(routes))
@@ -51,7 +52,7 @@ func routeTable(routes []Route) (map[string]string, error) {
 			return nil, err
 		}
 		if prev, ok := table[r.TypeName]; ok && prev != r.Topic {
-			return nil, invalidRoute("%s is routed to both %q and %q", r.TypeName, prev, r.Topic)
+			return nil, fmt.Errorf("%w: %s is routed to both %q and %q", ErrInvalidRoute, r.TypeName, prev, r.Topic)
 		}
 		table[r.TypeName] = r.Topic
 	}

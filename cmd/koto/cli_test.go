@@ -42,7 +42,7 @@ func runBinary(t *testing.T, name string, args ...string) (stdout, stderr string
 func TestHelpAndBadFlags(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"koto"}, {"koto", "dlq"}, {"koto", "dlq", "list"}, {"koto", "dlq", "show"}, {"koto", "dlq", "replay"},
-		{"koto", "outbox"}, {"koto", "outbox", "status"},
+		{"koto", "outbox"}, {"koto", "outbox", "status"}, {"koto", "console"},
 		{"koto-kafka"}, {"koto-bench"}, {"koto-bench", "store"}, {"koto-bench", "all"},
 	} {
 		name := strings.Join(cmd, " ")

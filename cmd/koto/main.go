@@ -1,6 +1,6 @@
 // Command koto operates a watermill-koto deployment: it lists, shows and
-// replays the dead letters of a consumer group, and shows the backlog of
-// the outbox tables of a database.
+// replays the dead letters of a consumer group, shows the backlog of the
+// outbox tables of a database, and serves the operations console.
 //
 // Usage:
 //
@@ -8,6 +8,7 @@
 //	koto dlq show   -group G [-json] PARTITION/OFFSET | UUID
 //	koto dlq replay -group G [filters] [-dry-run] [-progress] [-json]
 //	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
+//	koto console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-database-url URL] [-schema S]
 //
 // The dlq commands connect with the same Kafka settings as the services:
 // -brokers (default $KAFKA_BROKERS), SASL (-sasl-user and -sasl-mechanism,
@@ -32,6 +33,17 @@
 // age of the oldest: the outbox package documents the reading
 // (Outbox.Status). It reads with one statement per table, read-only, and
 // gives up after 5 s waiting for a table lock or 30 s running.
+//
+// console serves the console package's pages on -listen (default
+// 127.0.0.1:8080) until interrupted: consumer lag, dead letters grouped by
+// cause, their replay, the outbox backlog of -schema's tables (default
+// koto; comma-separated for several). It connects with the same Kafka
+// flags as dlq and the same -database-url as outbox status. Beyond
+// localhost it needs a token, -token NAME:SECRET (repeatable) or
+// $KOTO_CONSOLE_TOKEN (NAME:SECRET,...); on localhost without one it
+// answers only requests addressed to localhost. -read-only removes every
+// action; -metrics serves /metrics; each replay is logged on stderr with
+// the token's name.
 //
 // Exit status: 0 on success and for -h, which prints the usage on stdout;
 // 2 for a usage error, printed on stderr with the -h that explains it; 1
@@ -71,8 +83,9 @@ type cmdIO struct {
 // commands lists the top-level commands. Each lives in files of its own.
 func commands() map[string]command {
 	return map[string]command{
-		"dlq":    dlqCommand(),
-		"outbox": outboxCommand(),
+		"console": consoleCommand(),
+		"dlq":     dlqCommand(),
+		"outbox":  outboxCommand(),
 	}
 }
 
@@ -129,7 +142,7 @@ func pickSubcommand[S any](command string, subs map[string]S, summary func(S) st
 // its usage line (what follows "koto ": command, subcommand, flags) and
 // summary.
 func subcommandFlags(usage, summary string) *flag.FlagSet {
-	fs := flag.NewFlagSet("koto "+strings.Join(strings.Fields(usage)[:2], " "), flag.ContinueOnError)
+	fs := flag.NewFlagSet("koto "+commandOf(usage), flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: koto %s\n  %s\nflags (before or after the arguments):\n", usage, summary)
 		fs.PrintDefaults()
@@ -157,4 +170,17 @@ func usageError(text string) error {
 func isTerminal(f *os.File) bool {
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// commandOf returns the words of usage before its flags: "dlq list" of
+// "dlq list -group G", "console" of "console [-listen ADDR]".
+func commandOf(usage string) string {
+	var words []string
+	for _, w := range strings.Fields(usage) {
+		if strings.HasPrefix(w, "-") || strings.HasPrefix(w, "[") {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
 }

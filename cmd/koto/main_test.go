@@ -291,7 +291,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no command given; commands: dlq, outbox"},
+		{nil, "no command given; commands: console, dlq, outbox"},
 		{[]string{"nope"}, `unknown command "nope"`},
 		{[]string{"dlq"}, "no subcommand given; subcommands: list, replay, show"},
 		{[]string{"dlq", "purge"}, `unknown subcommand "purge"`},

@@ -54,19 +54,6 @@ func (p *Problems) Add(field, format string, args ...any) {
 	p.errs = append(p.errs, &fieldError{root: p.root, rest: field, problem: fmt.Errorf(format, args...)})
 }
 
-// Wrap records err, an error that wraps ErrInvalid or that becomes one
-// here, as a problem of field.
-func (p *Problems) Wrap(field string, err error) {
-	if err == nil {
-		return
-	}
-	if !errors.Is(err, ErrInvalid) {
-		p.Add(field, "%w", err)
-		return
-	}
-	p.errs = append(p.errs, err)
-}
-
 // Nest records the problems of a nested configuration's Validate, err,
 // as problems of field: "Backoff.InitialInterval" held at field
 // "DeadLetter.Backoff" of "middleware.Config" becomes

@@ -96,14 +96,14 @@ func TestProblems(t *testing.T) {
 			p.Nest("Broker", config.Invalid("broker.Config", "", "is missing"))
 			return p.Err()
 		}, []string{"outbox.ForwarderConfig.Broker is missing"}},
-		{"wrapped nil", func() error {
+		{"nested nil", func() error {
 			p := config.For("x.Config")
-			p.Wrap("Field", nil)
+			p.Nest("Field", nil)
 			return p.Err()
 		}, nil},
-		{"wrapped plain error", func() error {
+		{"a cause with %w", func() error {
 			p := config.For("broker.Config")
-			p.Wrap("Sarama", errors.New("Net.DialTimeout must be > 0"))
+			p.Add("Sarama", "%w", errors.New("Net.DialTimeout must be > 0"))
 			return p.Err()
 		}, []string{"broker.Config.Sarama Net.DialTimeout must be > 0"}},
 	}
@@ -149,17 +149,16 @@ func TestProblemsOneIsNotJoined(t *testing.T) {
 	}
 }
 
-// TestProblemsKeepTheCause: a problem recorded with %w, or a plain error
-// recorded with Wrap, wraps its cause as well as ErrInvalid, also once
-// nested.
+// TestProblemsKeepTheCause: a problem recorded with %w wraps its cause as
+// well as ErrInvalid, also once nested.
 func TestProblemsKeepTheCause(t *testing.T) {
 	cause := errors.New(`invalid Kafka topic name "a b"`)
 	p := config.For("broker.Config")
 	p.Add("", "cannot read topic %q: %w", "a b", cause)
-	p.Wrap("Sarama", cause)
+	p.Add("Sarama", "%w", cause)
 	outer := config.For("cqrs.Config")
 	outer.Nest("Broker", p.Err())
-	for name, err := range map[string]error{"Add": config.Invalid("x.Config", "Topic", "%w", cause), "Wrap and Add": p.Err(), "nested": outer.Err()} {
+	for name, err := range map[string]error{"Add": config.Invalid("x.Config", "Topic", "%w", cause), "two Adds": p.Err(), "nested": outer.Err()} {
 		if !errors.Is(err, cause) || !errors.Is(err, config.ErrInvalid) {
 			t.Errorf("%s: %v does not wrap both the cause and ErrInvalid", name, err)
 		}
