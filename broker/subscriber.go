@@ -22,6 +22,7 @@ type Subscriber struct {
 	inner   *kafka.Subscriber
 	closing chan struct{}
 	once    sync.Once
+	subs    sync.WaitGroup // the goroutines of Subscribe
 }
 
 // NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup.
@@ -57,7 +58,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	out := make(chan *message.Message)
+	s.subs.Add(1)
 	go func() {
+		defer s.subs.Done()
 		defer close(out)
 		for msg := range in {
 			msg.SetContext(koto.ContextWithPosition(msg.Context(), positionOf(msg.Context(), topic)))
@@ -85,7 +88,9 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 // Close stops every subscription and waits for them to end.
 func (s *Subscriber) Close() error {
 	s.once.Do(func() { close(s.closing) })
-	return s.inner.Close()
+	err := s.inner.Close()
+	s.subs.Wait() // every channel is closed when Close returns
+	return err
 }
 
 func positionOf(ctx context.Context, topic string) koto.Position {
