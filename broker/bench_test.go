@@ -47,7 +47,7 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 	_ = router.Close()
 }
 
-func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *kafka.Subscriber) {
+func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *broker.Subscriber) {
 	b.Helper()
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	if err != nil {

@@ -82,6 +82,30 @@ type Config struct {
 	// pause off.
 	ReconnectRetrySleep time.Duration
 
+	// Concurrency is how many messages a subscriber has in flight at once,
+	// over all its partitions. 0 or 1: one message per partition at a time.
+	// Above 1, see Concurrent consumption in the package documentation.
+	Concurrency int
+
+	// Ordering says which messages of a partition wait for each other when
+	// Concurrency is above 1. Default: [OrderByKey].
+	Ordering Ordering
+
+	// PartitionBufferRecords bounds the records of a partition that a
+	// subscriber holds, fetched and not yet acked. Default:
+	// [DefaultPartitionBufferRecords].
+	PartitionBufferRecords int
+
+	// PartitionBufferBytes bounds the bytes (key, value and headers,
+	// decompressed) of those records. Default: [DefaultPartitionBufferBytes].
+	PartitionBufferBytes int
+
+	// DrainTimeout is how long the messages in flight of a partition that
+	// is revoked, or of a subscription that ends, get to be acked before
+	// they are left to the partition's next owner. Default:
+	// [DefaultDrainTimeout].
+	DrainTimeout time.Duration
+
 	// Marshaler turns Watermill messages into Kafka records and back.
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler
@@ -130,6 +154,7 @@ func (c *Config) setDefaults() {
 	if c.ReconnectRetrySleep == 0 {
 		c.ReconnectRetrySleep = DefaultReconnectRetrySleep
 	}
+	c.setConsumeDefaults()
 	if c.Marshaler == nil {
 		c.Marshaler = NewPartitionKeyMarshaler()
 	}
@@ -154,6 +179,9 @@ func (c Config) Validate() error {
 			ErrInvalidConfig, c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, DefaultInitialOffset)
 	}
 	if err := c.SASL.Validate(); err != nil {
+		return err
+	}
+	if err := c.validateConsume(); err != nil {
 		return err
 	}
 	return c.Provision.Validate()

@@ -1,18 +1,44 @@
 package broker
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"time"
+	"sync"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// NewSubscriber returns a watermill-kafka subscriber that consumes in
-// cfg.ConsumerGroup with the defaults of [Config]. It connects when
-// Subscribe is called. A nil logger logs nothing. Close the subscriber when
-// done.
-func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*kafka.Subscriber, error) {
+// ErrSubscriberClosed is returned by the Subscribe of a closed
+// [Subscriber].
+var ErrSubscriberClosed = errors.New("broker: subscriber closed")
+
+// Subscriber is a Watermill subscriber on a Kafka consumer group, with the
+// defaults of [Config]. It decides which messages are in flight at once:
+// one per partition, or with Config.Concurrency many, each key in order
+// (see the package documentation). Build it with [NewSubscriber] and Close
+// it when done. It is safe for concurrent use.
+type Subscriber struct {
+	cfg    Config
+	sarama *sarama.Config
+	logger watermill.LoggerAdapter
+	work   chan job // with Config.Concurrency above 1: taken by that many workers
+
+	life context.Context // ends at Close, and every subscription with it
+	stop context.CancelFunc
+
+	mu     sync.Mutex // guards closed against wg.Add
+	closed bool
+	wg     sync.WaitGroup // subscriptions and workers
+}
+
+// NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup. It
+// connects when Subscribe is called. A nil logger logs nothing.
+func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.validateSubscriber(); err != nil {
 		return nil, err
@@ -21,25 +47,79 @@ func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*kafka.Subscribe
 	if err != nil {
 		return nil, err
 	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
-		Brokers:               cfg.Brokers,
-		Unmarshaler:           cfg.Marshaler,
-		OverwriteSaramaConfig: sc,
-		ConsumerGroup:         cfg.ConsumerGroup,
-		NackResendSleep:       noSleepIfNegative(cfg.NackResendSleep),
-		ReconnectRetrySleep:   noSleepIfNegative(cfg.ReconnectRetrySleep),
-	}, orNop(logger))
-	if err != nil {
-		return nil, fmt.Errorf("broker: new Kafka subscriber in group %q: %w", cfg.ConsumerGroup, err)
+	s := &Subscriber{cfg: cfg, sarama: sc, logger: orNop(logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
+	s.life, s.stop = context.WithCancel(context.Background())
+	if cfg.concurrent() {
+		s.startWorkers(cfg.Concurrency)
 	}
-	return sub, nil
+	return s, nil
 }
 
-// noSleepIfNegative maps any negative duration to watermill-kafka's NoSleep
-// (-1ns), which is the only negative value it understands.
-func noSleepIfNegative(d time.Duration) time.Duration {
-	if d < 0 {
-		return kafka.NoSleep
+// Subscribe joins the consumer group on topic and returns the channel of
+// its messages, which is closed when ctx ends or the subscriber closes,
+// after the messages in flight were drained (Config.DrainTimeout). It
+// returns an error when it cannot connect; later outages are retried every
+// Config.ReconnectRetrySleep. Messages carry where they were read from in
+// their context.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if err := topics.Validate(topic); err != nil {
+		return nil, fmt.Errorf("broker: subscribe in group %q: %w", s.cfg.ConsumerGroup, err)
 	}
-	return d
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	conn, err := s.connect()
+	if err != nil {
+		s.wg.Done()
+		return nil, err
+	}
+	sub := newSubscription(ctx, s, topic)
+	go sub.run(conn)
+	return sub.output, nil
+}
+
+// Close ends every subscription, each after draining its messages in
+// flight (Config.DrainTimeout) and committing what was acked, and returns
+// once all have ended. It is safe to call more than once.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	return nil
+}
+
+// enter counts a subscription in, unless the subscriber is closed.
+func (s *Subscriber) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrSubscriberClosed
+	}
+	s.wg.Add(1)
+	return nil
+}
+
+// groupConn is one connection of a subscription to its consumer group.
+type groupConn struct {
+	client sarama.Client
+	group  sarama.ConsumerGroup
+}
+
+func (s *Subscriber) connect() (*groupConn, error) {
+	client, err := sarama.NewClient(s.cfg.Brokers, s.sarama)
+	if err != nil {
+		return nil, connectError(s.cfg, fmt.Sprintf("subscribe in group %q", s.cfg.ConsumerGroup), err)
+	}
+	group, err := sarama.NewConsumerGroupFromClient(s.cfg.ConsumerGroup, client)
+	if err != nil {
+		_ = client.Close()
+		return nil, connectError(s.cfg, fmt.Sprintf("join group %q", s.cfg.ConsumerGroup), err)
+	}
+	return &groupConn{client: client, group: group}, nil
+}
+
+func (c *groupConn) close() error {
+	return errors.Join(c.group.Close(), c.client.Close())
 }

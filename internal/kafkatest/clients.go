@@ -3,7 +3,6 @@ package kafkatest
 import (
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,7 +22,7 @@ func NewPublisher(t testing.TB, cfg broker.Config) *broker.Publisher {
 
 // NewSubscriber returns broker.NewSubscriber(cfg), closed when t finishes.
 // cfg.ConsumerGroup is required; [Group] makes a fresh one.
-func NewSubscriber(t testing.TB, cfg broker.Config) *kafka.Subscriber {
+func NewSubscriber(t testing.TB, cfg broker.Config) *broker.Subscriber {
 	t.Helper()
 	sub, err := broker.NewSubscriber(cfg, nil)
 	if err != nil {

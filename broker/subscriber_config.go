@@ -1,0 +1,105 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Ordering says which messages of a partition wait for each other in a
+// subscriber whose Config.Concurrency is above 1.
+type Ordering int
+
+const (
+	// OrderByKey hands out at most one message per Kafka record key at a
+	// time; messages without a key wait for each other, as one key.
+	OrderByKey Ordering = iota
+	// Unordered lets any message of a partition be in flight with any
+	// other, for handlers that do not depend on order.
+	Unordered
+)
+
+// String returns the constant's name.
+func (o Ordering) String() string {
+	switch o {
+	case OrderByKey:
+		return "OrderByKey"
+	case Unordered:
+		return "Unordered"
+	}
+	return fmt.Sprintf("Ordering(%d)", int(o))
+}
+
+// Defaults of the consumption settings of [Config].
+const (
+	// DefaultPartitionBufferRecords is the default of
+	// Config.PartitionBufferRecords.
+	DefaultPartitionBufferRecords = 1000
+	// DefaultPartitionBufferBytes is the default of
+	// Config.PartitionBufferBytes: 1 MiB.
+	DefaultPartitionBufferBytes = 1 << 20
+	// DefaultDrainTimeout is the default of Config.DrainTimeout.
+	DefaultDrainTimeout = 10 * time.Second
+	// MaxConcurrency is the highest Config.Concurrency accepted.
+	MaxConcurrency = 1 << 16
+)
+
+func (c *Config) setConsumeDefaults() {
+	if c.PartitionBufferRecords == 0 {
+		c.PartitionBufferRecords = DefaultPartitionBufferRecords
+	}
+	if c.PartitionBufferBytes == 0 {
+		c.PartitionBufferBytes = DefaultPartitionBufferBytes
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+}
+
+// concurrent reports whether the subscriber hands out more than one
+// message of a partition at a time.
+func (c Config) concurrent() bool { return c.Concurrency > 1 }
+
+// validateConsume checks the consumption settings, all of them.
+func (c Config) validateConsume() error {
+	var errs []error
+	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
+		errs = append(errs, fmt.Errorf("%w: Config.Concurrency is %d; use 0 or 1 for one message per partition at a time, or up to %d",
+			ErrInvalidConfig, c.Concurrency, MaxConcurrency))
+	}
+	switch {
+	case c.Ordering != OrderByKey && c.Ordering != Unordered:
+		errs = append(errs, fmt.Errorf("%w: Config.Ordering is %v; use OrderByKey or Unordered", ErrInvalidConfig, c.Ordering))
+	case c.Ordering == Unordered && !c.concurrent():
+		errs = append(errs, fmt.Errorf("%w: Config.Ordering is Unordered but Config.Concurrency is %d; set Concurrency above 1, or leave Ordering unset",
+			ErrInvalidConfig, c.Concurrency))
+	}
+	if c.PartitionBufferRecords < 0 {
+		errs = append(errs, fmt.Errorf("%w: Config.PartitionBufferRecords is %d; use a positive count, or 0 for the default (%d)",
+			ErrInvalidConfig, c.PartitionBufferRecords, DefaultPartitionBufferRecords))
+	}
+	if c.PartitionBufferBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: Config.PartitionBufferBytes is %d; use a positive size, or 0 for the default (%d)",
+			ErrInvalidConfig, c.PartitionBufferBytes, DefaultPartitionBufferBytes))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: Config.DrainTimeout is %v; use a positive duration, or 0 for the default (%v)",
+			ErrInvalidConfig, c.DrainTimeout, DefaultDrainTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// boundFetch keeps what sarama holds of a partition, besides the
+// subscriber's own buffer, small against that buffer: its channel of
+// decoded records, and one fetch, which Kafka sizes by its compressed
+// bytes (a batch larger than the fetch size still comes whole).
+func (c Config) boundFetch(sc *sarama.Config) {
+	sc.ChannelBufferSize = min(max(c.PartitionBufferRecords/fetchShare, 16), 256)
+	sc.Consumer.Fetch.Default = int32(min(max(c.PartitionBufferBytes/fetchShare, 16<<10), 1<<20))
+}
+
+// fetchShare is how much smaller than the subscriber's buffer of a
+// partition sarama's channel and fetch size are.
+const fetchShare = 16
