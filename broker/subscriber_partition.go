@@ -38,8 +38,8 @@ type partition struct {
 	stop     context.CancelFunc
 	stopping <-chan struct{} // stopCtx.Done()
 	gone     chan struct{}   // closed when acks are no longer taken
-	results  chan delivered // from the deliveries
-	wg       sync.WaitGroup // the deliveries
+	results  chan delivered  // from the deliveries
+	wg       sync.WaitGroup  // the deliveries
 
 	lanes    lanes
 	offsets  offsets
@@ -65,12 +65,12 @@ type delivered struct {
 func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, p pauser, done []offsetRange) *partition {
 	pt := &partition{
 		sub: sub, sess: sess, claim: claim, pauser: p,
-		logger:   sub.logger.With(watermill.LogFields{"kafka_partition": claim.Partition()}),
-		gone:     make(chan struct{}),
-		results:  make(chan delivered),
-		lanes:    newLanes(sub.cfg.laneMode()),
-		offsets:  newOffsets(done),
-		marked:   claim.InitialOffset(),
+		logger:  sub.logger.With(watermill.LogFields{"kafka_partition": claim.Partition()}),
+		gone:    make(chan struct{}),
+		results: make(chan delivered),
+		lanes:   newLanes(sub.cfg.laneMode()),
+		offsets: newOffsets(done),
+		marked:  claim.InitialOffset(),
 	}
 	pt.ctx, pt.cancel = context.WithCancel(sub.msgBase)
 	pt.stopCtx, pt.stop = context.WithCancel(pt.ctx)
