@@ -102,7 +102,8 @@ type Config struct {
 
 	// DrainTimeout is how long the messages in flight of a partition that
 	// is revoked, or of a subscription that ends, get to be acked before
-	// they are left to the partition's next owner. Default:
+	// they are left to the partition's next owner. It must be shorter than
+	// sarama's Consumer.Group.Rebalance.Timeout. Default:
 	// [DefaultDrainTimeout].
 	DrainTimeout time.Duration
 

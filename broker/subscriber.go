@@ -47,6 +47,9 @@ func NewSubscriber(cfg Config, logger watermill.LoggerAdapter) (*Subscriber, err
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.setDrainTimeout(sc); err != nil {
+		return nil, err
+	}
 	s := &Subscriber{cfg: cfg, sarama: sc, logger: orNop(logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if cfg.concurrent() {

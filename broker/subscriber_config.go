@@ -40,7 +40,8 @@ const (
 	// DefaultPartitionBufferBytes is the default of
 	// Config.PartitionBufferBytes: 1 MiB.
 	DefaultPartitionBufferBytes = 1 << 20
-	// DefaultDrainTimeout is the default of Config.DrainTimeout.
+	// DefaultDrainTimeout is the default of Config.DrainTimeout, or half
+	// of sarama's Consumer.Group.Rebalance.Timeout when that is shorter.
 	DefaultDrainTimeout = 10 * time.Second
 	// MaxConcurrency is the highest Config.Concurrency accepted.
 	MaxConcurrency = 1 << 16
@@ -53,9 +54,22 @@ func (c *Config) setConsumeDefaults() {
 	if c.PartitionBufferBytes == 0 {
 		c.PartitionBufferBytes = DefaultPartitionBufferBytes
 	}
+}
+
+// setDrainTimeout defaults Config.DrainTimeout, and checks that a drain
+// ends before the group gives up on a member that does not rejoin a
+// rebalance.
+func (c *Config) setDrainTimeout(sc *sarama.Config) error {
+	rebalance := sc.Consumer.Group.Rebalance.Timeout
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DefaultDrainTimeout
+		c.DrainTimeout = min(DefaultDrainTimeout, rebalance/2)
+		return nil
 	}
+	if c.DrainTimeout >= rebalance {
+		return fmt.Errorf("%w: Config.DrainTimeout is %v, not shorter than sarama's Consumer.Group.Rebalance.Timeout (%v); lower it, or leave it 0 for the default",
+			ErrInvalidConfig, c.DrainTimeout, rebalance)
+	}
+	return nil
 }
 
 // concurrent reports whether the subscriber hands out more than one

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 )
@@ -31,8 +31,8 @@ func MessageKey(msg *message.Message) (string, error) {
 		return "", errors.New("message has no UUID and no Kafka topic, partition and offset")
 	}
 	key := pos.topic + "/" + pos.partitionString() + "/" + pos.offsetString()
-	if ts, ok := kafka.MessageTimestampFromCtx(ctx); ok {
-		key += "/" + strconv.FormatInt(ts.UnixMilli(), 10)
+	if p, ok := koto.PositionFromContext(ctx); ok && !p.Timestamp.IsZero() {
+		key += "/" + strconv.FormatInt(p.Timestamp.UnixMilli(), 10)
 	}
 	return key, nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 // position is where a message was read from, as far as the subscriber told
@@ -18,10 +18,8 @@ type position struct {
 
 func positionFrom(ctx context.Context, topic string) position {
 	p := position{topic: topic}
-	partition, okPartition := kafka.MessagePartitionFromCtx(ctx)
-	offset, okOffset := kafka.MessagePartitionOffsetFromCtx(ctx)
-	if okPartition && okOffset {
-		p.partition, p.offset, p.kafka = partition, offset, true
+	if pos, ok := koto.PositionFromContext(ctx); ok {
+		p.partition, p.offset, p.kafka = pos.Partition, pos.Offset, true
 	}
 	return p
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -14,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
@@ -113,14 +113,12 @@ func (d *delivery) spanAttrs(ctx context.Context, msg *message.Message) []attrib
 	if id := cmp.Or(correlation.FromContext(ctx), correlation.FromMessage(msg)); id != "" {
 		attrs = append(attrs, semconv.MessagingMessageConversationID(id))
 	}
-	if p, ok := kafka.MessagePartitionFromCtx(ctx); ok {
-		attrs = append(attrs, semconv.MessagingDestinationPartitionID(strconv.Itoa(int(p))))
-	}
-	if o, ok := kafka.MessagePartitionOffsetFromCtx(ctx); ok {
-		attrs = append(attrs, semconv.MessagingKafkaOffset(int(o)))
-	}
-	if k, ok := kafka.MessageKeyFromCtx(ctx); ok && len(k) > 0 {
-		attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(k)))
+	if p, ok := koto.PositionFromContext(ctx); ok {
+		attrs = append(attrs, semconv.MessagingDestinationPartitionID(strconv.Itoa(int(p.Partition))),
+			semconv.MessagingKafkaOffset(int(p.Offset)))
+		if len(p.Key) > 0 {
+			attrs = append(attrs, semconv.MessagingKafkaMessageKey(string(p.Key)))
+		}
 	}
 	return attrs
 }
