@@ -33,6 +33,7 @@ type E2E struct {
 	schema  string
 	table   string // the handlers' table, quoted
 	store   *postgres.Store
+	remote  *remoteDB         // the same database a hop away, once SetRemote was called
 	pub     *broker.Publisher // for dead letters; none are expected
 	runs    atomic.Int64      // numbers the runs' topics and groups
 	sdk     *sdkTelemetry     // for the variants with Telemetry
@@ -79,6 +80,9 @@ func (e *E2E) Close() error {
 	var errs []error
 	if e.store != nil {
 		errs = append(errs, e.store.Close())
+	}
+	if e.remote != nil {
+		errs = append(errs, e.remote.store.Close())
 	}
 	if e.pub != nil {
 		errs = append(errs, e.pub.Close())

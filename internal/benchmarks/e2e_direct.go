@@ -26,7 +26,7 @@ func (e *E2E) Direct(ctx context.Context, v E2EVariant, n int) (time.Duration, e
 		return 0, err
 	}
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
-		return nil, e.handler(v.Handler)(msg)
+		return nil, e.handler(v)(msg)
 	})
 	mws := chain.Middlewares()
 	for i := len(mws) - 1; i >= 0; i-- {
