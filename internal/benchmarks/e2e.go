@@ -34,6 +34,7 @@ type E2E struct {
 	table   string // the handlers' table, quoted
 	store   *postgres.Store
 	remote  *remoteDB         // the same database a hop away, once SetRemote was called
+	own     *remoteDB         // the same database through the small pool of the store of OwnStorePool variants
 	pub     *broker.Publisher // for dead letters; none are expected
 	runs    atomic.Int64      // numbers the runs' topics and groups
 	sdk     *sdkTelemetry     // for the variants with Telemetry
@@ -67,6 +68,9 @@ func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix st
 	if err := e.store.EnsureSchema(ctx); err != nil {
 		return nil, err
 	}
+	if e.own, err = ownStore(pool, prefix); err != nil {
+		return nil, err
+	}
 	if e.sdk, err = newSDKTelemetry(); err != nil {
 		return nil, err
 	}
@@ -83,6 +87,10 @@ func (e *E2E) Close() error {
 	}
 	if e.remote != nil {
 		errs = append(errs, e.remote.store.Close())
+	}
+	if e.own != nil {
+		errs = append(errs, e.own.store.Close())
+		e.own.pool.Close()
 	}
 	if e.pub != nil {
 		errs = append(errs, e.pub.Close())

@@ -69,6 +69,10 @@ type E2EVariant struct {
 	// Remote puts PostgreSQL a hop away: the store and the handler use the
 	// pool given to [E2E.SetRemote].
 	Remote bool
+	// OwnStorePool gives the store a pool of its own of StorePoolConns
+	// connections, on which its concurrent calls share statements sooner
+	// than on the handler's pool (see idempotency/postgres).
+	OwnStorePool bool
 	// RawPgx makes the variant no consumer: Concurrency goroutines run the
 	// transactions of the transactional mode (BEGIN with the claim, the
 	// handler's row, COMMIT) straight through pgx, without Kafka or the
