@@ -111,7 +111,7 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 	if r.local, err = compareGroup(ctx, e.Run, local, f); err != nil {
 		return r, err
 	}
-	if r.latency, err = measureLatency(ctx, e, r.local, f.latency); err != nil {
+	if r.latency, err = measureLatency(ctx, e, r.local, f.latency, f.rounds); err != nil {
 		return r, err
 	}
 	pool.Reset() // its connections, idle from now on, make room for the remote pool's
@@ -151,8 +151,10 @@ func compareGroup(ctx context.Context, run benchmarks.E2ERunner, variants []benc
 }
 
 // measureLatency runs the transactional consumer, one at a time and
-// concurrent, at half the one-at-a-time rate that local measured.
-func measureLatency(ctx context.Context, e *benchmarks.E2E, local []benchmarks.E2EResult, n int) ([]benchmarks.LatencyResult, error) {
+// concurrent, at half the one-at-a-time rate that local measured, rounds
+// times each, alternating, and gives the quantiles of each one's runs
+// together.
+func measureLatency(ctx context.Context, e *benchmarks.E2E, local []benchmarks.E2EResult, n, rounds int) ([]benchmarks.LatencyResult, error) {
 	var oneAtATime, concurrent benchmarks.E2EVariant
 	var capacity float64
 	for _, r := range local {
@@ -166,13 +168,17 @@ func measureLatency(ctx context.Context, e *benchmarks.E2E, local []benchmarks.E
 	if capacity <= 0 || concurrent.Name == "" {
 		return nil, fmt.Errorf("latency: the transactional variants were not measured")
 	}
-	var out []benchmarks.LatencyResult
-	for _, v := range []benchmarks.E2EVariant{oneAtATime, concurrent} {
-		l, err := e.Latency(ctx, v, capacity/2, n)
-		if err != nil {
-			return nil, fmt.Errorf("latency of %s: %w", v.Name, err)
+	pair := []benchmarks.E2EVariant{oneAtATime, concurrent}
+	out := make([]benchmarks.LatencyResult, len(pair))
+	for round := range rounds {
+		for j := range pair {
+			i := (j + round) % len(pair)
+			l, err := e.Latency(ctx, pair[i], capacity/2, n)
+			if err != nil {
+				return nil, fmt.Errorf("latency of %s: %w", pair[i].Name, err)
+			}
+			out[i] = out[i].Add(l)
 		}
-		out = append(out, l)
 	}
 	return out, nil
 }

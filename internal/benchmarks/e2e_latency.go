@@ -36,16 +36,12 @@ func (l *latencies) add(msg *message.Message) {
 	l.mu.Unlock()
 }
 
-// quantile returns the q-quantile of what was collected.
-func (l *latencies) quantile(q float64) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
+// quantile returns the q-quantile of sorted.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	s := slices.Clone(l.d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // LatencyResult is the handling latency of a variant at a fixed offered
@@ -55,6 +51,19 @@ type LatencyResult struct {
 	Rate     float64 // offered, messages per second
 	Messages int
 	P50, P99 time.Duration
+	samples  []time.Duration // sorted
+}
+
+// Add returns the result of r's runs and o's together.
+func (r LatencyResult) Add(o LatencyResult) LatencyResult {
+	if r.Messages == 0 {
+		r.Variant, r.Rate = o.Variant, o.Rate
+	}
+	r.Messages += o.Messages
+	r.samples = slices.Concat(r.samples, o.samples)
+	slices.Sort(r.samples)
+	r.P50, r.P99 = quantile(r.samples, 0.5), quantile(r.samples, 0.99)
+	return r
 }
 
 // Latency runs v on a new topic that a producer writes n records to at
@@ -80,7 +89,10 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	case <-ctx.Done():
 	}
 	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n), wait(ctx, run))
-	res.P50, res.P99 = run.latency.quantile(0.5), run.latency.quantile(0.99)
+	run.latency.mu.Lock()
+	res.samples = slices.Sorted(slices.Values(run.latency.d))
+	run.latency.mu.Unlock()
+	res.P50, res.P99 = quantile(res.samples, 0.5), quantile(res.samples, 0.99)
 	return res, errors.Join(err, run.Close())
 }
 
