@@ -91,9 +91,6 @@ func (p *partition) run() {
 	close(p.gone)
 	p.cancel()
 	p.wg.Wait()
-	if p.paused {
-		p.pauser.Resume(p.topicPartition())
-	}
 }
 
 func (p *partition) consume() {

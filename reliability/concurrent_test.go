@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
@@ -86,11 +87,14 @@ func TestConcurrentKeyOrder(t *testing.T) {
 	pcfg := pgtest.Config(t)
 	pcfg.MaxConns = 16
 	runConsumer(t, pgtest.PoolWith(t, pcfg), cfg, kafkatest.Logger(slog.LevelError+4)) // not the router's line for each chaos failure
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = kafkatest.Record(r.topic, m.UUID, m.Metadata.Get(broker.PartitionKeyMetadataKey), m.Payload)
+	}
 	start := time.Now()
-	pub := r.publish(msgs, time.Second)
+	kafkatest.Produce(t, r.brokers, recs)
 	r.waitConsumed(cfg, total, 2*time.Minute)
 	elapsed := time.Since(start)
-	pub.over(t)
 
 	rows, distinct := r.ledger()
 	outOfOrder := r.keyOrder(r.schema, places)
