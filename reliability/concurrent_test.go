@@ -27,13 +27,21 @@ type keySeq struct {
 	seq int
 }
 
-// orderedMessages returns total messages over keys partition keys,
-// message i of key i%keys, and the place of each by UUID.
+// burst is how many messages of a key come one after the other in
+// [orderedMessages], as an aggregate's events do: together on their
+// partition, where only their key's order keeps them apart.
+const burst = 5
+
+// orderedMessages returns total messages over keys partition keys, in
+// bursts of [burst] messages of a key, and the place of each by UUID.
 func orderedMessages(prefix string, keys, total int) ([]*message.Message, map[string]keySeq) {
 	msgs := make([]*message.Message, total)
 	places := make(map[string]keySeq, total)
+	seqs := map[string]int{}
 	for i := range msgs {
-		place := keySeq{key: prefix + "-" + strconv.Itoa(i%keys), seq: i / keys}
+		key := prefix + "-" + strconv.Itoa(i/burst%keys)
+		place := keySeq{key: key, seq: seqs[key]}
+		seqs[key]++
 		msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(place.key+"/"+strconv.Itoa(place.seq)))
 		msgs[i].Metadata.Set(broker.PartitionKeyMetadataKey, place.key)
 		places[msgs[i].UUID] = place
@@ -73,11 +81,11 @@ func (r *ledgerRun) keyOrder(schema string, places map[string]keySeq) (outOfOrde
 }
 
 // TestConcurrentKeyOrder: one transactional consumer with Concurrency 64
-// on 8 partitions, 20 000 messages (-short: 4 000) of 500 keys; handlers
-// wait 0–2 ms, 2 % of the messages fail their first delivery before the
-// chain (nacked, delivered again) and 2 % their first attempt after
-// writing their row (rolled back, tried again). The ledger holds every
-// message exactly once, each key's in offset order.
+// on 8 partitions, 20 000 messages (-short: 4 000) of 500 keys, each key's
+// in bursts of 5; handlers wait 0–2 ms, 2 % of the messages fail their
+// first delivery before the chain (nacked, delivered again) and 2 % their
+// first attempt after writing their row (rolled back, tried again). The
+// ledger holds every message exactly once, each key's in offset order.
 func TestConcurrentKeyOrder(t *testing.T) {
 	r := newLedgerRun(t, 8)
 	total := fullOrShort(20000, 4000)
