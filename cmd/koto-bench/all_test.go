@@ -160,7 +160,7 @@ func TestSectionFigures(t *testing.T) {
 		"concurrent consumption, " + benchmarks.E2EConcWrite + " vs " + benchmarks.E2EWrite:                     "- -",
 		"concurrent consumption, " + benchmarks.E2ERemoteConcWriteTx + " vs " + benchmarks.E2ERemoteWrite:       "≥ 2× met",
 		"concurrent consumption, " + benchmarks.E2EConcWaitCheckHandle + " vs " + benchmarks.E2EWaitCheckHandle: "≥ 20× not met",
-		"concurrent consumption, p99 handling latency at 500 msg/s (half one at a time's capacity), " +
+		"concurrent consumption, p99 latency at 500 msg/s (half of one at a time's), " +
 			benchmarks.E2EConcWriteTx + " vs " + benchmarks.E2EWriteTransactional: "≤ 1× met",
 		"outbox forwarder throughput vs Watermill forwarder": "≥ 10× met",
 		"outbox forwarder throughput":                        "≥ 5000 msg/s met",

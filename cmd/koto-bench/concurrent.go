@@ -241,7 +241,7 @@ func concurrentFigures(r concurrentResult) []figure {
 	if len(r.latency) == 2 {
 		one, conc := r.latency[0], r.latency[1]
 		figs = append(figs, figure{
-			name:  fmt.Sprintf("concurrent consumption, p99 handling latency at %.0f msg/s (half one at a time's capacity), %s vs %s", one.Rate, conc.Variant.Name, one.Variant.Name),
+			name:  fmt.Sprintf("concurrent consumption, p99 latency at %.0f msg/s (half of one at a time's), %s vs %s", one.Rate, conc.Variant.Name, one.Variant.Name),
 			value: ms(conc.P99), baseline: ms(one.P99), unit: "ms", target: atMost(1),
 		})
 	}

@@ -136,12 +136,13 @@ const (
 var (
 	E2ERawTransactional      = "raw pgx claim + row, " + strconv.Itoa(ConcurrentLocal) + " goroutines"
 	E2EConcWrite             = "concurrent write (" + strconv.Itoa(ConcurrentLocal) + ")"
-	E2EConcWriteCheckHandle  = "concurrent write + check-handle-mark (" + strconv.Itoa(ConcurrentLocal) + "), store on a pool of " + strconv.Itoa(StorePoolConns)
-	E2EConcWriteCheckShared  = "concurrent write + check-handle-mark (" + strconv.Itoa(ConcurrentLocal) + "), store on the handler's pool"
+	E2EConcWriteCheckHandle  = "concurrent write + check-handle-mark (" + strconv.Itoa(ConcurrentLocal) + ", store pool of " + strconv.Itoa(StorePoolConns) + ")"
+	E2EConcWriteCheckShared  = "concurrent write + check-handle-mark (" + strconv.Itoa(ConcurrentLocal) + ", store on the handler's pool)"
 	E2EConcWriteTx           = "concurrent write + transactional (" + strconv.Itoa(ConcurrentLocal) + ")"
 	E2EConcNoop              = "concurrent no-op (" + strconv.Itoa(ConcurrentLocal) + ")"
 	E2ERemoteWrite           = "write, PostgreSQL 1 ms away"
 	E2ERemoteConcWriteTx     = "concurrent write + transactional (" + strconv.Itoa(ConcurrentLocal) + "), PostgreSQL 1 ms away"
+	E2ERemoteConcDeferred    = "concurrent write + transactional, deferred claim (" + strconv.Itoa(ConcurrentLocal) + "), PostgreSQL 1 ms away"
 	E2EWaitCheckHandle       = "20 ms call + check-handle-mark"
 	E2EConcWaitCheckHandle   = "concurrent 20 ms call + check-handle-mark (" + strconv.Itoa(ConcurrentWaiting) + ")"
 	waitingMessages          = 400  // one at a time: about 2 s at 4 partitions / 20 ms
@@ -155,7 +156,8 @@ var (
 // with the store on a small pool of its own; on the handler's pool, a
 // figure),
 // with PostgreSQL 1 ms away the transactional consumer against the
-// one-at-a-time consumer without idempotency (≥ 2), and a handler that
+// one-at-a-time consumer without idempotency (≥ 2; with a deferred claim,
+// a figure), and a handler that
 // waits 20 ms, with check-handle-mark, concurrent against one at a time
 // (≥ 20); and, as figures, the concurrent subscriber without idempotency
 // against one at a time. The one-at-a-time baselines come first, measured
@@ -165,7 +167,7 @@ func E2EConcurrentVariants() []E2EVariant {
 	return []E2EVariant{
 		{Name: E2EWrite, Handler: WriteHandler},
 		{Name: E2ENoop, Handler: NoopHandler},
-		{Name: E2EWriteTransactional, Handler: WriteHandler, Idempotency: Transactional, Baseline: E2EWrite},
+		{Name: E2EWriteTransactional, Handler: WriteHandler, Idempotency: Transactional}, // the latency's baseline and load
 		{Name: E2ERawTransactional, Handler: WriteHandler, Idempotency: Transactional, RawPgx: true, Concurrency: c},
 		{Name: E2EConcWriteTx, Handler: WriteHandler, Idempotency: Transactional, Concurrency: c, Baseline: E2ERawTransactional, Target: 0.7},
 		{Name: E2EConcWrite, Handler: WriteHandler, Concurrency: c, Baseline: E2EWrite},
@@ -174,6 +176,7 @@ func E2EConcurrentVariants() []E2EVariant {
 		{Name: E2EConcNoop, Handler: NoopHandler, Concurrency: c, Baseline: E2ENoop},
 		{Name: E2ERemoteWrite, Handler: WriteHandler, Remote: true},
 		{Name: E2ERemoteConcWriteTx, Handler: WriteHandler, Idempotency: Transactional, Concurrency: c, Remote: true, Baseline: E2ERemoteWrite, Target: 2},
+		{Name: E2ERemoteConcDeferred, Handler: WriteHandler, Idempotency: TransactionalDeferred, Concurrency: c, Remote: true, Baseline: E2ERemoteWrite},
 		{Name: E2EWaitCheckHandle, Handler: NoopHandler, Idempotency: CheckHandleMark, Wait: OutsideCall, Messages: waitingMessages},
 		{Name: E2EConcWaitCheckHandle, Handler: NoopHandler, Idempotency: CheckHandleMark, Wait: OutsideCall, Concurrency: w,
 			Messages: waitingConcurrentMessage, Baseline: E2EWaitCheckHandle, Target: 20},
