@@ -38,6 +38,7 @@ type concurrentFlags struct {
 type concurrentResult struct {
 	local, remote, waiting []benchmarks.E2EResult
 	latency                []benchmarks.LatencyResult // one at a time, then concurrent
+	cpu                    map[string]benchmarks.CPU  // by variant
 }
 
 func runConcurrent(ctx context.Context, args []string, out io.Writer) error {
@@ -70,7 +71,7 @@ func runConcurrent(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintln(out)
-		if err := printCPU(out, group); err != nil {
+		if err := printCPU(out, group, r.cpu); err != nil {
 			return err
 		}
 		fmt.Fprintln(out)
@@ -108,7 +109,7 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
 
 	local, remote, waiting := concurrentGroups()
-	if r.local, err = compareGroup(ctx, e.Run, local, f); err != nil {
+	if r.local, err = compareGroup(ctx, e, local, f); err != nil {
 		return r, err
 	}
 	if r.latency, err = measureLatency(ctx, e, r.local, f.latency, f.rounds); err != nil {
@@ -120,10 +121,14 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 		return r, err
 	}
 	defer stopRemote()
-	if r.remote, err = compareGroup(ctx, e.Run, remote, f); err != nil {
+	if r.remote, err = compareGroup(ctx, e, remote, f); err != nil {
 		return r, err
 	}
-	r.waiting, err = compareGroup(ctx, e.Run, waiting, f)
+	r.waiting, err = compareGroup(ctx, e, waiting, f)
+	r.cpu = map[string]benchmarks.CPU{}
+	for _, v := range benchmarks.E2EConcurrentVariants() {
+		r.cpu[v.Name] = e.CPU(v.Name)
+	}
 	return r, err
 }
 
@@ -143,11 +148,14 @@ func concurrentGroups() (local, remote, waiting []benchmarks.E2EVariant) {
 	return local, remote, waiting
 }
 
-func compareGroup(ctx context.Context, run benchmarks.E2ERunner, variants []benchmarks.E2EVariant, f concurrentFlags) ([]benchmarks.E2EResult, error) {
-	if err := warmUp(ctx, run, variants, f.messages); err != nil {
+// compareGroup warms variants up, then compares them; their CPU is that
+// of the comparison alone.
+func compareGroup(ctx context.Context, e *benchmarks.E2E, variants []benchmarks.E2EVariant, f concurrentFlags) ([]benchmarks.E2EResult, error) {
+	if err := warmUp(ctx, e.Run, variants, f.messages); err != nil {
 		return nil, err
 	}
-	return benchmarks.CompareE2E(ctx, run, variants, f.messages, f.rounds)
+	e.ResetCPU(variants)
+	return benchmarks.CompareE2E(ctx, e.Run, variants, f.messages, f.rounds)
 }
 
 // measureLatency runs the transactional consumer, one at a time and
@@ -199,6 +207,7 @@ func setRemote(ctx context.Context, e *benchmarks.E2E, conns int32) (stop func()
 	p, _ := strconv.ParseUint(port, 10, 16)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 	cfg.MaxConns = conns
+	cfg.ConnConfig.RuntimeParams["application_name"] = benchmarks.ApplicationName
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		err = e.SetRemote(pool)
@@ -212,18 +221,20 @@ func setRemote(ctx context.Context, e *benchmarks.E2E, conns int32) (stop func()
 
 // printCPU writes where each variant's CPU went, per message: this
 // process (Kafka's embedded broker included, when there is one), the
-// PostgreSQL server, and how busy the machine was meanwhile. The times
-// cover whole runs, the filling of their topics included.
-func printCPU(out io.Writer, results []benchmarks.E2EResult) error {
+// PostgreSQL backends serving it, and how busy the machine was meanwhile.
+// The times cover whole runs, the filling of their topics and the joining
+// of their groups included.
+func printCPU(out io.Writer, results []benchmarks.E2EResult, cpu map[string]benchmarks.CPU) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "variant\tCPU µs/msg: this process\tPostgreSQL\tmachine busy\t")
 	for _, r := range results {
-		if r.Messages == 0 || r.CPU.Cores == 0 {
+		c := cpu[r.Variant.Name]
+		if r.Messages == 0 || c.Cores == 0 {
 			continue
 		}
 		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.Messages) }
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f %%\t\n", r.Variant.Name, per(r.CPU.Self), per(r.CPU.Postgres),
-			100*float64(r.CPU.Busy)/float64(r.CPU.Cores))
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f %%\t\n", r.Variant.Name, per(c.Self), per(c.Postgres),
+			100*float64(c.Busy)/float64(c.Cores))
 	}
 	return w.Flush()
 }

@@ -18,8 +18,6 @@ type E2EResult struct {
 	Elapsed time.Duration
 	// Ratio is Rate over the Rate of Variant.Baseline; 0 for a baseline.
 	Ratio float64
-	// CPU is what the runs cost, summed (see [CPU]).
-	CPU CPU
 	// MinRatio and MaxRatio are the least and the greatest ratio to the
 	// baseline in one round, each run compared with the baseline's run of
 	// the same round: how much the machine's noise moves the ratio.
@@ -53,9 +51,7 @@ func CompareE2E(ctx context.Context, run E2ERunner, variants []E2EVariant, n, ro
 		for j := range variants {
 			i := (j + round) % len(variants)
 			m := cmp.Or(variants[i].Messages, n)
-			before := sampleCPU()
 			d, err := run(ctx, variants[i], m)
-			out[i].CPU = out[i].CPU.Add(sampleCPU().sub(before))
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", variants[i].Name, round+1, err)
 			}

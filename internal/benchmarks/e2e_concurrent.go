@@ -73,12 +73,39 @@ func (e *E2E) insert() string {
 
 // Run runs v with n messages, through Kafka and the router with
 // [E2E.Consume], or straight through pgx with [E2E.Raw] for a RawPgx
-// variant, and returns the time they took.
-func (e *E2E) Run(ctx context.Context, v E2EVariant, n int) (time.Duration, error) {
-	if v.RawPgx {
-		return e.Raw(ctx, v, n)
+// variant, and returns the time they took. It adds what the run cost to
+// the variant's [E2E.CPU].
+func (e *E2E) Run(ctx context.Context, v E2EVariant, n int) (d time.Duration, err error) {
+	cpu, err := measuredCPU(ctx, e.pool, func() (err error) {
+		if v.RawPgx {
+			d, err = e.Raw(ctx, v, n)
+		} else {
+			d, err = e.Consume(ctx, v, n)
+		}
+		return err
+	})
+	e.cpuMu.Lock()
+	defer e.cpuMu.Unlock()
+	e.cpu[v.Name] = e.cpu[v.Name].Add(cpu)
+	return d, err
+}
+
+// ResetCPU forgets what the runs of variants cost.
+func (e *E2E) ResetCPU(variants []E2EVariant) {
+	e.cpuMu.Lock()
+	defer e.cpuMu.Unlock()
+	for _, v := range variants {
+		delete(e.cpu, v.Name)
 	}
-	return e.Consume(ctx, v, n)
+}
+
+// CPU returns what the runs of the variant named name cost through
+// [E2E.Run], the filling of their topics and the joining of their groups
+// included.
+func (e *E2E) CPU(name string) CPU {
+	e.cpuMu.Lock()
+	defer e.cpuMu.Unlock()
+	return e.cpu[name]
 }
 
 // Raw runs n transactions of the transactional mode from v.Concurrency
