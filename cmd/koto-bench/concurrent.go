@@ -221,9 +221,8 @@ func setRemote(ctx context.Context, e *benchmarks.E2E, conns int32) (stop func()
 
 // printCPU writes where each variant's CPU went, per message: this
 // process (Kafka's embedded broker included, when there is one), the
-// PostgreSQL backends serving it, and how busy the machine was meanwhile.
-// The times cover whole runs, the filling of their topics and the joining
-// of their groups included.
+// PostgreSQL backends serving it, and how busy the machine was meanwhile,
+// from each run's first message to its last.
 func printCPU(out io.Writer, results []benchmarks.E2EResult, cpu map[string]benchmarks.CPU) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "variant\tCPU µs/msg: this process\tPostgreSQL\tmachine busy\t")

@@ -60,15 +60,6 @@ func (s cpuSample) since(then cpuSample, pids []int) CPU {
 	return c
 }
 
-// measuredCPU runs f and returns what it cost; pool tells which
-// PostgreSQL backends serve the benchmark.
-func measuredCPU(ctx context.Context, pool *pgxpool.Pool, f func() error) (CPU, error) {
-	before := sampleCPU()
-	err := f()
-	after := sampleCPU()
-	return after.since(before, benchBackends(ctx, pool)), err
-}
-
 // benchBackends returns the pids of the backends whose application_name
 // is ApplicationName.
 func benchBackends(ctx context.Context, pool *pgxpool.Pool) []int {

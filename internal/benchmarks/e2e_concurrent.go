@@ -71,23 +71,41 @@ func (e *E2E) insert() string {
 	return "INSERT INTO " + e.table + " (message_uuid, payload) VALUES ($1, $2)"
 }
 
-// Run runs v with n messages, through Kafka and the router with
-// [E2E.Consume], or straight through pgx with [E2E.Raw] for a RawPgx
-// variant, and returns the time they took. It adds what the run cost to
-// the variant's [E2E.CPU].
-func (e *E2E) Run(ctx context.Context, v E2EVariant, n int) (d time.Duration, err error) {
-	cpu, err := measuredCPU(ctx, e.pool, func() (err error) {
-		if v.RawPgx {
-			d, err = e.Raw(ctx, v, n)
-		} else {
-			d, err = e.Consume(ctx, v, n)
+// Run runs v with n messages, through Kafka and the router as
+// [E2E.Consume] does, or straight through pgx with [E2E.Raw] for a RawPgx
+// variant, and returns the time they took. It adds what they cost, from
+// the first message to the last, to the variant's [E2E.CPU].
+func (e *E2E) Run(ctx context.Context, v E2EVariant, n int) (time.Duration, error) {
+	var (
+		d          time.Duration
+		err        error
+		start, end cpuSample
+	)
+	if v.RawPgx {
+		start = sampleCPU()
+		d, err = e.Raw(ctx, v, n)
+		end = sampleCPU()
+	} else {
+		var run *E2ERun
+		if run, err = e.Start(ctx, v, n); err != nil {
+			return 0, err
 		}
-		return err
-	})
+		d, err = run.Wait(ctx)
+		start, end = run.cpuStart, run.cpuEnd
+		if cerr := run.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close the router: %w", cerr)
+		}
+	}
+	if err == nil {
+		e.addCPU(v.Name, end.since(start, benchBackends(ctx, e.pool)))
+	}
+	return d, err
+}
+
+func (e *E2E) addCPU(name string, c CPU) {
 	e.cpuMu.Lock()
 	defer e.cpuMu.Unlock()
-	e.cpu[v.Name] = e.cpu[v.Name].Add(cpu)
-	return d, err
+	e.cpu[name] = e.cpu[name].Add(c)
 }
 
 // ResetCPU forgets what the runs of variants cost.

@@ -33,6 +33,8 @@ type E2ERun struct {
 	chain   chain
 	stopped chan error
 	latency latencies // of the messages that carry when they were sent
+	// cpuStart and cpuEnd are sampled with start and end.
+	cpuStart, cpuEnd cpuSample
 }
 
 // Start fills a new topic with n messages, then starts a router that
@@ -148,13 +150,13 @@ func (c plainChain) Close(context.Context) error              { return nil }
 // message and stops it when n messages have been handled.
 func (r *E2ERun) clock(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		r.once.Do(func() { r.start = time.Now(); close(r.first) })
+		r.once.Do(func() { r.cpuStart, r.start = sampleCPU(), time.Now(); close(r.first) })
 		produced, err := h(msg)
 		if err == nil {
 			r.latency.add(msg)
 		}
 		if err == nil && r.handled.Add(1) == r.n {
-			r.end = time.Now()
+			r.end, r.cpuEnd = time.Now(), sampleCPU()
 			close(r.done)
 		}
 		return produced, err
