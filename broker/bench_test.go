@@ -16,10 +16,17 @@ import (
 )
 
 // BenchmarkRouterNoopHandler measures consumption through a Watermill
-// router with a no-op handler on a 4-partition topic, the reference
-// pipeline of the end-to-end benchmarks. The records are written beforehand with franz-go so
-// that only consumption is timed.
+// router with a no-op handler on a 4-partition topic of 1 000 keys, the
+// reference pipeline of the end-to-end benchmarks, one message per
+// partition at a time and with Concurrency 32. The records are written
+// beforehand with franz-go so that only consumption is timed.
 func BenchmarkRouterNoopHandler(b *testing.B) {
+	for name, concurrency := range map[string]int{"one at a time": 0, "concurrent 32": 32} {
+		b.Run(name, func(b *testing.B) { benchRouterNoop(b, concurrency) })
+	}
+}
+
+func benchRouterNoop(b *testing.B, concurrency int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*kafkatest.Timeout)
 	defer cancel()
 	brokers := kafkatest.Brokers(b)
@@ -28,7 +35,7 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 
 	var handled atomic.Int64
 	done := make(chan struct{})
-	router, sub := benchRouter(b, brokers, topic, func(*message.Message) error {
+	router, sub := benchRouter(b, broker.Config{Brokers: brokers, Concurrency: concurrency}, topic, func(*message.Message) error {
 		if handled.Add(1) == int64(b.N) {
 			close(done)
 		}
@@ -47,13 +54,14 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 	_ = router.Close()
 }
 
-func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPublishHandlerFunc) (*message.Router, *broker.Subscriber) {
+func benchRouter(b *testing.B, cfg broker.Config, topic string, h message.NoPublishHandlerFunc) (*message.Router, *broker.Subscriber) {
 	b.Helper()
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	if err != nil {
 		b.Fatalf("NewRouter: %v", err)
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(b, "bench")})
+	cfg.ConsumerGroup = kafkatest.Group(b, "bench")
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		b.Fatalf("NewSubscriber: %v", err)
 	}
@@ -61,12 +69,11 @@ func benchRouter(b *testing.B, brokers []string, topic string, h message.NoPubli
 	return router, sub
 }
 
-// fill writes n small records with a Watermill UUID header, spread over the
-// partitions.
+// fill writes n small records with a Watermill UUID header, of 1 000
+// keys spread over the partitions.
 func fill(ctx context.Context, b *testing.B, brokers []string, topic string, n int) {
 	b.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		b.Fatalf("kgo.NewClient: %v", err)
 	}
@@ -76,6 +83,7 @@ func fill(ctx context.Context, b *testing.B, brokers []string, topic string, n i
 		recs := make([]*kgo.Record, 0, min(batch, n-start))
 		for i := start; i < n && i < start+batch; i++ {
 			recs = append(recs, &kgo.Record{
+				Key:     []byte("key-" + strconv.Itoa(i%1000)),
 				Value:   []byte("payload-" + strconv.Itoa(i)),
 				Headers: []kgo.RecordHeader{{Key: kafka.UUIDHeaderKey, Value: []byte(watermill.NewUUID())}},
 			})

@@ -83,6 +83,31 @@ type Config struct {
 	// stopped consumer. Default: 1s; negative turns the pause off.
 	ReconnectRetrySleep time.Duration
 
+	// Concurrency is how many messages a subscriber has in flight at once,
+	// over all its partitions. 0 or 1: one message per partition at a time.
+	// Above 1, see Concurrent consumption in the package documentation.
+	Concurrency int
+
+	// Ordering says which messages of a partition wait for each other when
+	// Concurrency is above 1. Default: [OrderByKey].
+	Ordering Ordering
+
+	// PartitionBufferRecords bounds the records of a partition that a
+	// subscriber holds, fetched and not yet acked. Default:
+	// 1000.
+	PartitionBufferRecords int
+
+	// PartitionBufferBytes bounds the bytes (key, value and headers,
+	// decompressed) of those records. Default: 1 MiB.
+	PartitionBufferBytes int
+
+	// DrainTimeout is how long the messages in flight of a partition that
+	// is revoked, or of a subscription that ends, get to be acked before
+	// they are left to the partition's next owner. It must be shorter than
+	// sarama's Consumer.Group.Rebalance.Timeout. Default:
+	// 10s, or half sarama's Consumer.Group.Rebalance.Timeout when that is shorter.
+	DrainTimeout time.Duration
+
 	// Marshaler turns Watermill messages into Kafka records and back.
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler
@@ -134,6 +159,7 @@ func (c *Config) setDefaults() {
 	if c.ReconnectRetrySleep == 0 {
 		c.ReconnectRetrySleep = defaultReconnectRetrySleep
 	}
+	c.setConsumeDefaults()
 	if c.Marshaler == nil {
 		c.Marshaler = NewPartitionKeyMarshaler()
 	}
@@ -173,6 +199,7 @@ func (c Config) validate(p *config.Problems) {
 	}
 	c.SASL.validate(p)
 	c.Provision.validate(p)
+	c.validateConsume(p)
 }
 
 func (c SASLConfig) validate(p *config.Problems) {

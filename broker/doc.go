@@ -1,6 +1,7 @@
 // Package broker wires Watermill to Kafka (IBM/sarama, with watermill-kafka's
-// subscriber and marshaler) with defaults that do not lose or skip
-// messages, provisions topics and reads topics from their end.
+// marshaler) with defaults that do not lose or skip messages: a publisher,
+// a subscriber that can have many messages of a partition in flight with
+// each key in order, topic provisioning and readers of a topic's end.
 //
 // # Defaults
 //
@@ -57,15 +58,56 @@
 //
 // # When offsets are committed
 //
-// watermill-kafka hands a subscriber one message per partition at a time and
-// waits for its Ack or Nack before the next. Only an Ack marks the record's
-// offset (sarama's MarkMessage); a Nack sends the same message again after
-// [Config.NackResendSleep] and marks nothing. sarama commits marked offsets in
-// the background every second, when partitions are rebalanced, and when the
-// subscriber closes. The committed offset therefore never passes a message
-// that was not acked. What was acked in the last second before a crash, or
-// acked while the subscriber was closing, is delivered again: delivery is
-// at-least-once, and the idempotency middleware absorbs the repeats.
+// [Subscriber] is a message.Subscriber on sarama's consumer group. Only an
+// Ack counts a message as done; a Nack sends the same message again after
+// [Config.NackResendSleep]. The offset a partition commits is its
+// low-water mark, the first offset not yet acked, so it never passes a
+// message that was not acked. Marks are committed in the background every
+// second, when partitions are rebalanced, and when a subscription ends.
+// What was acked in the last second before a crash is delivered again:
+// delivery is at-least-once, and the idempotency middleware absorbs the
+// repeats. Each message's context carries where it was read from
+// (koto.PositionFromContext).
+//
+// When a partition is revoked, or a subscription ends (its context, or
+// Close), the subscriber hands out no new message of it; the messages in
+// flight have [Config.DrainTimeout] to be acked, then the low-water mark is
+// committed and their contexts are cancelled. An ack that comes later
+// counts for nothing: the partition's next owner gets the message again,
+// never an offset it did not ack itself.
+//
+// # Concurrent consumption
+//
+// By default a subscriber has one message per partition in flight: the
+// next is handed out once the previous one is acked, so a consumer handles
+// at most as many messages at once as it has partitions. With
+// [Config.Concurrency] above 1 it has up to that many in flight, over all
+// its partitions, and promises:
+//
+//   - Order: with [OrderByKey], the default, at most one message per Kafka
+//     record key is in flight, so each key's messages are handled, and
+//     acked, in offset order; records without a key are one key of their
+//     partition. [Unordered] promises no order.
+//   - Redelivery: a nacked message is handed out again after
+//     Config.NackResendSleep, and the later messages of its key wait for
+//     it; other keys go on. A message whose partition moved or whose
+//     consumer crashed before its ack is delivered again, as by default;
+//     the commit also lists, in its metadata, the offsets acked above the
+//     low-water mark, and the partition's next owner skips them. A record
+//     that Config.Marshaler cannot decode holds its key and is tried again
+//     every Config.ReconnectRetrySleep: it is never skipped.
+//   - Back-pressure: each partition holds at most
+//     [Config.PartitionBufferRecords] records fetched and not acked, and at
+//     most [Config.PartitionBufferBytes] of their keys, values and headers
+//     decompressed; when either is reached the partition's fetching pauses
+//     until they are down to half. sarama holds besides, per partition, a
+//     channel of a sixteenth of those records and one fetch of a sixteenth
+//     of those bytes, counted compressed and decoded whole.
+//
+// Both limits also bound the default mode. The router runs each message
+// it receives in a goroutine of its own, so the subscriber alone decides
+// what is in flight. A transactional idempotent handler holds a database
+// connection for each message in flight: size the pool to Concurrency.
 //
 // # Publishing and deadlines
 //

@@ -20,7 +20,7 @@ import (
 // non-Watermill producer that has a key but no partition_key header gets the
 // key as its partition_key metadata, so republishing it keeps its partition
 // affinity. The raw key is also in the message context:
-// kafka.MessageKeyFromCtx.
+// koto.PositionFromContext.
 func NewPartitionKeyMarshaler() kafka.MarshalerUnmarshaler {
 	return partitionKeyMarshaler{
 		inner: kafka.NewWithPartitioningMarshaler(partitionKey),

@@ -3,13 +3,12 @@ package broker_test
 import (
 	"testing"
 
-	koto "github.com/koto-dev/watermill-koto"
-
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -72,10 +71,11 @@ func TestSamePartitionKeySamePartition(t *testing.T) {
 	seq := map[string]int{}
 	for _, m := range kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), perKey*len(keys)) {
 		key := m.Metadata.Get(koto.PartitionKeyMetadataKey)
-		if raw, _ := kafka.MessageKeyFromCtx(m.Context()); string(raw) != key {
-			t.Fatalf("record key %q differs from metadata %q", raw, key)
+		pos, _ := koto.PositionFromContext(m.Context())
+		if string(pos.Key) != key {
+			t.Fatalf("record key %q differs from metadata %q", pos.Key, key)
 		}
-		p, _ := kafka.MessagePartitionFromCtx(m.Context())
+		p := pos.Partition
 		if first, seen := partitionOf[key]; seen && first != p {
 			t.Fatalf("key %s arrived on partitions %d and %d", key, first, p)
 		}

@@ -50,9 +50,10 @@ func (c Config) publisherSarama() (*sarama.Config, error) {
 // package documentation for when offsets are marked).
 func (c Config) subscriberSarama() (*sarama.Config, error) {
 	sc := c.baseSarama()
-	sc.Consumer.Return.Errors = true // watermill-kafka logs them
+	sc.Consumer.Return.Errors = true // the subscriber logs them
 	sc.Consumer.Offsets.Initial = c.InitialOffset
 	sc.Consumer.Offsets.AutoCommit.Enable = true
+	c.boundFetch(sc)
 	return c.finishSarama(sc)
 }
 

@@ -2,31 +2,44 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/wmlog"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// Subscriber is a Watermill subscriber of a Kafka consumer group with the
-// defaults of [Config]. Every message's context carries its koto.Position.
-// Build it with [NewSubscriber] and Close it when done.
+// ErrSubscriberClosed is returned by the Subscribe of a closed
+// [Subscriber].
+var ErrSubscriberClosed = errors.New("broker: subscriber closed")
+
+// Subscriber is a Watermill subscriber on a Kafka consumer group, with the
+// defaults of [Config]. It decides which messages are in flight at once:
+// one per partition, or with Config.Concurrency many, each key in order
+// (see the package documentation). Build it with [NewSubscriber] and Close
+// it when done. It is safe for concurrent use.
 type Subscriber struct {
-	cfg     Config
-	inner   *kafka.Subscriber
-	closing chan struct{}
-	once    sync.Once
-	subs    sync.WaitGroup // the goroutines of Subscribe
+	cfg    Config
+	sarama *sarama.Config
+	logger watermill.LoggerAdapter
+	work   chan job // with Config.Concurrency above 1: taken by that many workers
+
+	life context.Context // ends at Close, and every subscription with it
+	stop context.CancelFunc
+
+	mu     sync.Mutex // guards closed against wg.Add
+	closed bool
+	wg     sync.WaitGroup // subscriptions and workers
 }
 
-// NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup.
-// It connects when Subscribe is called.
+// NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup. It
+// connects when Subscribe is called.
 func NewSubscriber(cfg Config) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.validateSubscriber(); err != nil {
@@ -36,77 +49,91 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{
-		Brokers:               cfg.Brokers,
-		Unmarshaler:           cfg.Marshaler,
-		OverwriteSaramaConfig: sc,
-		ConsumerGroup:         cfg.ConsumerGroup,
-		NackResendSleep:       noSleepIfNegative(cfg.NackResendSleep),
-		ReconnectRetrySleep:   noSleepIfNegative(cfg.ReconnectRetrySleep),
-	}, wmlog.Plumbing(cfg.Logger))
-	if err != nil {
-		return nil, fmt.Errorf("broker: new Kafka subscriber in group %q: %w", cfg.ConsumerGroup, err)
-	}
-	return &Subscriber{cfg: cfg, inner: sub, closing: make(chan struct{})}, nil
-}
-
-// Subscribe consumes topic until ctx ends or the subscriber closes; the
-// channel closes then.
-func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	in, err := s.inner.Subscribe(ctx, topic)
-	if err != nil {
+	if err := cfg.setDrainTimeout(sc); err != nil {
 		return nil, err
 	}
-	out := make(chan *message.Message)
-	s.subs.Add(1)
-	go func() {
-		defer s.subs.Done()
-		defer close(out)
-		for msg := range in {
-			msg.SetContext(koto.ContextWithPosition(msg.Context(), positionOf(msg.Context(), topic)))
-			select {
-			case out <- msg:
-			case <-ctx.Done():
-				return
-			case <-s.closing:
-				return
-			}
-		}
-	}()
-	return out, nil
+	s := &Subscriber{cfg: cfg, sarama: sc, logger: wmlog.Plumbing(cfg.Logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
+	s.life, s.stop = context.WithCancel(context.Background())
+	if cfg.concurrent() {
+		s.startWorkers(cfg.Concurrency)
+	}
+	return s, nil
+}
+
+// Subscribe joins the consumer group on topic and returns the channel of
+// its messages, which is closed when ctx ends or the subscriber closes,
+// after the messages in flight were drained (Config.DrainTimeout). It
+// returns an error when it cannot connect; later outages are retried every
+// Config.ReconnectRetrySleep. Messages carry where they were read from in
+// their context.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if err := topics.Validate(topic); err != nil {
+		return nil, fmt.Errorf("broker: subscribe in group %q: %w", s.cfg.ConsumerGroup, err)
+	}
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	conn, err := s.connect()
+	if err != nil {
+		s.wg.Done()
+		return nil, err
+	}
+	sub := newSubscription(ctx, s, topic)
+	go sub.run(conn)
+	return sub.output, nil
 }
 
 // SubscribeInitialize creates topic, if it does not exist, with
 // Config.Provision's settings, as [ProvisionTopics] does; Watermill calls
 // it before Subscribe when asked to (message.SubscribeInitializer).
 func (s *Subscriber) SubscribeInitialize(topic string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), provisionTimeout)
+	ctx, cancel := context.WithTimeout(s.life, provisionTimeout)
 	defer cancel()
 	return ProvisionTopics(ctx, s.cfg, topic)
 }
 
-// Close stops every subscription and waits for them to end.
+// Close ends every subscription, each after draining its messages in
+// flight (Config.DrainTimeout) and committing what was acked, and returns
+// once all have ended. It is safe to call more than once.
 func (s *Subscriber) Close() error {
-	s.once.Do(func() { close(s.closing) })
-	err := s.inner.Close()
-	s.subs.Wait() // every channel is closed when Close returns
-	return err
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.wg.Wait()
+	return nil
 }
 
-func positionOf(ctx context.Context, topic string) koto.Position {
-	p := koto.Position{Topic: topic}
-	p.Partition, _ = kafka.MessagePartitionFromCtx(ctx)
-	p.Offset, _ = kafka.MessagePartitionOffsetFromCtx(ctx)
-	p.Key, _ = kafka.MessageKeyFromCtx(ctx)
-	p.Timestamp, _ = kafka.MessageTimestampFromCtx(ctx)
-	return p
-}
-
-// noSleepIfNegative maps any negative duration to watermill-kafka's NoSleep
-// (-1ns), which is the only negative value it understands.
-func noSleepIfNegative(d time.Duration) time.Duration {
-	if d < 0 {
-		return kafka.NoSleep
+// enter counts a subscription in, unless the subscriber is closed.
+func (s *Subscriber) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrSubscriberClosed
 	}
-	return d
+	s.wg.Add(1)
+	return nil
+}
+
+// groupConn is one connection of a subscription to its consumer group.
+type groupConn struct {
+	client sarama.Client
+	group  sarama.ConsumerGroup
+}
+
+func (s *Subscriber) connect() (*groupConn, error) {
+	client, err := sarama.NewClient(s.cfg.Brokers, s.sarama)
+	if err != nil {
+		return nil, connectError(s.cfg, fmt.Sprintf("subscribe in group %q", s.cfg.ConsumerGroup), err)
+	}
+	group, err := sarama.NewConsumerGroupFromClient(s.cfg.ConsumerGroup, client)
+	if err != nil {
+		_ = client.Close()
+		return nil, connectError(s.cfg, fmt.Sprintf("join group %q", s.cfg.ConsumerGroup), err)
+	}
+	return &groupConn{client: client, group: group}, nil
+}
+
+func (c *groupConn) close() error {
+	return errors.Join(c.group.Close(), c.client.Close())
 }

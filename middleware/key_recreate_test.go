@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -35,9 +35,8 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 		})
 		return env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws,
 			handle: func(m *message.Message) error {
-				p, _ := kafka.MessagePartitionFromCtx(m.Context())
-				o, _ := kafka.MessagePartitionOffsetFromCtx(m.Context())
-				handled.Add(fmt.Sprintf("%d/%d", p, o))
+				p, _ := koto.PositionFromContext(m.Context())
+				handled.Add(fmt.Sprintf("%d/%d", p.Partition, p.Offset))
 				return nil
 			}})
 	}

@@ -34,6 +34,8 @@ type consumerConfig struct {
 	Transactional bool   // the transactional mode of Idempotency, else check-handle-mark
 	Events        string // with Transactional: the topic of one event per message, through the outbox
 	Trace         bool   // write "b <uuid>" and "e <uuid>" lines around each delivery
+	Concurrency   int    // the subscriber's Config.Concurrency
+	Chaos         bool   // handlers wait 0–2 ms and fail 2 % of first deliveries (see chaos)
 }
 
 // ledgerTable is the table in which the handler records each message it
@@ -94,6 +96,7 @@ func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logg
 
 func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) error {
 	bcfg := brokerConfig(cfg.Brokers, cfg.Group)
+	bcfg.Concurrency = cfg.Concurrency
 	dlq, err := broker.NewPublisher(bcfg)
 	if err != nil {
 		return err
@@ -134,7 +137,14 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 	if cfg.Trace {
 		h.AddMiddleware(traced(trace))
 	}
+	faults := newChaos()
+	if cfg.Chaos {
+		h.AddMiddleware(faults.nackFirst)
+	}
 	h.AddMiddleware(c.chain.Middlewares()...)
+	if cfg.Chaos {
+		h.AddMiddleware(faults.failFirst)
+	}
 	c.dlq = dlq
 	return nil
 }

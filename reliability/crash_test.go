@@ -38,15 +38,17 @@ type crash struct {
 	deadLetters int64
 }
 
-// crashRun runs two consumer subprocesses of one group on a stream of
+// crashRun runs two consumer subprocesses of one group, each with
+// Config.Concurrency concurrency, on a stream of
 // distinct messages, a fifth of them re-published; kills times, at random
 // moments while the ledger is incomplete, it kills one that has deliveries
 // in flight with SIGKILL and starts a new one; then it waits until the
 // group has consumed everything.
-func crashRun(t *testing.T, transactional bool, events string, r *ledgerRun) *crash {
+func crashRun(t *testing.T, transactional bool, events string, concurrency int, r *ledgerRun) *crash {
 	t.Helper()
 	c := &crash{total: fullOrShort(5000, 1000)} // distinct messages; a fifth come again
 	c.cfg = r.consumer(t, "crash", transactional, events)
+	c.cfg.Concurrency = concurrency
 	procs := []*process{spawn(t, c.cfg), spawn(t, c.cfg)}
 	msgs := withRepublished(keyedMessages("crash", c.total))
 	c.records = len(msgs)
@@ -127,7 +129,7 @@ func TestKillTransactional(t *testing.T) {
 	events := kafkatest.Topic(t, "events")
 	seen := r.watchEvents(events)
 	r.forward(r.pool, kafkatest.Logger(slog.LevelWarn))
-	c := crashRun(t, true, events, r)
+	c := crashRun(t, true, events, 0, r)
 	if c.rows != c.distinct {
 		t.Errorf("ledger has %d rows for %d messages: %d duplicate effects in the transactional mode", c.rows, c.distinct, c.rows-c.distinct)
 	}
@@ -152,7 +154,7 @@ func TestKillTransactional(t *testing.T) {
 // the processes killed, summed over the kills. Nothing is lost.
 func TestKillCheckHandleMark(t *testing.T) {
 	r := newLedgerRun(t, 4)
-	c := crashRun(t, false, "", r)
+	c := crashRun(t, false, "", 0, r)
 	dups := c.rows - c.distinct
 	if dups > c.inFlight {
 		t.Errorf("%d duplicate effects, more than the %d deliveries in flight at the %d kills", dups, c.inFlight, len(c.killedAt))

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
@@ -28,21 +30,45 @@ const rebalancePartitions = 8
 func TestRebalance(t *testing.T) {
 	r := newLedgerRun(t, rebalancePartitions)
 	total := fullOrShort(10000, 2000) // distinct messages
+	res := r.rebalance(t, keyedMessages("rebalance", total), 0)
+	record(t, row{
+		Checks:     "every message handled (both modes); transactional ledger exactly once",
+		Faults:     "3 consumers a group, a 4th joins at 1/3, the 1st closes at 2/3",
+		Messages:   total,
+		Duplicates: res.duplicates,
+		Losses:     res.losses,
+		Note:       fmt.Sprintf("%d partitions; %s", rebalancePartitions, res.note),
+	})
+}
+
+// rebalanced is the outcome of [ledgerRun.rebalance].
+type rebalanced struct {
+	groups             []consumerConfig
+	duplicates, losses int
+	note               string
+}
+
+// rebalance runs TestRebalance's scenario on msgs with consumers of the
+// given Config.Concurrency, and checks that every message was handled, and
+// exactly once in the transactional mode.
+func (r *ledgerRun) rebalance(t *testing.T, msgs []*message.Message, concurrency int) rebalanced {
+	total := len(msgs)
 	logger := kafkatest.Logger(slog.LevelWarn)
 	groups := []consumerConfig{r.consumer(t, "rebalance-tx", true, ""), r.consumer(t, "rebalance-chm", false, "")}
 	groups[1].Schema = pgtest.Schema(t, r.pool)
 	r.prepare(groups[1].Schema)
 	pools := make([]*pgxpool.Pool, len(groups))
 	stops := make([][]func(), len(groups))
-	for g, cfg := range groups {
+	for g := range groups {
+		groups[g].Concurrency = concurrency
 		pcfg := pgtest.Config(t)
 		pcfg.MaxConns = rebalancePartitions + 4 // a connection per partition, and some to spare
 		pools[g] = pgtest.PoolWith(t, pcfg)
 		for range 3 {
-			stops[g] = append(stops[g], runConsumer(t, pools[g], cfg, logger))
+			stops[g] = append(stops[g], runConsumer(t, pools[g], groups[g], logger))
 		}
 	}
-	pub := r.publish(keyedMessages("rebalance", total), 8*time.Second)
+	pub := r.publish(msgs, 8*time.Second)
 
 	r.waitLedgers(groups, total/3, time.Minute)
 	for g, cfg := range groups {
@@ -59,7 +85,7 @@ func TestRebalance(t *testing.T) {
 	for !pub.over(t) {
 		<-pub.finished
 	}
-	var dups, losses int
+	res := rebalanced{groups: groups}
 	var notes []string
 	for _, cfg := range groups {
 		r.waitConsumed(cfg, total, time.Minute)
@@ -73,18 +99,12 @@ func TestRebalance(t *testing.T) {
 		if n := r.deadLetters(cfg); n != 0 {
 			t.Errorf("%s: %d messages dead-lettered", cfg.Group, n)
 		}
-		dups += rows - distinct
-		losses += total - distinct
+		res.duplicates += rows - distinct
+		res.losses += total - distinct
 		notes = append(notes, fmt.Sprintf("%s duplicates %d", map[bool]string{true: "transactional", false: "check-handle-mark"}[cfg.Transactional], rows-distinct))
 	}
-	record(t, row{
-		Checks:     "every message handled (both modes); transactional ledger exactly once",
-		Faults:     "3 consumers a group, a 4th joins at 1/3, the 1st closes at 2/3",
-		Messages:   total,
-		Duplicates: dups,
-		Losses:     losses,
-		Note:       fmt.Sprintf("%d partitions; %s, %s", rebalancePartitions, notes[0], notes[1]),
-	})
+	res.note = strings.Join(notes, ", ")
+	return res
 }
 
 // waitMembers waits until group has n members with partitions assigned.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
@@ -68,6 +69,11 @@ func allSections(quick bool, brokers []string) []section {
 			})
 			return figs, err
 		}},
+		{"concurrent", func(ctx context.Context) ([]figure, error) {
+			r, err := measureConcurrent(ctx, concurrentFlags{messages: size(3000, 200), latency: size(3000, 200),
+				rounds: size(3, 1), brokers: brokers}, io.Discard)
+			return concurrentFigures(r), err
+		}},
 		{"outbox", func(ctx context.Context) ([]figure, error) {
 			r, err := measureOutbox(ctx, outboxFlags{messages: size(20000, 2000), watermill: size(1000, 100), rounds: size(2, 1),
 				latency: size(500, 60), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
@@ -83,7 +89,7 @@ func allSections(quick bool, brokers []string) []section {
 func runAll(ctx context.Context, args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("koto-bench all")
 	quick := fs.Bool("quick", false, "small sizes: a check that everything runs, in well under 30 s; its figures are rough")
-	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,outbox,reqreply)")
+	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,concurrent,outbox,reqreply)")
 	brokers := brokersFlag(fs, "section")
 	if err := cli.Parse(fs, out, args); err != nil {
 		return err
@@ -96,9 +102,9 @@ func runAll(ctx context.Context, args []string, out io.Writer) error {
 	if *quick {
 		mode = "quick run (-quick): small sizes, rough figures"
 	}
-	fmt.Fprintf(out, "koto-bench all, %s; each ratio is against a baseline measured in the same run.\n"+
+	fmt.Fprintf(out, "koto-bench all, %s, on %d cores (GOMAXPROCS %d); each ratio is against a baseline measured in the same run.\n"+
 		"value and baseline: higher is better for ops/s, msg/s and rows/s, lower for ns, ms, µs, allocs and B.\n%s\n",
-		mode, allocsNote)
+		mode, runtime.NumCPU(), runtime.GOMAXPROCS(0), allocsNote)
 	figs, took, errs := runSections(ctx, sections)
 	if err := printFigures(out, figs); err != nil {
 		return err

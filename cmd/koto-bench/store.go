@@ -130,6 +130,7 @@ func benchPool(ctx context.Context, conns int32) (*pgxpool.Pool, func(), error) 
 		return nil, nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	cfg.MaxConns = max(conns, cfg.MaxConns)
+	cfg.ConnConfig.RuntimeParams["application_name"] = benchmarks.ApplicationName
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		err = pool.Ping(ctx)

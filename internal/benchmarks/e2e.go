@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -33,9 +34,13 @@ type E2E struct {
 	schema  string
 	table   string // the handlers' table, quoted
 	store   *postgres.Store
+	remote  *remoteDB         // the same database a hop away, once SetRemote was called
+	own     *remoteDB         // the same database through the small pool of the store of OwnStorePool variants
 	pub     *broker.Publisher // for dead letters; none are expected
 	runs    atomic.Int64      // numbers the runs' topics and groups
-	sdk     *sdkTelemetry     // for the variants with Telemetry
+	cpuMu   sync.Mutex
+	cpu     map[string]CPU // by variant, what E2E.Run measured
+	sdk     *sdkTelemetry  // for the variants with Telemetry
 }
 
 // NewE2E sets the benchmark up on the Kafka brokers and PostgreSQL pool,
@@ -45,7 +50,7 @@ type E2E struct {
 // Close drops. Size pool for E2EPartitions transactions at once and the
 // store's own use: E2EPartitions+2 connections or more.
 func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix string) (_ *E2E, err error) {
-	e := &E2E{brokers: brokers, pool: pool, prefix: prefix, schema: prefix,
+	e := &E2E{brokers: brokers, pool: pool, prefix: prefix, schema: prefix, cpu: map[string]CPU{},
 		table: pgx.Identifier{prefix, "effects"}.Sanitize()}
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{prefix}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("create schema %s: %w", prefix, err)
@@ -66,6 +71,9 @@ func NewE2E(ctx context.Context, brokers []string, pool *pgxpool.Pool, prefix st
 	if err := e.store.EnsureSchema(ctx); err != nil {
 		return nil, err
 	}
+	if e.own, err = ownStore(pool, prefix); err != nil {
+		return nil, err
+	}
 	if e.sdk, err = newSDKTelemetry(); err != nil {
 		return nil, err
 	}
@@ -81,6 +89,13 @@ func (e *E2E) Close() error {
 	var errs []error
 	if e.store != nil {
 		errs = append(errs, e.store.Close())
+	}
+	if e.remote != nil {
+		errs = append(errs, e.remote.store.Close())
+	}
+	if e.own != nil {
+		errs = append(errs, e.own.store.Close())
+		e.own.pool.Close()
 	}
 	if e.pub != nil {
 		errs = append(errs, e.pub.Close())

@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -21,7 +22,7 @@ type E2EResult struct {
 	// baseline in one round, each run compared with the baseline's run of
 	// the same round: how much the machine's noise moves the ratio.
 	MinRatio, MaxRatio float64
-	rounds             []time.Duration // the time of each round's run
+	rounds             []float64 // the rate of each round's run
 }
 
 // Rate returns messages per second.
@@ -36,8 +37,8 @@ func (r E2EResult) Rate() float64 {
 // [E2E.Consume] or [E2E.Direct].
 type E2ERunner func(ctx context.Context, v E2EVariant, n int) (time.Duration, error)
 
-// CompareE2E runs each variant rounds times with n messages per run, with
-// run, rotating the order in every round so that no variant always gets
+// CompareE2E runs each variant rounds times with n messages per run (or
+// the variant's Messages), with run, rotating the order in every round so that no variant always gets
 // the warmest or the coldest machine, and sums each one's messages and
 // time. It returns one result per variant, in the order given, with the
 // ratios to its baseline, which must be among them.
@@ -49,13 +50,14 @@ func CompareE2E(ctx context.Context, run E2ERunner, variants []E2EVariant, n, ro
 	for round := range max(rounds, 1) {
 		for j := range variants {
 			i := (j + round) % len(variants)
-			d, err := run(ctx, variants[i], n)
+			m := cmp.Or(variants[i].Messages, n)
+			d, err := run(ctx, variants[i], m)
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", variants[i].Name, round+1, err)
 			}
-			out[i].Messages += n
+			out[i].Messages += m
 			out[i].Elapsed += d
-			out[i].rounds = append(out[i].rounds, d)
+			out[i].rounds = append(out[i].rounds, float64(m)/d.Seconds())
 		}
 	}
 	return out, setRatios(out)
@@ -79,9 +81,9 @@ func setRatios(results []E2EResult) error {
 			results[i].Ratio = r.Rate() / base.Rate()
 		}
 		perRound := make([]float64, 0, len(r.rounds))
-		for k, d := range r.rounds {
-			if k < len(base.rounds) && d > 0 {
-				perRound = append(perRound, float64(base.rounds[k])/float64(d)) // same n: the ratio of rates
+		for k, rate := range r.rounds {
+			if k < len(base.rounds) && base.rounds[k] > 0 {
+				perRound = append(perRound, rate/base.rounds[k])
 			}
 		}
 		if len(perRound) > 0 {

@@ -13,7 +13,8 @@ import (
 )
 
 // Direct runs variant v without Kafka and the router: E2EPartitions
-// goroutines, one per partition the router would consume, call v's chain
+// goroutines, one per partition the router would consume (v.Concurrency
+// when that is more), call v's chain
 // and handler directly with n new messages between them, one at a time
 // each, as the router does. It returns the time they took. Beside
 // [E2E.Consume] it tells the cost of the chain and the database from that
@@ -26,13 +27,13 @@ func (e *E2E) Direct(ctx context.Context, v E2EVariant, n int) (time.Duration, e
 		return 0, err
 	}
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
-		return nil, e.handler(v.Handler)(msg)
+		return nil, e.handler(v)(msg)
 	})
 	mws := chain.Middlewares()
 	for i := len(mws) - 1; i >= 0; i-- {
 		h = mws[i](h)
 	}
-	d, err := runWorkers(ctx, E2EPartitions, n, h)
+	d, err := runWorkers(ctx, max(E2EPartitions, v.Concurrency), n, h)
 	return d, errors.Join(err, chain.Close(context.Background()))
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,13 +15,16 @@ import (
 // fillBatch is how many records fill produces at a time.
 const fillBatch = 5000
 
-// fill writes n small JSON records to topic, round robin over its
-// partitions, each with a new UUIDv7 in the Watermill UUID header as this
+// E2EKeys is how many partition keys the records of the end-to-end
+// topics have, spread by hash over the partitions.
+const E2EKeys = 1000
+
+// fill writes n small JSON records to topic, record i with partition key
+// i%E2EKeys, each with a new UUIDv7 in the Watermill UUID header as this
 // project's publishers assign. It uses franz-go, not the publisher under
 // test, so that only consumption is measured.
 func fill(ctx context.Context, brokers []string, topic string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
 	}
@@ -27,14 +32,24 @@ func fill(ctx context.Context, brokers []string, topic string, n int) error {
 	for start := 0; start < n; start += fillBatch {
 		recs := make([]*kgo.Record, 0, min(fillBatch, n-start))
 		for i := start; i < n && i < start+fillBatch; i++ {
-			recs = append(recs, &kgo.Record{
-				Value:   []byte(`{"order_id":` + strconv.Itoa(i) + `,"amount":10}`),
-				Headers: []kgo.RecordHeader{{Key: kafka.UUIDHeaderKey, Value: []byte(uuid.Must(uuid.NewV7()).String())}},
-			})
+			recs = append(recs, record(i))
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("fill %s: %w", topic, err)
 		}
 	}
 	return nil
+}
+
+// record returns the i-th record of an end-to-end topic.
+func record(i int) *kgo.Record {
+	key := "key-" + strconv.Itoa(i%E2EKeys)
+	return &kgo.Record{
+		Key:   []byte(key),
+		Value: []byte(`{"order_id":` + strconv.Itoa(i) + `,"amount":10}`),
+		Headers: []kgo.RecordHeader{
+			{Key: kafka.UUIDHeaderKey, Value: []byte(uuid.Must(uuid.NewV7()).String())},
+			{Key: koto.PartitionKeyMetadataKey, Value: []byte(key)},
+		},
+	}
 }

@@ -32,21 +32,36 @@ type E2ERun struct {
 	router  *message.Router
 	chain   chain
 	stopped chan error
+	latency latencies // of the messages that carry when they were sent
+	// cpuStart and cpuEnd are sampled with start and end.
+	cpuStart, cpuEnd cpuSample
 }
 
 // Start fills a new topic with n messages, then starts a router that
 // consumes it with variant v in a new consumer group. It returns once the
 // router runs; messages flow soon after. Close the run when done.
 func (e *E2E) Start(ctx context.Context, v E2EVariant, n int) (*E2ERun, error) {
-	id := e.prefix + "-" + strconv.FormatInt(e.runs.Add(1), 10)
-	topic, group := id+".e2e", id+".e2e-consumer"
-	cfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: E2EPartitions}}
-	if err := broker.ProvisionTopics(ctx, cfg, topic); err != nil {
+	topic, group, err := e.newTopic(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if err := fill(ctx, e.brokers, topic, n); err != nil {
 		return nil, err
 	}
+	return e.startOn(ctx, v, topic, group, n)
+}
+
+// newTopic provisions the topic of a new run, and names its group.
+func (e *E2E) newTopic(ctx context.Context) (topic, group string, err error) {
+	id := e.prefix + "-" + strconv.FormatInt(e.runs.Add(1), 10)
+	topic, group = id+".e2e", id+".e2e-consumer"
+	cfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: E2EPartitions}}
+	return topic, group, broker.ProvisionTopics(ctx, cfg, topic)
+}
+
+// startOn starts a router that consumes n messages of topic with v in
+// group.
+func (e *E2E) startOn(ctx context.Context, v E2EVariant, topic, group string, n int) (*E2ERun, error) {
 	r := &E2ERun{n: int64(n), first: make(chan struct{}), done: make(chan struct{}), stopped: make(chan error, 1)}
 	if err := e.route(r, v, topic, group); err != nil {
 		return nil, err
@@ -74,11 +89,11 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group})
+	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, Concurrency: v.Concurrency})
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
-	router.AddConsumerHandler(group, topic, sub, e.handler(v.Handler)).
+	router.AddConsumerHandler(group, topic, sub, e.handler(v)).
 		AddMiddleware(append([]message.HandlerMiddleware{r.clock}, chain.Middlewares()...)...)
 	r.router, r.chain = router, chain
 	return nil
@@ -104,13 +119,14 @@ func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, e
 		cfg.Telemetry = e.sdk.tel
 	}
 	cfg.Idempotency.Scope = scope
+	_, store := e.db(v)
 	switch v.Idempotency {
 	case CheckHandleMark:
-		cfg.Store = e.store
+		cfg.Store = store
 	case Transactional:
-		cfg.Store, cfg.Idempotency.Transactional = e.store, true
+		cfg.Store, cfg.Idempotency.Transactional = store, true
 	case TransactionalDeferred:
-		cfg.Store, cfg.Idempotency.Transactional, cfg.Idempotency.DeferClaim = e.store, true, true
+		cfg.Store, cfg.Idempotency.Transactional, cfg.Idempotency.DeferClaim = store, true, true
 	}
 	return middleware.Defaults(cfg)
 }
@@ -134,10 +150,13 @@ func (c plainChain) Close(context.Context) error              { return nil }
 // message and stops it when n messages have been handled.
 func (r *E2ERun) clock(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		r.once.Do(func() { r.start = time.Now(); close(r.first) })
+		r.once.Do(func() { r.cpuStart, r.start = sampleCPU(), time.Now(); close(r.first) })
 		produced, err := h(msg)
+		if err == nil {
+			r.latency.add(msg)
+		}
 		if err == nil && r.handled.Add(1) == r.n {
-			r.end = time.Now()
+			r.end, r.cpuEnd = time.Now(), sampleCPU()
 			close(r.done)
 		}
 		return produced, err

@@ -2,12 +2,14 @@ package benchmarks
 
 import (
 	"context"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // E2EHandler is what the handler of an end-to-end variant does.
@@ -58,6 +60,27 @@ type E2EVariant struct {
 	Target float64
 	// Telemetry is what the chain records with.
 	Telemetry E2ETelemetry
+	// Concurrency is the subscriber's broker.Config.Concurrency: 0, one
+	// message per partition at a time; with RawPgx, the goroutines.
+	Concurrency int
+	// Wait is how long the handler waits, as on an outside call, before
+	// it does what Handler says.
+	Wait time.Duration
+	// Remote puts PostgreSQL a hop away: the store and the handler use the
+	// pool given to [E2E.SetRemote].
+	Remote bool
+	// OwnStorePool gives the store a pool of its own of StorePoolConns
+	// connections, on which its concurrent calls share statements sooner
+	// than on the handler's pool (see idempotency/postgres).
+	OwnStorePool bool
+	// RawPgx makes the variant no consumer: Concurrency goroutines run the
+	// transactions of the transactional mode (BEGIN with the claim, the
+	// handler's row, COMMIT) straight through pgx, without Kafka or the
+	// router.
+	RawPgx bool
+	// Messages, when not 0, is the messages of each run of the variant,
+	// instead of the comparison's.
+	Messages int
 }
 
 // E2ETelemetry is the telemetry of an end-to-end variant.
@@ -91,18 +114,18 @@ const (
 	E2ENoopDeferred         = "no-op + transactional, deferred claim"
 )
 
-// E2EVariants returns the variants that the performance targets speak of,
-// baselines first: a handler that writes one row, without idempotency,
-// with check-handle-mark and in the transactional mode, claim first and
-// deferred (target 0.8 of the baseline for each); the same row written in
-// the handler's own transaction, for reference; and a no-op handler
-// without and with each idempotency.
+// E2EVariants returns the one-at-a-time consumers, baselines first: a
+// handler that writes one row, without idempotency, with check-handle-mark
+// and in the transactional mode, claim first and deferred; the same row
+// written in the handler's own transaction; and a no-op handler without
+// and with each idempotency. They are figures: the targets are the
+// concurrent consumer's, [E2EConcurrentVariants].
 func E2EVariants() []E2EVariant {
 	return []E2EVariant{
 		{Name: E2EWrite, Handler: WriteHandler},
-		{Name: E2EWriteCheckHandleMark, Handler: WriteHandler, Idempotency: CheckHandleMark, Baseline: E2EWrite, Target: 0.8},
-		{Name: E2EWriteTransactional, Handler: WriteHandler, Idempotency: Transactional, Baseline: E2EWrite, Target: 0.8},
-		{Name: E2EWriteDeferred, Handler: WriteHandler, Idempotency: TransactionalDeferred, Baseline: E2EWrite, Target: 0.8},
+		{Name: E2EWriteCheckHandleMark, Handler: WriteHandler, Idempotency: CheckHandleMark, Baseline: E2EWrite},
+		{Name: E2EWriteTransactional, Handler: WriteHandler, Idempotency: Transactional, Baseline: E2EWrite},
+		{Name: E2EWriteDeferred, Handler: WriteHandler, Idempotency: TransactionalDeferred, Baseline: E2EWrite},
 		{Name: E2EWriteOwnTx, Handler: WriteOwnTxHandler, Baseline: E2EWrite},
 		{Name: E2ENoop, Handler: NoopHandler},
 		{Name: E2ENoopCheckHandleMark, Handler: NoopHandler, Idempotency: CheckHandleMark, Baseline: E2ENoop},
@@ -132,28 +155,45 @@ func E2ETelemetryVariants() []E2EVariant {
 	}
 }
 
-// handler returns the handler function of kind h.
-func (e *E2E) handler(h E2EHandler) message.NoPublishHandlerFunc {
-	insert := "INSERT INTO " + e.table + " (message_uuid, payload) VALUES ($1, $2)"
+// handler returns the handler function of v: its wait, then its kind of
+// handler.
+func (e *E2E) handler(v E2EVariant) message.NoPublishHandlerFunc {
+	h := e.handlerOf(v)
+	if v.Wait <= 0 {
+		return h
+	}
+	return func(msg *message.Message) error {
+		if err := retry.Sleep(msg.Context(), v.Wait); err != nil {
+			return err
+		}
+		return h(msg)
+	}
+}
+
+// handlerOf returns the handler function of v's kind, writing to v's
+// database.
+func (e *E2E) handlerOf(v E2EVariant) message.NoPublishHandlerFunc {
+	pool, _ := e.db(v)
+	insert := e.insert()
 	write := func(ctx context.Context, q interface {
 		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	}, msg *message.Message) error {
 		_, err := q.Exec(ctx, insert, msg.UUID, []byte(msg.Payload))
 		return err
 	}
-	switch h {
+	switch v.Handler {
 	case WriteHandler:
 		return func(msg *message.Message) error {
 			ctx := msg.Context()
 			if tx, ok := postgres.TxFromContext(ctx); ok {
 				return write(ctx, tx, msg)
 			}
-			return write(ctx, e.pool, msg)
+			return write(ctx, pool, msg)
 		}
 	case WriteOwnTxHandler:
 		return func(msg *message.Message) error {
 			ctx := msg.Context()
-			return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return write(ctx, tx, msg) })
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return write(ctx, tx, msg) })
 		}
 	}
 	return func(*message.Message) error { return nil }

@@ -145,6 +145,9 @@ type MemoryCase struct {
 	parallel bool
 }
 
+// Duplicates reports whether the case checks keys marked before the run.
+func (c MemoryCase) Duplicates() bool { return c.dup }
+
 // MemoryCases returns new keys and duplicates, each from one goroutine and
 // from GOMAXPROCS goroutines.
 func MemoryCases() []MemoryCase {

@@ -1,6 +1,6 @@
 // Package tcpproxy is a TCP forwarder for tests that need to cut a
 // connection to a real server and restore it, to show how code behaves in an
-// outage.
+// outage, or to put the server a network hop away (SetDelay).
 package tcpproxy
 
 import (
@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards connections from a listener on 127.0.0.1 to a target
@@ -21,6 +22,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	cut    bool
 	closed bool
+	delay  time.Duration
 	conns  map[net.Conn]struct{}
 }
 
@@ -45,6 +47,15 @@ func (p *Proxy) Cut() {
 	defer p.mu.Unlock()
 	p.cut = true
 	p.closeConnsLocked()
+}
+
+// SetDelay makes the connections opened from now on carry each byte d
+// later than it came, in each direction: a round trip takes 2d more.
+// Bandwidth is not limited.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
 }
 
 // Restore accepts and forwards connections again.
@@ -103,8 +114,13 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
+	delay := p.delayNow()
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		if delay > 0 {
+			delayedCopy(dst, src, delay)
+		} else {
+			_, _ = io.Copy(dst, src)
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
@@ -114,6 +130,12 @@ func (p *Proxy) serve(client net.Conn) {
 	<-done
 	<-done
 	p.untrack(client, server)
+}
+
+func (p *Proxy) delayNow() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 func (p *Proxy) track(c net.Conn) bool {

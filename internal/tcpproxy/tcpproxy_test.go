@@ -37,3 +37,23 @@ func TestCutAndRestore(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayAddsToEachRoundTrip: with a delay of 20 ms each way, a query's
+// round trip through the proxy takes at least 40 ms more.
+func TestDelayAddsToEachRoundTrip(t *testing.T) {
+	pool, p := pgtest.ProxiedPool(t)
+	p.SetDelay(20 * time.Millisecond)
+	pool.Reset() // new connections get the delay
+	ctx := context.Background()
+	var one int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil { // connects
+		t.Fatalf("through the proxy: %v", err)
+	}
+	start := time.Now()
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	if took := time.Since(start); took < 40*time.Millisecond {
+		t.Errorf("a round trip took %v through a proxy delaying 20 ms each way, want at least 40 ms", took)
+	}
+}

@@ -1,0 +1,231 @@
+package broker_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+// spread returns n records per partition of topic, each of a key of its
+// own, with payload "partition/offset": the records' offsets, as they are
+// produced into an empty topic with kafkatest.ManualPartitions.
+func spread(topic string, partitions int32, n int) []*kgo.Record {
+	var recs []*kgo.Record
+	for i := range n {
+		for p := range partitions {
+			payload := fmt.Sprintf("%d/%d", p, i)
+			rec := kafkatest.Record(topic, watermill.NewUUID(), "key-"+payload, []byte(payload))
+			rec.Partition = p
+			recs = append(recs, rec)
+		}
+	}
+	return recs
+}
+
+// holder acks every message but those it holds, by payload, until
+// released.
+type holder struct {
+	mu     sync.Mutex
+	hold   map[string]bool
+	held   map[string]*message.Message
+	acked  map[string]int
+	wanted chan struct{} // signalled at each ack or hold
+}
+
+func newHolder(hold ...string) *holder {
+	h := &holder{hold: map[string]bool{}, held: map[string]*message.Message{}, acked: map[string]int{}, wanted: make(chan struct{}, 1)}
+	for _, p := range hold {
+		h.hold[p] = true
+	}
+	return h
+}
+
+func (h *holder) serve(msgs <-chan *message.Message) {
+	go func() {
+		for msg := range msgs {
+			h.mu.Lock()
+			p := string(msg.Payload)
+			if h.hold[p] {
+				h.held[p] = msg
+			} else {
+				h.acked[p]++
+				msg.Ack()
+			}
+			h.mu.Unlock()
+		}
+	}()
+}
+
+// release acks the held message with payload p, and acks it from now on.
+func (h *holder) release(t *testing.T, p string) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.hold, p)
+	msg, ok := h.held[p]
+	if !ok {
+		t.Fatalf("message %s is not held", p)
+	}
+	delete(h.held, p)
+	h.acked[p]++
+	msg.Ack()
+}
+
+func (h *holder) heldNow() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.held))
+}
+
+func (h *holder) ackedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.acked)
+}
+
+// committedAt returns the committed offset of each partition of topic.
+func committedAt(t *testing.T, brokers []string, group, topic string) map[int32]int64 {
+	t.Helper()
+	out := map[int32]int64{}
+	for p, o := range kafkatest.CommittedOffsets(t, brokers, group, topic) {
+		out[p] = o.At
+	}
+	return out
+}
+
+// TestCommittedOffsetStopsAtTheFirstUnackedMessage holds three messages of
+// a two-partition topic unacked (offsets 10 and 50 of partition 0, 30 of
+// partition 1) in a subscriber with Concurrency 32, which acks all the
+// others. While they are held, every committed offset the broker reports
+// is at most the first held offset of its partition, and reaches it; as
+// each is released, the partition's committed offset moves to the next
+// held offset, then to the end.
+func TestCommittedOffsetStopsAtTheFirstUnackedMessage(t *testing.T) {
+	const n = 100
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "lwm")
+	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kafkatest.Group(t, "lwm")
+	h := newHolder("0/10", "0/50", "1/30")
+	h.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: group, Concurrency: 32}), topic))
+
+	kafkatest.WaitFor(t, "every message but the held ones acked", func() bool { return h.ackedCount() == 2*n-3 })
+	expectCommitted(t, brokers, group, topic, map[int32]int64{0: 10, 1: 30})
+	h.release(t, "0/10")
+	expectCommitted(t, brokers, group, topic, map[int32]int64{0: 50, 1: 30})
+	h.release(t, "1/30")
+	expectCommitted(t, brokers, group, topic, map[int32]int64{0: 50, 1: n})
+	h.release(t, "0/50")
+	expectCommitted(t, brokers, group, topic, map[int32]int64{0: n, 1: n})
+}
+
+// expectCommitted waits until the committed offsets are want, failing the
+// test at once when one passes its want: the messages at want are held.
+func expectCommitted(t *testing.T, brokers []string, group, topic string, want map[int32]int64) {
+	t.Helper()
+	kafkatest.WaitFor(t, fmt.Sprintf("committed offsets %v", want), func() bool {
+		got := committedAt(t, brokers, group, topic)
+		for p, w := range want {
+			if got[p] > w {
+				t.Fatalf("partition %d committed at %d, past the unacked message at %d", p, got[p], w)
+			}
+		}
+		return maps.Equal(got, want)
+	})
+	// A few more of sarama's commits (one a second) must not pass them
+	// either while the messages there are held.
+	for range 15 {
+		time.Sleep(100 * time.Millisecond)
+		for p, at := range committedAt(t, brokers, group, topic) {
+			if at > want[p] {
+				t.Fatalf("partition %d committed at %d, past the unacked message at %d", p, at, want[p])
+			}
+		}
+	}
+}
+
+// TestRestartSkipsOffsetsAckedAboveTheMark closes a subscriber while it
+// holds offset 20 of a one-partition topic and has acked the 99 others.
+// The committed offset is 20, and its metadata lists the offsets acked
+// above it, so that the next subscriber of the group gets offset 20 again
+// and none of the acked ones.
+func TestRestartSkipsOffsetsAckedAboveTheMark(t *testing.T) {
+	const n = 100
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "skip")
+	kafkatest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "skip"), Concurrency: 16, DrainTimeout: 100 * time.Millisecond}
+
+	first, err := broker.NewSubscriber(cfg)
+	if err != nil {
+		t.Fatalf("NewSubscriber: %v", err)
+	}
+	h := newHolder("0/20")
+	h.serve(kafkatest.Subscribe(t, first, topic))
+	kafkatest.WaitFor(t, "every message but offset 20 acked", func() bool { return h.ackedCount() == n-1 })
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	o := kafkatest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[0]
+	if o.At != 20 || !strings.HasPrefix(o.Metadata, "koto1:") {
+		t.Fatalf("committed offset %d with metadata %q, want 20 with the offsets acked above it", o.At, o.Metadata)
+	}
+
+	kafkatest.Produce(t, brokers, []*kgo.Record{kafkatest.Record(topic, watermill.NewUUID(), "", []byte("after"))})
+	again := newHolder()
+	again.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n+1)
+	if got := slices.Sorted(maps.Keys(again.acked)); !slices.Equal(got, []string{"0/20", "after"}) {
+		t.Errorf("the next subscriber got %v, want [0/20 after]: the unacked message and the new one", got)
+	}
+}
+
+// TestNackHoldsOnlyItsKey nacks the first message of key a until all 20
+// messages of key b are acked: b's go on meanwhile, and the second message
+// of a is not handed out until the first is acked.
+func TestNackHoldsOnlyItsKey(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "nack")
+	var recs []*kgo.Record
+	recs = append(recs, kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("a/0")), kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("a/1")))
+	for i := range 20 {
+		recs = append(recs, kafkatest.Record(topic, watermill.NewUUID(), "b", []byte("b/"+strconv.Itoa(i))))
+	}
+	kafkatest.Produce(t, brokers, recs)
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "nack"), Concurrency: 4, NackResendSleep: time.Millisecond}
+	msgs := kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic)
+
+	var got []string
+	bAcked, nacks := 0, 0
+	for len(got) < len(recs) {
+		m := kafkatest.Receive(t, msgs, "message")
+		switch p := string(m.Payload); {
+		case p == "a/0" && bAcked < 20:
+			nacks++
+			m.Nack()
+		case p == "a/1" && !slices.Contains(got, "a/0"):
+			t.Fatalf("a/1 handed out before a/0 was acked")
+		default:
+			if strings.HasPrefix(p, "b/") {
+				bAcked++
+			}
+			got = append(got, p)
+			m.Ack()
+		}
+	}
+	if nacks == 0 || got[20] != "a/0" || got[21] != "a/1" {
+		t.Errorf("acks in the order %v after %d nacks of a/0; want b's 20, then a/0, then a/1", got, nacks)
+	}
+}

@@ -1,0 +1,258 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+)
+
+// markInterval is how long an ack waits at most to be marked for the next
+// commit (sarama commits marks every Consumer.Offsets.AutoCommit.Interval,
+// and when a session ends).
+const markInterval = 100 * time.Millisecond
+
+// pauser is the part of sarama's consumer group that stops and restarts
+// the fetching of a partition.
+type pauser interface {
+	Pause(map[string][]int32)
+	Resume(map[string][]int32)
+}
+
+// partition hands out the messages of one claimed partition: it holds the
+// records fetched and not acked, decides which may be in flight, and marks
+// the low-water mark. Its state belongs to the goroutine of run; deliveries
+// talk to it through results.
+type partition struct {
+	sub    *subscription
+	sess   sarama.ConsumerGroupSession
+	claim  sarama.ConsumerGroupClaim
+	pauser pauser
+	logger watermill.LoggerAdapter
+
+	ctx      context.Context // of the partition's messages; ends with gone
+	cancel   context.CancelFunc
+	stopCtx  context.Context // ends when nothing more is handed out
+	stop     context.CancelFunc
+	stopping <-chan struct{} // stopCtx.Done()
+	gone     chan struct{}   // closed when acks are no longer taken
+	results  chan delivered  // from the deliveries
+	wg       sync.WaitGroup  // the deliveries
+
+	lanes    lanes
+	offsets  offsets
+	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
+	inFlight int                       // handed to a delivery, not reported back
+
+	held, heldBytes int // records fetched and not acked, and their size
+	paused          bool
+
+	marked     int64 // the offset last marked, and its metadata
+	markedMeta string
+	markTimer  *time.Timer
+	markDue    <-chan time.Time // markTimer's channel while a mark is due
+}
+
+// delivered is what a delivery reports: acked, or given up because the
+// partition is stopping.
+type delivered struct {
+	rec   *sarama.ConsumerMessage
+	acked bool
+}
+
+func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, p pauser, done []offsetRange) *partition {
+	pt := &partition{
+		sub: sub, sess: sess, claim: claim, pauser: p,
+		logger:  sub.logger.With(watermill.LogFields{"kafka_partition": claim.Partition()}),
+		gone:    make(chan struct{}),
+		results: make(chan delivered),
+		lanes:   newLanes(sub.cfg.laneMode()),
+		offsets: newOffsets(done),
+		marked:  claim.InitialOffset(),
+	}
+	pt.ctx, pt.cancel = context.WithCancel(sub.msgBase)
+	pt.stopCtx, pt.stop = context.WithCancel(pt.ctx)
+	pt.stopping = pt.stopCtx.Done()
+	pt.markTimer = time.NewTimer(markInterval)
+	pt.markTimer.Stop()
+	return pt
+}
+
+// run consumes until the partition is revoked or the session ends, then
+// drains the deliveries and marks what was acked.
+func (p *partition) run() {
+	defer p.markTimer.Stop()
+	p.consume()
+	p.stop()
+	p.drain()
+	p.mark()
+	close(p.gone)
+	p.cancel()
+	p.wg.Wait()
+}
+
+func (p *partition) consume() {
+	records := p.claim.Messages()
+	for {
+		work, next := p.nextWork()
+		select {
+		case rec, ok := <-records:
+			if !ok {
+				return // revoked
+			}
+			p.receive(rec)
+		case work <- next:
+			// The worker reports to results before it is done, and only
+			// this goroutine reads results: the Add comes first.
+			p.wg.Add(1)
+			p.ready = p.ready[1:]
+			p.inFlight++
+		case d := <-p.results:
+			p.finish(d)
+		case <-p.markDue:
+			p.mark()
+		case <-p.sess.Context().Done():
+			return
+		}
+	}
+}
+
+// drain takes the reports of the deliveries until none is in flight or
+// Config.DrainTimeout has passed.
+func (p *partition) drain() {
+	p.ready = nil
+	timeout := time.NewTimer(p.sub.cfg.DrainTimeout)
+	defer timeout.Stop()
+	for p.inFlight > 0 {
+		select {
+		case d := <-p.results:
+			p.finish(d)
+		case <-timeout.C:
+			p.logger.Info("Messages still in flight after Config.DrainTimeout; the partition's next owner gets them again",
+				watermill.LogFields{"in_flight": p.inFlight})
+			return
+		}
+	}
+}
+
+// receive takes a fetched record in: it is handed out when its lane is
+// free, and waits behind its lane otherwise.
+func (p *partition) receive(rec *sarama.ConsumerMessage) {
+	if !p.offsets.add(rec.Offset) {
+		p.markSoon()
+		return // acked by an earlier owner
+	}
+	p.held++
+	p.heldBytes += recordSize(rec)
+	if p.lanes.push(rec) {
+		p.launch(rec)
+	}
+	p.throttle()
+}
+
+// finish takes the report of a delivery and hands out the next record of
+// its lane.
+func (p *partition) finish(d delivered) {
+	p.inFlight--
+	p.held--
+	p.heldBytes -= recordSize(d.rec)
+	if d.acked {
+		p.offsets.done(d.rec.Offset)
+		p.markSoon()
+	}
+	if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
+		p.launch(next)
+	}
+	p.throttle()
+}
+
+// launch hands rec to a delivery: a worker of the subscriber in the
+// concurrent mode, a goroutine of its own otherwise.
+func (p *partition) launch(rec *sarama.ConsumerMessage) {
+	if p.sub.work != nil {
+		p.ready = append(p.ready, rec)
+		return
+	}
+	p.inFlight++
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.deliver(rec)
+	}()
+}
+
+// nextWork returns the worker channel and the job to offer on it, or a
+// nil channel when no record is ready.
+func (p *partition) nextWork() (chan<- job, job) {
+	if len(p.ready) == 0 {
+		return nil, job{}
+	}
+	return p.sub.work, job{p: p, rec: p.ready[0]}
+}
+
+func (p *partition) isStopping() bool {
+	select {
+	case <-p.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// throttle pauses the fetching of the partition while its records fill
+// the buffer, and resumes it once they take half of it.
+func (p *partition) throttle() {
+	cfg := p.sub.cfg
+	switch {
+	case !p.paused && (p.held >= cfg.PartitionBufferRecords || p.heldBytes >= cfg.PartitionBufferBytes):
+		p.pauser.Pause(p.topicPartition())
+		p.paused = true
+	case p.paused && p.held <= cfg.PartitionBufferRecords/2 && p.heldBytes <= cfg.PartitionBufferBytes/2:
+		p.pauser.Resume(p.topicPartition())
+		p.paused = false
+	}
+}
+
+func (p *partition) topicPartition() map[string][]int32 {
+	return map[string][]int32{p.claim.Topic(): {p.claim.Partition()}}
+}
+
+// markSoon arranges for the low-water mark to be marked within
+// markInterval, so that a burst of acks costs one mark.
+func (p *partition) markSoon() {
+	if p.markDue == nil {
+		p.markTimer.Reset(markInterval)
+		p.markDue = p.markTimer.C
+	}
+}
+
+// mark marks the low-water mark, with the offsets acked above it as
+// metadata, for sarama's next commit.
+func (p *partition) mark() {
+	p.markDue = nil
+	offset, ok := p.offsets.mark()
+	if !ok {
+		return
+	}
+	meta := p.offsets.metadata()
+	switch {
+	case offset > p.marked:
+		p.sess.MarkOffset(p.claim.Topic(), p.claim.Partition(), offset, meta)
+	case offset == p.marked && meta != p.markedMeta:
+		p.sess.ResetOffset(p.claim.Topic(), p.claim.Partition(), offset, meta)
+	default:
+		return
+	}
+	p.marked, p.markedMeta = offset, meta
+}
+
+// recordSize is what a record counts against Config.PartitionBufferBytes.
+func recordSize(rec *sarama.ConsumerMessage) int {
+	n := len(rec.Key) + len(rec.Value)
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
