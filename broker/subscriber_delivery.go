@@ -50,29 +50,42 @@ func (p *partition) deliver(rec *sarama.ConsumerMessage) {
 
 // handOut sends the message of rec to the subscription's reader and waits
 // for its ack; a nack sends it again after Config.NackResendSleep. It
-// returns false when the partition stopped first.
+// returns false when the partition stopped first. The message's context
+// ends once it is acked or nacked, as Watermill's subscribers do.
 func (p *partition) handOut(rec *sarama.ConsumerMessage) bool {
 	msg, ok := p.decode(rec)
 	for ok {
-		select {
-		case p.sub.output <- msg:
-		case <-p.stopping:
-			return false
-		}
-		select {
-		case <-msg.Acked():
-			return true
-		case <-msg.Nacked():
-		case <-p.gone:
-			return false
+		ctx, done := context.WithCancel(p.messageContext(rec))
+		msg.SetContext(ctx)
+		acked, again := p.offer(msg)
+		done()
+		if !again {
+			return acked
 		}
 		if p.isStopping() || p.pause(p.sub.cfg.NackResendSleep) != nil {
 			return false
 		}
 		msg = msg.Copy() // a fresh ack
-		msg.SetContext(p.messageContext(rec))
 	}
 	return false
+}
+
+// offer hands msg out once: acked, or nacked (again), or neither when the
+// partition stopped first.
+func (p *partition) offer(msg *message.Message) (acked, again bool) {
+	select {
+	case p.sub.output <- msg:
+	case <-p.stopping:
+		return false, false
+	}
+	select {
+	case <-msg.Acked():
+		return true, false
+	case <-msg.Nacked():
+		return false, true
+	case <-p.gone:
+		return false, false
+	}
 }
 
 // decode turns rec into a message. A record the Marshaler refuses is
@@ -89,7 +102,6 @@ func (p *partition) decode(rec *sarama.ConsumerMessage) (msg *message.Message, o
 	if err != nil {
 		return nil, false
 	}
-	msg.SetContext(p.messageContext(rec))
 	return msg, true
 }
 
