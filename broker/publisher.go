@@ -184,9 +184,10 @@ func (p *Publisher) deliver(rec *sarama.ProducerMessage, err error) {
 func (p *Publisher) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closing) // ends the hand-overs waiting for the producer
-		//lint:ignore SA2001 the lock is a barrier: it waits for the hand-overs, which hold it to read, so nothing is handed over after AsyncClose
+		// The lock is a barrier: it waits for the hand-overs, which hold it
+		// to read, so nothing is handed over after AsyncClose.
 		p.mu.Lock()
-		p.mu.Unlock()
+		p.mu.Unlock() //lint:ignore SA2001 a barrier, see above
 		// A shutting-down sarama producer fails a batch that it would
 		// otherwise retry, so it shuts down once every message has its result.
 		p.pending.Wait()

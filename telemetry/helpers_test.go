@@ -148,7 +148,7 @@ func named(spans []sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlySpan {
 func attr(span sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range span.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

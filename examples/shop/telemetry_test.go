@@ -92,6 +92,9 @@ func TestShopTelemetry(t *testing.T) {
 		t.Fatalf("finish: %v", err)
 	}
 	tree, full, ok := strings.Cut(trace.String(), "\nits ")
+	if !ok {
+		t.Fatalf("no tree before the JSON:\n%s", trace.String())
+	}
 	if _, full, ok = strings.Cut(full, " spans in full:\n"); !ok {
 		t.Fatalf("no spans in JSON printed:\n%s", trace.String())
 	}

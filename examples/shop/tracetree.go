@@ -84,7 +84,7 @@ func correlationOf(spans []sdktrace.ReadOnlySpan) string {
 func attr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
