@@ -123,12 +123,27 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) error {
 }
 
 // localPath returns p if it is a path of the console, else "/": a login
-// must not redirect elsewhere.
+// must not redirect elsewhere. Browsers remove tabs and newlines from a
+// URL and read a backslash as a slash, so "/\t/evil.example" is
+// "//evil.example" to them, another site: p must be a path alone, with no
+// control character or backslash even percent-encoded, and must not start
+// with two slashes.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return "/"
 	}
-	return p
+	for _, s := range []string{p, u.Path} {
+		if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.ContainsFunc(s, unsafeInURL) {
+			return "/"
+		}
+	}
+	return u.String()
+}
+
+// unsafeInURL reports an ASCII control character or a backslash.
+func unsafeInURL(r rune) bool {
+	return r < 0x20 || r == 0x7f || r == '\\'
 }
 
 // setCookie sets a cookie for the console's path alone, kept from

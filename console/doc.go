@@ -64,7 +64,10 @@
 // action. With Config.Tokens, every request but the login page and the
 // static assets needs a token: an Authorization: Bearer header, or the
 // session cookie that the login page sets (a MAC of the token, never the
-// token). Without tokens the handler lets every request in, for mounting
+// token). The login page then sends the browser back to the page it
+// asked for, and only to a path of the console: anything else, such as a
+// path that a browser would read as another site's URL, leads to the
+// overview. Without tokens the handler lets every request in, for mounting
 // behind a server that authenticates; koto console listens on localhost
 // unless given one.
 //
