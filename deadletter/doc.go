@@ -44,6 +44,15 @@
 // included); one without a key goes back to the partition it was consumed
 // from, if the topic still has it.
 //
+// A replay confirmed after a dry run must send what the dry run counted,
+// though dead letters keep arriving: read the topic's ends with
+// [Queue.Ends] first and give them to both as ReplayOptions.Ends, and the
+// replay reads only as far as the dry run did. The bound is an offset
+// rather than a time because a dead letter's time is the clock of the
+// consumer that failed it, and its publication may come late: one that
+// arrives after the dry run can carry an earlier time than those the dry
+// run counted.
+//
 // # The replay group
 //
 // A replay records what it sent in a consumer group of its own,

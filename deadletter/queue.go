@@ -153,6 +153,20 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*Letter, error) {
 	return out, err
 }
 
+// Ends returns the end offset of each partition of the topic: where a
+// List or Replay that starts now stops reading. See ReplayOptions.Ends.
+func (q *Queue) Ends(ctx context.Context) (map[int32]int64, error) {
+	ranges, err := q.ranges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ends := make(map[int32]int64, len(ranges))
+	for _, r := range ranges {
+		ends[r.partition] = r.end
+	}
+	return ends, nil
+}
+
 // Show returns the dead letter at partition and offset of the topic, or an
 // error wrapping [ErrNotFound]. Replayed is set from the replay group.
 func (q *Queue) Show(ctx context.Context, partition int32, offset int64) (*Letter, error) {

@@ -18,6 +18,11 @@ type ReplayOptions struct {
 	// DryRun selects what would be sent and reports it through Progress
 	// and the result, without sending or recording anything.
 	DryRun bool
+	// Ends, if set, are the end offsets by partition ([Queue.Ends]) up to
+	// which the replay reads, where the topic's ends are higher: given
+	// the same Ends as a dry run, a replay selects nothing the dry run did
+	// not count. A partition not in Ends is not read.
+	Ends map[int32]int64
 	// Progress, if set, is called on the replay's goroutine after each
 	// batch and at least every 1000 scanned records.
 	Progress func(ReplayProgress)
@@ -89,6 +94,7 @@ func (q *Queue) Replay(ctx context.Context, f Filter, opts ReplayOptions) (Repla
 	if err != nil {
 		return r.result, err
 	}
+	ranges = ranges.upTo(opts.Ends)
 	if r.done, err = q.replay.fetch(ctx, ranges.partitions()); err != nil {
 		return r.result, err
 	}

@@ -225,6 +225,41 @@ func TestDryRunSendsNothing(t *testing.T) {
 	}
 }
 
+// TestReplayUpToEnds: a dry run and then a replay given the same Ends:
+// the replay sends what the dry run counted, not a dead letter that
+// arrived in between; the next replay sends that one.
+func TestReplayUpToEnds(t *testing.T) {
+	e := newEnv(t)
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	counted := e.publish(t, "order-placed", "a", "b")
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, 2)
+	ctx := kafkatest.Context(t)
+	ends, err := q.Ends(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := q.Replay(ctx, deadletter.Filter{TypeName: "order-placed"}, deadletter.ReplayOptions{DryRun: true, Ends: ends})
+	if err != nil || plan.Sent != 2 || plan.ToScan != 2 {
+		t.Fatalf("dry run = %+v, %v; want 2 to send of 2", plan, err)
+	}
+	late := e.publish(t, "order-placed", "c")
+	waitForDeadLetters(t, q, 3)
+	c.setBug(nil)
+
+	res, err := q.Replay(ctx, deadletter.Filter{TypeName: "order-placed"}, deadletter.ReplayOptions{Ends: ends})
+	if err != nil || res.Sent != 2 || res.ToScan != plan.ToScan {
+		t.Fatalf("Replay up to the dry run's ends = %+v, %v; want the 2 it counted, of %d scanned", res, err, plan.ToScan)
+	}
+	if got := e.replayedUUIDs(t); !slices.Equal(got, sorted(counted)) {
+		t.Fatalf("replayed %v, want only %v, counted by the dry run", got, sorted(counted))
+	}
+	if res, err := q.Replay(ctx, deadletter.Filter{TypeName: "order-placed"}, deadletter.ReplayOptions{}); err != nil || res.Sent != 1 {
+		t.Fatalf("next Replay = %+v, %v; want %v, which arrived after the dry run", res, err, late)
+	}
+}
+
 // TestReplayLimit: Limit makes a canary replay of one; the next replay
 // continues with the others.
 func TestReplayLimit(t *testing.T) {

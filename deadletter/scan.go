@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,23 @@ func (rs partitionRanges) records() int64 {
 		n += max(r.end-r.start, 0)
 	}
 	return n
+}
+
+// upTo returns rs ending at ends where those are lower, and empty for a
+// partition that ends lacks; nil ends change nothing.
+func (rs partitionRanges) upTo(ends map[int32]int64) partitionRanges {
+	if ends == nil {
+		return rs
+	}
+	out := slices.Clone(rs)
+	for i, r := range out {
+		end, ok := ends[r.partition]
+		if !ok {
+			end = r.start
+		}
+		out[i].end = min(r.end, end)
+	}
+	return out
 }
 
 func (rs partitionRanges) String() string {
