@@ -47,11 +47,13 @@
 // confirmation that says how many go where, which are skipped as already
 // replayed or unroutable, and which other groups read the topic; then it
 // runs in the background, one at a time per group, its page following its
-// progress to the result. A cause is selected by the UUIDs, class and time
-// span of its dead letters, as a deadletter.Filter cannot say a masked
-// reason. The console logs each replay it starts and ends with who
-// started it (the token's name) and what it selects, and remembers the
-// last 200 replays until it stops.
+// progress to the result. It reads the dead-letter topic only as far as
+// its dry run did, so it sends no dead letter that the confirmation did
+// not count, not even a matching one that arrived meanwhile. A cause is
+// selected by the UUIDs, class and time span of its dead letters, as a
+// deadletter.Filter cannot say a masked reason. The console logs each
+// replay it starts and ends with who started it (the token's name) and
+// what it selects, and remembers the last 200 replays until it stops.
 //
 // # Security
 //

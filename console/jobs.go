@@ -29,6 +29,8 @@ type job struct {
 	ID, Group, Who, What string
 	Filter               filter
 	Created              time.Time
+	// Ends are the end offsets that the dry run and the replay read up to.
+	Ends map[int32]int64
 	// Plan is the dry run's count; Targets where it would send.
 	Plan     replayResult
 	Targets  []target

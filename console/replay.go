@@ -2,8 +2,8 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -24,32 +24,53 @@ func (h *Handler) planReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	counts := map[string]int{}
-	plan, err := replay(r.Context(), q, f, true, func(p replayProgress) {
-		for _, t := range sentTo(p) {
-			counts[t]++
-		}
-	})
+	j, err := dryRun(r.Context(), q, f)
 	if err != nil {
 		return err
 	}
-	j := &job{Group: group, Who: who(r), What: what, Filter: f, Plan: plan, Targets: targets(counts)}
-	j.AlsoRead = h.alsoRead(group, slices.Sorted(maps.Keys(counts)))
+	j.Group, j.Who, j.What = group, who(r), what
+	j.AlsoRead = h.alsoRead(group, j.Targets)
 	h.jobs.add(j)
 	http.Redirect(w, r, basePath(r)+"/replays/"+j.ID, http.StatusSeeOther)
 	return nil
 }
 
-// alsoRead returns the groups other than group that consume topics, as
-// the last snapshot knows them: a replay reaches them too.
-func (h *Handler) alsoRead(group string, topics []string) []string {
+// dryRun runs f dry on q, up to the ends that q's topic has now, and
+// returns the replay it plans, which reads up to the same ends: so it
+// sends no dead letter that arrived since, which the confirmation did not
+// count. Offsets bound it exactly where a time (f.Until at the plan's
+// time, or just after the newest dead letter counted) would not: a dead
+// letter's time is the clock of the consumer that failed it, not the
+// console's or the broker's, and one published late can be older than
+// those counted.
+func dryRun(ctx context.Context, q *queue, f filter) (*job, error) {
+	ends, err := endsOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	plan, err := replay(ctx, q, f, replayOptions{DryRun: true, Ends: ends, Progress: func(p replayProgress) {
+		for _, t := range sentTo(p) {
+			counts[t]++
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &job{Filter: f, Ends: ends, Plan: plan, Targets: targets(counts)}, nil
+}
+
+// alsoRead returns the groups other than group that consume the topics
+// of ts, as the last snapshot knows them: a replay reaches them too.
+func (h *Handler) alsoRead(group string, ts []target) []string {
 	var out []string
 	for _, g := range h.history.last().Groups {
 		if g.Name == group {
 			continue
 		}
 		for _, p := range g.Partitions {
-			if slices.Contains(topics, p.Topic) && !slices.Contains(out, g.Name) {
+			sent := slices.ContainsFunc(ts, func(t target) bool { return t.Topic == p.Topic })
+			if sent && !slices.Contains(out, g.Name) {
 				out = append(out, g.Name)
 			}
 		}
@@ -75,12 +96,12 @@ func (h *Handler) startReplay(w http.ResponseWriter, r *http.Request) error {
 }
 
 // runReplay runs j on a queue of its own, so that the pages of its group
-// do not wait for it.
+// do not wait for it, up to the ends its dry run read.
 func (h *Handler) runReplay(j *job, by string) {
 	q, err := openQueue(h.cfg.Broker, j.Group)
 	var res replayResult
 	if err == nil {
-		res, err = replay(h.ctx, q, j.Filter, false, j.progress)
+		res, err = replay(h.ctx, q, j.Filter, replayOptions{Ends: j.Ends, Progress: j.progress})
 		_ = q.Close()
 	}
 	j.finish(res, err)

@@ -26,6 +26,7 @@ type (
 	queue          = deadletter.Queue
 	replayResult   = deadletter.ReplayResult
 	replayProgress = deadletter.ReplayProgress
+	replayOptions  = deadletter.ReplayOptions
 	outboxStatus   = outbox.Status
 )
 
@@ -91,9 +92,14 @@ func showLetter(ctx context.Context, q *queue, partition int32, offset int64) (*
 // no dead letter.
 func isNotFound(err error) bool { return errors.Is(err, deadletter.ErrNotFound) }
 
-// replay runs deadletter's Replay, reporting each step to progress.
-func replay(ctx context.Context, q *queue, f filter, dryRun bool, progress func(replayProgress)) (replayResult, error) {
-	return q.Replay(ctx, f, deadletter.ReplayOptions{DryRun: dryRun, Progress: progress})
+// replay runs deadletter's Replay.
+func replay(ctx context.Context, q *queue, f filter, opts replayOptions) (replayResult, error) {
+	return q.Replay(ctx, f, opts)
+}
+
+// endsOf returns the end offset of each partition of q's topic.
+func endsOf(ctx context.Context, q *queue) (map[int32]int64, error) {
+	return q.Ends(ctx)
 }
 
 // sentTo returns the topics that p says its dead letters went to, one
