@@ -14,7 +14,6 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 
-	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -114,8 +113,9 @@ func (c CommandDispatcherConfig) Validate() error {
 type CommandDispatcher struct {
 	cfg      CommandDispatcherConfig
 	tel      *telemetry.Telemetry
-	bus      *wcqrs.CommandBus // Send's
-	requests *wcqrs.CommandBus // Request's: bus, or one on requestPublisher
+	enc      encoder
+	pub      message.Publisher // Send's
+	requests message.Publisher // Request's: pub, or requestPublisher
 	routes   map[string]string
 	logger   *slog.Logger
 
@@ -170,14 +170,9 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		pending: make(map[string]chan *message.Message),
 	}
 	d.life, d.stop = context.WithCancel(context.Background())
-	if d.bus, err = d.newBus(pub); err != nil {
-		return nil, err
-	}
-	d.requests = d.bus
+	d.pub, d.requests = pub, pub
 	if cfg.requestPublisher != nil {
-		if d.requests, err = d.newBus(tel.Publisher(cfg.requestPublisher)); err != nil {
-			return nil, err
-		}
+		d.requests = tel.Publisher(cfg.requestPublisher)
 	}
 	readerCfg := cfg.Broker
 	readerCfg.Logger = cmp.Or(readerCfg.Logger, d.logger)
@@ -188,27 +183,14 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 	return d, nil
 }
 
-// newBus returns a command bus on pub with the dispatcher's routes.
-func (d *CommandDispatcher) newBus(pub message.Publisher) (*wcqrs.CommandBus, error) {
-	bus, err := wcqrs.NewCommandBusWithConfig(pub, wcqrs.CommandBusConfig{
-		GeneratePublishTopic: func(params wcqrs.CommandBusGeneratePublishTopicParams) (string, error) {
-			topic, ok := d.routes[params.CommandName]
-			if !ok {
-				return "", fmt.Errorf("%w %s; add cqrs.RouteOf[%T](topic) to CommandDispatcherConfig.Routes",
-					ErrNoRoute, params.CommandName, params.Command)
-			}
-			return topic, nil
-		},
-		OnSend: func(params wcqrs.CommandBusOnSendParams) error {
-			stampCorrelation(params.Message)
-			return nil
-		},
-		Marshaler: marshaler{},
-	})
-	if err != nil {
-		return nil, err
+// publish publishes cmd, whose type name is name, to its route through
+// pub; modify, when not nil, adds to its message first.
+func (d *CommandDispatcher) publish(ctx context.Context, pub message.Publisher, cmd any, name string, modify func(*message.Message)) error {
+	topic, ok := d.routes[name]
+	if !ok {
+		return fmt.Errorf("%w %s; add cqrs.RouteOf[%T](topic) to CommandDispatcherConfig.Routes", ErrNoRoute, name, cmd)
 	}
-	return bus, nil
+	return d.enc.publish(ctx, pub, topic, cmd, name, modify)
 }
 
 // ReplyTopic returns the topic this dispatcher reads replies from.
@@ -338,14 +320,14 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	name := topics.TypeName(cmd)
+	name := d.enc.name(cmd)
 	if d.life.Err() != nil {
 		return fmt.Errorf("cqrs: sending %s: %w", name, ErrClosed)
 	}
 	ctx, budget, cancel := callContext(ctx, d.cfg.Timeout, d.life)
 	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
-	if err := d.bus.Send(ctx, cmd); err != nil {
+	if err := d.publish(ctx, d.pub, cmd, name, nil); err != nil {
 		return failed(ctx, err, "sending "+name,
 			fmt.Sprintf("%s not sent within %s; it may still reach its handler", name, round(budget)))
 	}
@@ -359,7 +341,10 @@ func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
 // handler or the caller's deadline do not cooperate.
 func Request[R any](ctx context.Context, d *CommandDispatcher, cmd any) (R, error) {
 	var result R
-	name := topics.TypeName(cmd)
+	if cmd == nil {
+		return result, errors.New("cqrs: Request of a nil command")
+	}
+	name := d.enc.name(cmd)
 	reply, err := d.observedRequest(ctx, name, cmd)
 	if err != nil {
 		return result, err
@@ -390,9 +375,6 @@ func decodeReply[R any](name string, reply *message.Message) (R, error) {
 
 // request sends cmd with a new operation ID and waits for the reply message.
 func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (*message.Message, error) {
-	if cmd == nil {
-		return nil, errors.New("cqrs: Request of a nil command")
-	}
 	ctx, budget, cancel := callContext(ctx, d.cfg.Timeout, d.life)
 	defer cancel()
 	if ctx.Err() != nil {
@@ -405,7 +387,7 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 		return nil, err
 	}
 	defer d.forget(op)
-	if err := d.sendRequest(ctx, cmd, op); err != nil {
+	if err := d.sendRequest(ctx, cmd, name, op); err != nil {
 		return nil, failed(ctx, err, "sending "+name, fmt.Sprintf("%s (operation %s) not sent within %s; "+
 			"it may still reach its handler, whose late reply is then dropped", name, op, round(budget)))
 	}
@@ -423,11 +405,10 @@ func (d *CommandDispatcher) request(ctx context.Context, name string, cmd any) (
 
 // sendRequest sends cmd as the request op, to be replied on the reply
 // topic.
-func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, op string) error {
-	return d.requests.SendWithModifiedMessage(ctx, cmd, func(msg *message.Message) error {
+func (d *CommandDispatcher) sendRequest(ctx context.Context, cmd any, name, op string) error {
+	return d.publish(ctx, d.requests, cmd, name, func(msg *message.Message) {
 		msg.Metadata.Set(operationIDKey, op)
 		msg.Metadata.Set(replyToKey, d.cfg.ReplyTopic)
-		return nil
 	})
 }
 

@@ -2,10 +2,12 @@
 // integration event, send a command fire-and-forget or wait for its reply,
 // and write a consumer as one typed function.
 //
-// It is built on Watermill's components/cqrs (EventBus, CommandBus and the
-// CommandEventMarshaler interface) and components/requestreply (its reply
-// format: metadata keys and JSON reply marshaler), so that Watermill's own
-// CQRS processors can read the messages this package writes.
+// It writes the messages of Watermill's components/cqrs (the type name in
+// the metadata key of its JSONMarshaler) and the replies of
+// components/requestreply (its metadata keys), so that Watermill's own
+// CQRS processors can read what this package writes; it builds them
+// itself, resolving once per Go type what its buses would reflect on for
+// every message.
 //
 // # Publishing
 //

@@ -1,13 +1,14 @@
 package cqrs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	koto "github.com/koto-dev/watermill-koto"
 
-	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/components/requestreply"
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -50,16 +51,59 @@ type PartitionKeyer interface {
 	PartitionKey() string
 }
 
-// marshaler is the JSON wire format of this package. It implements
-// Watermill's cqrs.CommandEventMarshaler.
-type marshaler struct{}
+// encoder is the JSON wire format of this package's publishing side: it
+// turns an event or command into a message with its type name, message ID
+// and partition key. What reflection tells of a Go type is resolved once
+// per type, since it is on the critical path of every publish and request.
+// Its zero value is ready to use; it is safe for concurrent use.
+type encoder struct {
+	types sync.Map // reflect.Type → *goType
+}
 
-var _ wcqrs.CommandEventMarshaler = marshaler{}
+// goType is what encoding needs to know of a Go type.
+type goType struct {
+	name   string // its type name; "" when it names itself (topics.Namer)
+	namer  bool
+	idPtr  bool // only a pointer to it is a MessageIDer
+	keyPtr bool // only a pointer to it is a PartitionKeyer
+}
 
-// Marshal encodes v as JSON in a new message with its type name, message ID
-// and partition key.
-func (marshaler) Marshal(v any) (*message.Message, error) {
-	name := topics.TypeName(v)
+// of returns what encoding needs to know of v's type.
+func (e *encoder) of(v any) *goType {
+	t := reflect.TypeOf(v)
+	if g, ok := e.types.Load(t); ok {
+		return g.(*goType)
+	}
+	g := &goType{
+		namer:  t.Implements(namerType) || reflect.PointerTo(t).Implements(namerType),
+		idPtr:  onPointerOnly[MessageIDer](t),
+		keyPtr: onPointerOnly[PartitionKeyer](t),
+	}
+	if !g.namer {
+		g.name = topics.TypeName(v)
+	}
+	e.types.Store(t, g)
+	return g
+}
+
+var namerType = reflect.TypeFor[topics.Namer]()
+
+// onPointerOnly reports whether *t has I's methods and t has not.
+func onPointerOnly[I any](t reflect.Type) bool {
+	i := reflect.TypeFor[I]()
+	return !t.Implements(i) && reflect.PointerTo(t).Implements(i)
+}
+
+// name returns topics.TypeName(v); v must not be nil.
+func (e *encoder) name(v any) string {
+	if g := e.of(v); !g.namer {
+		return g.name
+	}
+	return topics.TypeName(v)
+}
+
+// encode encodes v, whose type name is name, as JSON in a new message.
+func (e *encoder) encode(v any, name string) (*message.Message, error) {
 	if name == "" {
 		return nil, fmt.Errorf("cqrs: %T has no type name; use a named type", v)
 	}
@@ -67,8 +111,9 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cqrs: encoding %s: %w", name, err)
 	}
+	g := e.of(v)
 	id := ""
-	if ider, ok := implements[MessageIDer](v); ok {
+	if ider, ok := implements[MessageIDer](v, g.idPtr); ok {
 		id = ider.MessageID()
 	}
 	if id == "" {
@@ -76,7 +121,7 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 	}
 	msg := message.NewMessage(id, payload)
 	msg.Metadata.Set(koto.TypeNameMetadataKey, name)
-	if keyer, ok := implements[PartitionKeyer](v); ok {
+	if keyer, ok := implements[PartitionKeyer](v, g.keyPtr); ok {
 		if key := keyer.PartitionKey(); key != "" {
 			msg.Metadata.Set(koto.PartitionKeyMetadataKey, key)
 		}
@@ -84,32 +129,31 @@ func (marshaler) Marshal(v any) (*message.Message, error) {
 	return msg, nil
 }
 
-// Unmarshal decodes the JSON payload of msg into v. A payload that does not
-// decode is marked koto.Poison: no retry can fix it.
-func (marshaler) Unmarshal(msg *message.Message, v any) error {
-	if err := json.Unmarshal(msg.Payload, v); err != nil {
-		return koto.Poison(err)
+// publish encodes v and publishes it to topic through pub, in ctx, with
+// the correlation ID of ctx; modify, when not nil, adds to the message
+// first.
+func (e *encoder) publish(ctx context.Context, pub message.Publisher, topic string, v any, name string, modify func(*message.Message)) error {
+	msg, err := e.encode(v, name)
+	if err != nil {
+		return err
 	}
-	return nil
-}
-
-// Name returns topics.TypeName(v).
-func (marshaler) Name(v any) string { return topics.TypeName(v) }
-
-// NameFromMessage returns the type name in the message's metadata.
-func (marshaler) NameFromMessage(msg *message.Message) string {
-	return msg.Metadata.Get(koto.TypeNameMetadataKey)
+	if modify != nil {
+		modify(msg)
+	}
+	msg.SetContext(ctx)
+	correlation.Stamp(ctx, msg)
+	return pub.Publish(topic, msg)
 }
 
 // newMessageID returns a UUIDv7, which keeps the idempotency index
 // append-mostly; correlation.NewID makes the same.
 func newMessageID() string { return correlation.NewID() }
 
-// implements returns v as an I when v, or a pointer to a copy of v, has I's
-// methods.
-func implements[I any](v any) (I, bool) {
+// implements returns v as an I when v has I's methods, or, when onPtr
+// says only its pointer has them, a pointer to a copy of v.
+func implements[I any](v any, onPtr bool) (I, bool) {
 	i, ok := v.(I)
-	if ok || v == nil || !reflect.PointerTo(reflect.TypeOf(v)).Implements(reflect.TypeFor[I]()) {
+	if ok || !onPtr {
 		return i, ok
 	}
 	p := reflect.New(reflect.TypeOf(v))

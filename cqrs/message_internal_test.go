@@ -40,7 +40,7 @@ func TestMarshal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T", tt.v), func(t *testing.T) {
-			msg, err := marshaler{}.Marshal(tt.v)
+			msg, err := new(encoder).encode(tt.v, new(encoder).name(tt.v))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,10 +66,10 @@ func TestMarshal(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (marshaler{}).Marshal(struct{}{}); err == nil {
+	if _, err := new(encoder).encode(struct{}{}, new(encoder).name(struct{}{})); err == nil {
 		t.Error("Marshal of an unnamed type succeeded")
 	}
-	if _, err := (marshaler{}).Marshal(badJSON{}); err == nil {
+	if _, err := new(encoder).encode(badJSON{}, "bad-json"); err == nil {
 		t.Error("Marshal of an unencodable value succeeded")
 	}
 }
@@ -93,5 +93,40 @@ func TestHandlerError(t *testing.T) {
 	}
 	if got := (&HandlerError{Kind: "k"}).Error(); got != "k" {
 		t.Errorf("Error() without message = %q", got)
+	}
+}
+
+// versioned names itself from a field: its name is asked each time, not
+// resolved once per type like a kebab-case name.
+type versioned struct{ V int }
+
+func (v versioned) TypeName() string { return fmt.Sprintf("versioned-v%d", v.V) }
+
+// selfNamedByPointer names itself on the pointer only.
+type selfNamedByPointer struct{}
+
+func (*selfNamedByPointer) TypeName() string { return "by-pointer" }
+
+func TestEncoderResolvesEachTypeOnce(t *testing.T) {
+	var e encoder
+	for i, tt := range []struct {
+		v    any
+		want string
+	}{
+		{plainEvent{}, "plain"},
+		{&plainEvent{}, "plain"},
+		{versioned{V: 1}, "versioned-v1"},
+		{versioned{V: 2}, "versioned-v2"},
+		{selfNamedByPointer{}, "by-pointer"},
+		{plainEvent{}, "plain"},
+	} {
+		if got := e.name(tt.v); got != tt.want {
+			t.Errorf("%d: name(%T) = %q, want %q", i, tt.v, got, tt.want)
+		}
+	}
+	n := 0
+	e.types.Range(func(any, any) bool { n++; return true })
+	if n != 4 {
+		t.Errorf("%d types resolved, want 4 (plainEvent, *plainEvent, versioned, selfNamedByPointer)", n)
 	}
 }

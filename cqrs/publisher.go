@@ -9,7 +9,6 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/config"
 
-	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/correlation"
@@ -77,7 +76,8 @@ func validateTimeout(p *config.Problems, d time.Duration) {
 // EventPublisher publishes integration events (see Publishing in the
 // package doc). It is safe for concurrent use.
 type EventPublisher struct {
-	bus     *wcqrs.EventBus
+	enc     encoder
+	pub     message.Publisher
 	service string
 	routes  map[string]string
 	timeout time.Duration
@@ -98,23 +98,7 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 	if err != nil {
 		return nil, err
 	}
-	pub = tel.Publisher(pub)
-	p := &EventPublisher{service: cfg.Service, routes: routes, timeout: cfg.Timeout}
-	bus, err := wcqrs.NewEventBusWithConfig(pub, wcqrs.EventBusConfig{
-		GeneratePublishTopic: func(params wcqrs.GenerateEventPublishTopicParams) (string, error) {
-			return topicFor(p.service, p.routes, params.EventName)
-		},
-		OnPublish: func(params wcqrs.OnEventSendParams) error {
-			stampCorrelation(params.Message)
-			return nil
-		},
-		Marshaler: marshaler{},
-	})
-	if err != nil {
-		return nil, err
-	}
-	p.bus = bus
-	return p, nil
+	return &EventPublisher{pub: tel.Publisher(pub), service: cfg.Service, routes: routes, timeout: cfg.Timeout}, nil
 }
 
 // Publish publishes event, a value or pointer of a named struct type, and
@@ -130,11 +114,15 @@ func (p *EventPublisher) Publish(ctx context.Context, event any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	name := topics.TypeName(event)
+	name := p.enc.name(event)
+	topic, err := topicFor(p.service, p.routes, name)
+	if err != nil {
+		return fmt.Errorf("cqrs: publishing %s: %w", name, err)
+	}
 	ctx, budget, cancel := callContext(ctx, p.timeout, nil)
 	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
-	if err := p.bus.Publish(ctx, event); err != nil {
+	if err := p.enc.publish(ctx, p.pub, topic, event, name, nil); err != nil {
 		return failed(ctx, err, "publishing "+name,
 			fmt.Sprintf("%s not published within %s; it may still be", name, round(budget)))
 	}
@@ -152,10 +140,4 @@ func topicFor(service string, routes map[string]string, name string) (string, er
 		return "", fmt.Errorf("%w for %s: %w", ErrInvalidRoute, name, err)
 	}
 	return topic, nil
-}
-
-// stampCorrelation copies the correlation ID of the message's context onto
-// the message.
-func stampCorrelation(msg *message.Message) {
-	correlation.Stamp(msg.Context(), msg)
 }
