@@ -63,7 +63,11 @@
 // second transaction on that key then waits for the first to end before
 // it writes, gets a later ID, and its messages follow. Messages of one key
 // then reach their partition in the order their transactions committed.
-// LockKeys after a write is refused with [ErrKeyLockAfterWrite].
+// LockKeys after a write is refused with [ErrKeyLockAfterWrite]. The key
+// locks are transaction-scoped advisory locks in the two-int4 key space,
+// (0x6b6f7405, hashtext(key)), which PostgreSQL keeps apart from the
+// single-bigint one: an application's pg_advisory_lock(42) never waits for
+// an outbox key, nor an outbox key for it.
 //
 // # Forwarding
 //
