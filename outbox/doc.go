@@ -63,7 +63,11 @@
 // second transaction on that key then waits for the first to end before
 // it writes, gets a later ID, and its messages follow. Messages of one key
 // then reach their partition in the order their transactions committed.
-// LockKeys after a write is refused with [ErrKeyLockAfterWrite].
+// LockKeys after a write is refused with [ErrKeyLockAfterWrite]. The key
+// locks are transaction-scoped advisory locks in the two-int4 key space,
+// (0x6b6f7405, hashtext(key)), which PostgreSQL keeps apart from the
+// single-bigint one: an application's pg_advisory_lock(42) never waits for
+// an outbox key, nor an outbox key for it.
 //
 // # Forwarding
 //
@@ -108,7 +112,13 @@
 // should not happen; if it does, the forwarder retries it and logs the
 // error until Kafka's limit is raised. A row that is not a message envelope
 // at all, or names a topic Kafka would refuse, which no Publisher writes,
-// is logged and skipped.
+// is logged and skipped. A row whose message ForwarderConfig.Broker's
+// Marshaler refuses (a CloudEvents mapping and a message without a type
+// name, a bug of a mapping) is not skipped, which would delete a committed
+// message: the Marshaler is configuration, which a fix or a redeploy
+// changes. The forwarder logs the row's uuid, offset and error, produces
+// and deletes nothing of its batch and retries with RetryBackoff, as in an
+// outage; the rows behind it wait, so that the order holds.
 //
 // # Status and metrics
 //

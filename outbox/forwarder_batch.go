@@ -24,7 +24,7 @@ type batch struct {
 	end     position // the last row's position; after when there is none
 	last    wsql.Row // the last row, for watermill-sql's ack query
 	rows    int
-	records []*sarama.ProducerMessage // fewer than rows if some cannot be forwarded
+	records []*sarama.ProducerMessage // fewer than rows if some are not message envelopes
 	visible int                       // committed rows after `after`, up to one more than a batch
 }
 
@@ -62,7 +62,9 @@ func (f *Forwarder) read(ctx context.Context, conn *pgx.Conn, pos position) (bat
 		}
 		b.end = position{xid: uint64(xid), offset: b.last.Offset}
 		b.rows = len(rows)
-		b.records = f.records(ctx, rows)
+		if b.records, err = f.records(ctx, rows); err != nil {
+			return batch{}, err
+		}
 	}
 	return b, nil
 }
@@ -86,24 +88,28 @@ func (f *Forwarder) scan(br pgx.BatchResults) ([]wsql.Row, error) {
 
 // records turns rows into Kafka records. A row that is not a message
 // envelope, which no Publisher writes, is logged and skipped: no retry
-// could forward it.
-func (f *Forwarder) records(ctx context.Context, rows []wsql.Row) []*sarama.ProducerMessage {
+// could forward it. A row the Marshaler refuses fails the batch instead,
+// so that none of it is produced or deleted (see Forwarding in the package
+// documentation): a fix of the Marshaler can forward it.
+func (f *Forwarder) records(ctx context.Context, rows []wsql.Row) ([]*sarama.ProducerMessage, error) {
 	msgs := make([]*sarama.ProducerMessage, 0, len(rows))
 	for _, row := range rows {
 		topic, msg, err := unwrap(row.Payload)
-		var rec *sarama.ProducerMessage
-		if err == nil {
-			rec, err = f.producer.Marshaler.Marshal(topic, msg)
-		}
 		if err != nil {
 			f.log.LogAttrs(ctx, slog.LevelError, "outbox row skipped: it cannot be forwarded",
 				slog.String("row_uuid", string(row.UUID)), slog.Int64("offset", row.Offset),
 				slog.String("payload", truncate(row.Payload, 1024)), slog.Any("error", err))
 			continue
 		}
+		rec, err := f.producer.Marshaler.Marshal(topic, msg)
+		if err != nil {
+			// Run logs the error at each retry, so it names the row.
+			return nil, fmt.Errorf("the Marshaler refused outbox row %s (offset %d, topic %s); its batch waits: %w",
+				row.UUID, row.Offset, topic, err)
+		}
 		msgs = append(msgs, rec)
 	}
-	return msgs
+	return msgs, nil
 }
 
 // truncate returns the first max bytes of b as a string, marked when cut.

@@ -15,7 +15,8 @@ import (
 // reach Kafka in the order their transactions committed (see Order in the
 // package documentation); after a write LockKeys locks nothing and returns
 // an error wrapping [ErrKeyLockAfterWrite]. Empty keys are ignored. The
-// locks are advisory locks on a hash of the key.
+// locks are advisory locks on a hash of the key, apart from the
+// application's own (see Order in the package documentation).
 func (o *Outbox) LockKeys(ctx context.Context, tx pgx.Tx, keys ...string) error {
 	if tx == nil {
 		return fmt.Errorf("%w: LockKeys got a nil transaction", ErrNoTransaction)

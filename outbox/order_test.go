@@ -259,12 +259,7 @@ func checkKeyOrder(t *testing.T, recs []record, committed map[string]string) (in
 
 func begin(t *testing.T, e *env) pgx.Tx {
 	t.Helper()
-	tx, err := e.pool.Begin(kafkatest.Context(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	return tx
+	return beginOn(t, e.pool)
 }
 
 func publishIn(t *testing.T, e *env, tx pgx.Tx, topic string, msg ...*message.Message) {

@@ -17,6 +17,7 @@ const (
 	ClassTable     int32 = 0x6b6f7402 // creating a table and its indexes
 	ClassCleanup   int32 = 0x6b6f7403 // cleaning a table
 	ClassForwarder int32 = 0x6b6f7404 // forwarding an outbox table: one active forwarder
+	ClassKey       int32 = 0x6b6f7405 // a partition key, by [LockKeysSQL]
 )
 
 // LockObject hashes a quoted name into the object half of a lock key.
@@ -33,15 +34,18 @@ func XactLock(ctx context.Context, tx pgx.Tx, class int32, name string) error {
 	return err
 }
 
-// LockKeysSQL takes the transaction-scoped advisory lock of each distinct
-// key hash ($1, text[]), in ascending order so that two transactions
-// locking the same keys cannot deadlock, and only while the transaction
-// has no xid yet: it returns how many locks it took, none when the
-// transaction had written. Every outbox table and the transactional
-// idempotency mode lock keys through it, so that one key's transactions
-// are ordered whichever of them takes the lock.
-const LockKeysSQL = `SELECT count(pg_advisory_xact_lock(h)) FROM (
-	SELECT DISTINCT hashtextextended(k, 7021902153413407835) AS h FROM unnest($1::text[]) AS k ORDER BY h
+// LockKeysSQL takes the transaction-scoped advisory lock (ClassKey,
+// hashtext(key)) of each distinct key hash ($1, text[]), in ascending
+// order so that two transactions locking overlapping keys cannot
+// deadlock, and only while the transaction has no xid yet: it returns how
+// many locks it took, none when the transaction had written. Two keys of
+// one hash share a lock, which orders them more than needed and no less.
+// Every outbox table and the transactional idempotency mode lock keys
+// through it, so that one key's transactions are ordered whichever of
+// them takes the lock. 1802466309 is ClassKey: PostgreSQL 15 reads no
+// hexadecimal literal.
+const LockKeysSQL = `SELECT count(pg_advisory_xact_lock(1802466309, h)) FROM (
+	SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY h
 ) AS keys WHERE pg_current_xact_id_if_assigned() IS NULL`
 
 // NonEmpty returns keys without the empty ones.
