@@ -93,8 +93,8 @@ type Config struct {
 	Ordering Ordering
 
 	// PartitionBufferRecords bounds the records of a partition that a
-	// subscriber holds, fetched and not yet acked. Default:
-	// 1000.
+	// subscriber holds, fetched and not yet acked, and, ten times over, how
+	// far above its low-water mark it reads. Default: 1000.
 	PartitionBufferRecords int
 
 	// PartitionBufferBytes bounds the bytes (key, value and headers,
