@@ -229,3 +229,32 @@ func TestNackHoldsOnlyItsKey(t *testing.T) {
 		t.Errorf("acks in the order %v after %d nacks of a/0; want b's 20, then a/0, then a/1", got, nacks)
 	}
 }
+
+// TestHeldMessageBoundsWhatIsFetchedAboveIt holds offset 0 of a
+// one-partition topic of 1000 records, each of a key of its own, in a
+// subscriber with Concurrency 8 and PartitionBufferRecords 10, which acks
+// the others. The partition reads while fewer than 10 × 10 offsets from
+// its low-water mark, the held one, on were read: it hands out offsets 1
+// to 99 and then none, for as long as offset 0 is held. Released, the rest
+// comes and the committed offset reaches the end.
+func TestHeldMessageBoundsWhatIsFetchedAboveIt(t *testing.T) {
+	const n, buffer = 1000, 10
+	const above = 10*buffer - 1 // offsets 1 to 99: the unexported factor is 10
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "ahead")
+	kafkatest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "ahead"), Concurrency: 8, PartitionBufferRecords: buffer}
+	h := newHolder("0/0")
+	h.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+
+	kafkatest.WaitFor(t, fmt.Sprintf("the %d messages above the held one acked", above), func() bool { return h.ackedCount() >= above })
+	for range 50 { // sarama has fetched far more than that by now, unbounded
+		if got := h.ackedCount(); got > above {
+			t.Fatalf("%d messages handed out above the held one, want at most %d", got, above)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.release(t, "0/0")
+	kafkatest.WaitFor(t, "every message acked", func() bool { return h.ackedCount() == n })
+	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n)
+}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -100,4 +101,48 @@ func TestRevokedPartitionIsNotAckedIntoTheNewOwner(t *testing.T) {
 	kafkatest.WaitFor(t, fmt.Sprintf("partition %d committed to its end", p), func() bool {
 		return committedAt(t, brokers, cfg.ConsumerGroup, topic)[p] == n
 	})
+}
+
+// TestCooperativeRevokeOfAPartitionReadNoFurther holds offset 0 of both
+// partitions of a topic in a subscriber of the cooperative-sticky
+// strategy, until each partition reads no further above its mark. A
+// second subscriber then joins: the first gives up one partition, whose
+// revoke only the closing of its claim tells, within the rebalance and
+// without ending its session (its other held message stays live), and
+// the second gets that partition's offset 0 again.
+func TestCooperativeRevokeOfAPartitionReadNoFurther(t *testing.T) {
+	const n, buffer = 300, 10
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "coop")
+	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{
+		Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "coop"), Concurrency: 8, PartitionBufferRecords: buffer, DrainTimeout: 200 * time.Millisecond,
+		Sarama: func(sc *sarama.Config) {
+			sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+			sc.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond // members hear of each of the two rebalances at a heartbeat
+		},
+	}
+	old := newHolder("0/0", "1/0")
+	old.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	kafkatest.WaitFor(t, "both partitions to read no further", func() bool { return old.ackedCount() == 2*(10*buffer-1) })
+
+	fresh := newHolder("0/0", "1/0")
+	fresh.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	var moved string
+	kafkatest.WaitFor(t, "the second subscriber to get a partition's held message", func() bool {
+		if held := fresh.heldNow(); len(held) > 0 {
+			moved = held[0]
+		}
+		return moved != ""
+	})
+	kept := map[string]string{"0/0": "1/0", "1/0": "0/0"}[moved]
+	old.mu.Lock()
+	keptCtx := old.held[kept].Context()
+	old.mu.Unlock()
+	if keptCtx.Err() != nil {
+		t.Fatalf("the held message of the partition the first subscriber kept was cancelled: its session ended")
+	}
+	fresh.release(t, moved)
+	old.release(t, kept)
+	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n)
 }

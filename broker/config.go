@@ -93,8 +93,8 @@ type Config struct {
 	Ordering Ordering
 
 	// PartitionBufferRecords bounds the records of a partition that a
-	// subscriber holds, fetched and not yet acked. Default:
-	// 1000.
+	// subscriber holds, fetched and not yet acked, and, ten times over, how
+	// far above its low-water mark it reads. Default: 1000.
 	PartitionBufferRecords int
 
 	// PartitionBufferBytes bounds the bytes (key, value and headers,
@@ -104,8 +104,9 @@ type Config struct {
 	// DrainTimeout is how long the messages in flight of a partition that
 	// is revoked, or of a subscription that ends, get to be acked before
 	// they are left to the partition's next owner. It must be shorter than
-	// sarama's Consumer.Group.Rebalance.Timeout. Default:
-	// 10s, or half sarama's Consumer.Group.Rebalance.Timeout when that is shorter.
+	// sarama's Consumer.Group.Rebalance.Timeout (60s unless Config.Sarama
+	// changes it), or Validate refuses it. Default: 10s, or half the
+	// rebalance timeout when that is shorter.
 	DrainTimeout time.Duration
 
 	// Marshaler turns Watermill messages into Kafka records and back.
@@ -121,9 +122,10 @@ type Config struct {
 	// Sarama, if set, is called with the sarama configuration after this
 	// package has applied its defaults, SASL and TLS included, to change
 	// anything else (other SASL mechanisms, compression, timeouts). It is
-	// called once per client with a fresh configuration. The result must
-	// pass sarama's own validation; note that it can also undo the safe
-	// defaults described in the package documentation.
+	// called once per client with a fresh configuration, and by Validate,
+	// when DrainTimeout is set, to read the rebalance timeout. The result
+	// must pass sarama's own validation; note that it can also undo the
+	// safe defaults described in the package documentation.
 	Sarama func(*sarama.Config)
 }
 

@@ -102,9 +102,16 @@
 //     decompressed; when either is reached the partition's fetching pauses
 //     until they are down to half. sarama holds besides, per partition, a
 //     channel of a sixteenth of those records and one fetch of a sixteenth
-//     of those bytes, counted compressed and decoded whole.
+//     of those bytes, counted compressed and decoded whole. A message that
+//     stays unacked (a slow handler, or one nacked again and again) holds
+//     the low-water mark while other keys are handled and acked above it,
+//     and the commit metadata lists them: so a partition reads no further,
+//     its fetching paused, while the offsets it read from its low-water mark
+//     on number ten times Config.PartitionBufferRecords or more, and goes on
+//     once the mark moves. What a restart may deliver again is bounded with
+//     it.
 //
-// Both limits also bound the default mode. The router runs each message
+// These limits also bound the default mode. The router runs each message
 // it receives in a goroutine of its own, so the subscriber alone decides
 // what is in flight. A transactional idempotent handler holds a database
 // connection for each message in flight: size the pool to Concurrency.

@@ -49,12 +49,17 @@ func (c Config) publisherSarama() (*sarama.Config, error) {
 // InitialOffset and commits marked offsets in the background (see the
 // package documentation for when offsets are marked).
 func (c Config) subscriberSarama() (*sarama.Config, error) {
+	return c.finishSarama(c.subscriberBase())
+}
+
+// subscriberBase is the subscriber's configuration before the user's hook.
+func (c Config) subscriberBase() *sarama.Config {
 	sc := c.baseSarama()
 	sc.Consumer.Return.Errors = true // the subscriber logs them
 	sc.Consumer.Offsets.Initial = c.InitialOffset
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	c.boundFetch(sc)
-	return c.finishSarama(sc)
+	return sc
 }
 
 // adminSarama configures the cluster admin of ProvisionTopics. Each of
@@ -79,11 +84,16 @@ func (c Config) adminSarama(ctx context.Context) (*sarama.Config, error) {
 
 // finishSarama applies the user's hook and sarama's validation.
 func (c Config) finishSarama(sc *sarama.Config) (*sarama.Config, error) {
-	if c.Sarama != nil {
-		c.Sarama(sc)
-	}
+	c.applySarama(sc)
 	if err := sc.Validate(); err != nil {
 		return nil, config.Invalid("broker.Config", "Sarama", "leaves a configuration that sarama rejects: %w", err)
 	}
 	return sc, nil
+}
+
+// applySarama calls the user's hook, if any.
+func (c Config) applySarama(sc *sarama.Config) {
+	if c.Sarama != nil {
+		c.Sarama(sc)
+	}
 }

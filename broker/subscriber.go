@@ -49,9 +49,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.setDrainTimeout(sc); err != nil {
-		return nil, err
-	}
+	cfg.setDrainTimeout(sc)
 	s := &Subscriber{cfg: cfg, sarama: sc, logger: wmlog.Plumbing(cfg.Logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if cfg.concurrent() {

@@ -50,20 +50,21 @@ func (c *Config) setConsumeDefaults() {
 	}
 }
 
-// setDrainTimeout defaults Config.DrainTimeout, and checks that a drain
-// ends before the group gives up on a member that does not rejoin a
-// rebalance.
-func (c *Config) setDrainTimeout(sc *sarama.Config) error {
-	rebalance := sc.Consumer.Group.Rebalance.Timeout
+// setDrainTimeout defaults Config.DrainTimeout to fit in the rebalance
+// timeout of sc; Validate refuses a DrainTimeout set that does not.
+func (c *Config) setDrainTimeout(sc *sarama.Config) {
 	if c.DrainTimeout == 0 {
-		c.DrainTimeout = min(defaultDrainTimeout, rebalance/2)
-		return nil
+		c.DrainTimeout = min(defaultDrainTimeout, sc.Consumer.Group.Rebalance.Timeout/2)
 	}
-	if c.DrainTimeout >= rebalance {
-		return config.Invalid("broker.Config", "DrainTimeout", "is %v, not shorter than sarama's Consumer.Group.Rebalance.Timeout (%v); lower it, or leave it 0 for the default",
-			c.DrainTimeout, rebalance)
-	}
-	return nil
+}
+
+// rebalanceTimeout is the Consumer.Group.Rebalance.Timeout a subscriber of
+// c runs with: sarama's default, or what Config.Sarama sets.
+func (c Config) rebalanceTimeout() time.Duration {
+	c.setDefaults()
+	sc := c.subscriberBase()
+	c.applySarama(sc)
+	return sc.Consumer.Group.Rebalance.Timeout
 }
 
 // concurrent reports whether the subscriber hands out more than one
@@ -87,8 +88,22 @@ func (c Config) validateConsume(p *config.Problems) {
 	if c.PartitionBufferBytes < 0 {
 		p.Add("PartitionBufferBytes", "is %d; use a positive size, or 0 for the default (%d)", c.PartitionBufferBytes, defaultPartitionBufferBytes)
 	}
-	if c.DrainTimeout < 0 {
+	c.validateDrainTimeout(p)
+}
+
+// validateDrainTimeout checks that a drain ends before the rebalance
+// timeout: a member whose revoked partition is still draining then is
+// dropped from the group. The default always fits, so Config.Sarama is
+// only called for a DrainTimeout that is set.
+func (c Config) validateDrainTimeout(p *config.Problems) {
+	switch {
+	case c.DrainTimeout < 0:
 		p.Add("DrainTimeout", "is %v; use a positive duration, or 0 for the default (%v)", c.DrainTimeout, defaultDrainTimeout)
+	case c.DrainTimeout > 0:
+		if rebalance := c.rebalanceTimeout(); c.DrainTimeout >= rebalance {
+			p.Add("DrainTimeout", "is %v, not shorter than sarama's Consumer.Group.Rebalance.Timeout (%v): the group would drop the member mid-drain; lower DrainTimeout below %v, or raise Consumer.Group.Rebalance.Timeout above %v in Config.Sarama",
+				c.DrainTimeout, rebalance, rebalance, c.DrainTimeout)
+		}
 	}
 }
 

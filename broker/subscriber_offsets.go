@@ -85,6 +85,15 @@ func (o *offsets) mark() (offset int64, ok bool) {
 	return o.next, o.next >= 0
 }
 
+// ahead is how many offsets from the low-water mark on were received.
+func (o *offsets) ahead() int64 {
+	mark, ok := o.mark()
+	if !ok {
+		return 0
+	}
+	return o.next - mark
+}
+
 // metadata lists the offsets acked above the mark, as ranges relative to
 // it, for a later owner to skip; empty when there are none.
 func (o *offsets) metadata() string {

@@ -14,6 +14,13 @@ import (
 // and when a session ends).
 const markInterval = 100 * time.Millisecond
 
+// uncommittedFactor times Config.PartitionBufferRecords is how far above
+// its low-water mark a partition reads. A message that stays unacked holds
+// the mark while the other keys are read, handled and acked above it;
+// without a bound, what the commit metadata lists (and, past what it can
+// hold, what a restart delivers again) would grow without end.
+const uncommittedFactor = 10
+
 // pauser is the part of sarama's consumer group that stops and restarts
 // the fetching of a partition.
 type pauser interface {
@@ -43,6 +50,8 @@ type partition struct {
 
 	lanes    lanes
 	offsets  offsets
+	maxAhead int64                     // offsets received from the low-water mark on, at most
+	backlog  []*sarama.ConsumerMessage // read from the claim beyond maxAhead, in offset order
 	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
 	inFlight int                       // handed to a delivery, not reported back
 
@@ -65,12 +74,13 @@ type delivered struct {
 func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim, p pauser, done []offsetRange) *partition {
 	pt := &partition{
 		sub: sub, sess: sess, claim: claim, pauser: p,
-		logger:  sub.logger.With(watermill.LogFields{"kafka_partition": claim.Partition()}),
-		gone:    make(chan struct{}),
-		results: make(chan delivered),
-		lanes:   newLanes(sub.cfg.laneMode()),
-		offsets: newOffsets(done),
-		marked:  claim.InitialOffset(),
+		logger:   sub.logger.With(watermill.LogFields{"kafka_partition": claim.Partition()}),
+		gone:     make(chan struct{}),
+		results:  make(chan delivered),
+		lanes:    newLanes(sub.cfg.laneMode()),
+		offsets:  newOffsets(done),
+		maxAhead: int64(sub.cfg.PartitionBufferRecords) * uncommittedFactor,
+		marked:   claim.InitialOffset(),
 	}
 	pt.ctx, pt.cancel = context.WithCancel(sub.msgBase)
 	pt.stopCtx, pt.stop = context.WithCancel(pt.ctx)
@@ -94,6 +104,9 @@ func (p *partition) run() {
 }
 
 func (p *partition) consume() {
+	// The claim is read even while the partition is too far above its
+	// mark: with a cooperative strategy, its closing is the only word of a
+	// revoke.
 	records := p.claim.Messages()
 	for {
 		work, next := p.nextWork()
@@ -102,7 +115,7 @@ func (p *partition) consume() {
 			if !ok {
 				return // revoked
 			}
-			p.receive(rec)
+			p.take(rec)
 		case work <- next:
 			// The worker reports to results before it is done, and only
 			// this goroutine reads results: the Add comes first.
@@ -122,7 +135,7 @@ func (p *partition) consume() {
 // drain takes the reports of the deliveries until none is in flight or
 // Config.DrainTimeout has passed.
 func (p *partition) drain() {
-	p.ready = nil
+	p.ready, p.backlog = nil, nil
 	timeout := time.NewTimer(p.sub.cfg.DrainTimeout)
 	defer timeout.Stop()
 	for p.inFlight > 0 {
@@ -136,6 +149,30 @@ func (p *partition) drain() {
 		}
 	}
 }
+
+// take receives rec, or keeps it back, fetching paused, while the
+// partition has received maxAhead offsets or more above its low-water
+// mark.
+func (p *partition) take(rec *sarama.ConsumerMessage) {
+	if len(p.backlog) == 0 && !p.tooFarAhead() {
+		p.receive(rec)
+		return
+	}
+	p.backlog = append(p.backlog, rec)
+	p.throttle()
+}
+
+// catchUp receives the records kept back, as far as the mark allows.
+func (p *partition) catchUp() {
+	for len(p.backlog) > 0 && !p.tooFarAhead() {
+		rec := p.backlog[0]
+		p.backlog[0] = nil
+		p.backlog = p.backlog[1:]
+		p.receive(rec)
+	}
+}
+
+func (p *partition) tooFarAhead() bool { return p.offsets.ahead() >= p.maxAhead }
 
 // receive takes a fetched record in: it is handed out when its lane is
 // free, and waits behind its lane otherwise.
@@ -165,6 +202,7 @@ func (p *partition) finish(d delivered) {
 	if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
 		p.launch(next)
 	}
+	p.catchUp()
 	p.throttle()
 }
 
@@ -202,14 +240,15 @@ func (p *partition) isStopping() bool {
 }
 
 // throttle pauses the fetching of the partition while its records fill
-// the buffer, and resumes it once they take half of it.
+// the buffer or it is too far above its mark, and resumes it once they
+// take half of the buffer and the mark has moved.
 func (p *partition) throttle() {
 	cfg := p.sub.cfg
 	switch {
-	case !p.paused && (p.held >= cfg.PartitionBufferRecords || p.heldBytes >= cfg.PartitionBufferBytes):
+	case !p.paused && (p.held >= cfg.PartitionBufferRecords || p.heldBytes >= cfg.PartitionBufferBytes || p.tooFarAhead()):
 		p.pauser.Pause(p.topicPartition())
 		p.paused = true
-	case p.paused && p.held <= cfg.PartitionBufferRecords/2 && p.heldBytes <= cfg.PartitionBufferBytes/2:
+	case p.paused && p.held <= cfg.PartitionBufferRecords/2 && p.heldBytes <= cfg.PartitionBufferBytes/2 && !p.tooFarAhead():
 		p.pauser.Resume(p.topicPartition())
 		p.paused = false
 	}
