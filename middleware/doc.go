@@ -43,6 +43,14 @@
 // runs the handler again. A failed mark is retried in place with
 // MarkBackoff, so a store outage does not run the handler twice.
 //
+// Within one middleware, the deliveries of a key take turns: while one is
+// between its check and its mark (or its failure), another copy of the
+// message (in flight at once in a concurrent subscriber, from another
+// record key or partition) waits, and then checks: after the mark it is a
+// duplicate, after a failure it runs the handler. A copy whose context
+// ends while it waits is an outage. Copies handled at once in two
+// processes can still both run the handler: that is at-least-once too.
+//
 // A message whose handler returns messages is marked only once the router
 // has published them and acked it, by a goroutine that waits for the ack
 // (at most MarkAfterAckTimeout) and then marks: a failed publish marks

@@ -160,6 +160,8 @@ type checkHandleMark struct {
 	store idempotency.Store
 	cfg   IdempotencyConfig
 
+	turns turns // one delivery per key between its check and its settle
+
 	closed atomic.Bool // set under mu
 	mu     sync.Mutex
 	// pending holds, per stored key, a channel closed when the delivery that
@@ -172,7 +174,8 @@ type checkHandleMark struct {
 }
 
 // middleware skips a message whose scoped key the store has, and marks the
-// key of a message whose handler succeeded.
+// key of a message whose handler succeeded. A delivery waits for its key's
+// turn, so that it checks only once a concurrent copy has settled.
 func (d *checkHandleMark) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		k, err := d.cfg.keyOf(msg)
@@ -182,36 +185,48 @@ func (d *checkHandleMark) middleware(h message.HandlerFunc) message.HandlerFunc 
 		if d.closed.Load() {
 			return nil, koto.Outage(fmt.Errorf("middleware: idempotency: %w", ErrClosed))
 		}
-		ctx := msg.Context()
-		if err := d.awaitPending(ctx, k.stored); err != nil {
-			return nil, err
-		}
-		done, err := d.isProcessed(ctx, k.stored)
+		release, err := d.turns.take(msg.Context(), k.stored)
 		if err != nil {
+			return nil, koto.Outage(fmt.Errorf("middleware: idempotency: waiting for a concurrent delivery of key %s: %w", k.stored, err))
+		}
+		defer release()
+		return d.handle(msg, k, h)
+	}
+}
+
+// handle is check, handle, mark for a delivery that has its key's turn.
+// It returns once the delivery settled: marked, failed, or left to
+// markOnAck, whose pending mark the next turn waits for.
+func (d *checkHandleMark) handle(msg *message.Message, k scopedKey, h message.HandlerFunc) ([]*message.Message, error) {
+	ctx := msg.Context()
+	if err := d.awaitPending(ctx, k.stored); err != nil {
+		return nil, err
+	}
+	done, err := d.isProcessed(ctx, k.stored)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		d.cfg.skipped(msg, k)
+		return nil, nil
+	}
+	produced, err := h(msg)
+	if err != nil {
+		return produced, err
+	}
+	if len(produced) > 0 {
+		if err := d.markOnAck(ctx, msg, k.stored); err != nil {
 			return nil, err
-		}
-		if done {
-			d.cfg.skipped(msg, k)
-			return nil, nil
-		}
-		produced, err := h(msg)
-		if err != nil {
-			return produced, err
-		}
-		if len(produced) > 0 {
-			if err := d.markOnAck(ctx, msg, k.stored); err != nil {
-				return nil, err
-			}
-			return produced, nil
-		}
-		if err := d.mark(ctx, k.stored); err != nil {
-			if !d.cfg.IgnoreStoreErrors {
-				return nil, err
-			}
-			reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
 		}
 		return produced, nil
 	}
+	if err := d.mark(ctx, k.stored); err != nil {
+		if !d.cfg.IgnoreStoreErrors {
+			return nil, err
+		}
+		reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
+	}
+	return produced, nil
 }
 
 // isProcessed asks the store. A store error is an outage, or with
