@@ -93,9 +93,12 @@
 // ContextPublisher of the outbox in the store's database, makes them commit
 // with the effects instead: the messages the handler returns are written
 // through it in the transaction, for the router handler's publish topic,
-// and the router publishes nothing itself. The handler can also publish
-// through that outbox directly (the cqrs publishers built on it), and
-// register outbox.AfterCommit work. Without an outbox, or without a publish
+// and the router publishes nothing itself. Any other publisher there is
+// refused: one with a transaction of its own (the outbox's AutoTxPublisher
+// or Publisher(tx)) would commit them apart from the claim, published
+// though the handler's transaction rolled back. The handler can also
+// publish through that outbox directly (the cqrs publishers built on it),
+// and register outbox.AfterCommit work. Without an outbox, or without a publish
 // topic, a handler that returns messages is dead-lettered with
 // [ErrReturnedMessagesInTx]: the router would publish them after the
 // commit, and if that failed the redelivery would find the claim and lose

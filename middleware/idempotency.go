@@ -58,7 +58,9 @@ type IdempotencyConfig struct {
 	Transactional bool
 	// Outbox, in the transactional mode, is the ContextPublisher of the
 	// outbox in the store's database: the messages the handler returns
-	// commit with its effects. Nil: the handler must not return messages.
+	// commit with its effects. Another publisher, one of its AutoTxPublisher
+	// or Publisher(tx) included, is refused. Nil: the handler must not
+	// return messages.
 	Outbox message.Publisher
 	// LockKeys, in the transactional mode, returns the partition keys to
 	// lock before the claim, for commit order in the outbox. An error makes
@@ -103,6 +105,10 @@ func (c IdempotencyConfig) validate(p *config.Problems) {
 		p.Add("MarkAfterAckTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, defaultMarkAfterAckTimeout)
 	}
 	p.Nest("MarkBackoff", c.MarkBackoff.Validate())
+	if c.Transactional && c.Outbox != nil && !inContextTransaction(c.Outbox) {
+		p.Add("Outbox", "is a %T that does not write into the transaction of the message's context, "+
+			"so the messages the handler returns would commit apart from its claim; pass the outbox's ContextPublisher()", c.Outbox)
+	}
 	switch {
 	case c.Transactional && c.IgnoreStoreErrors:
 		p.Add("IgnoreStoreErrors", "is set with Transactional, but the transactional mode cannot run a handler without its database; unset it")
@@ -110,6 +116,14 @@ func (c IdempotencyConfig) validate(p *config.Problems) {
 		p.Add("Transactional", "is not set, but Outbox, LockKeys or DeferClaim is, which only the transactional mode uses; "+
 			"set Transactional (with the store of the handler's database), or unset them and publish with the outbox's Transact in the handler")
 	}
+}
+
+// inContextTransaction reports whether pub writes into the transaction of
+// each message's context, as the outbox's ContextPublisher says of itself;
+// asked through an interface, since this package imports no outbox.
+func inContextTransaction(pub message.Publisher) bool {
+	o, ok := pub.(interface{ InContextTransaction() bool })
+	return ok && o.InContextTransaction()
 }
 
 // Idempotency skips messages that were already processed: check, handle,
