@@ -166,6 +166,17 @@
 // which writes such messages into the outbox in a transaction of their
 // own: durable, and in order with the rest.
 //
+// Each message in flight in a transactional consumer holds a connection of
+// the DurableOutbox's pool until its transaction ends. With
+// ServiceConfig.Broker.Concurrency N above 1, a consumer may hold N, and
+// Register refuses transactional consumers whose connections, with those
+// of the ones registered before on the same DurableOutbox (until their
+// Service's Close) and 2 to spare, exceed the pool's MaxConns: their
+// messages would wait for connections until they time out, retried as
+// outages. Raise MaxConns (pool_max_conns in the database URL), or lower
+// Concurrency. With Concurrency 0 or 1 a consumer holds one per partition
+// it is assigned, which Register cannot know: size the pool for them.
+//
 // In a transactional Service, consumers that are not idempotent (command
 // consumers, by default) run outside a transaction. An idempotent command
 // consumer answering a request runs its handler in a savepoint: a handler

@@ -91,6 +91,36 @@ type DurableOutbox struct {
 	stop    context.CancelFunc
 	stopped chan struct{}
 	once    sync.Once
+
+	connMu sync.Mutex
+	conns  int // of the pool, that the transactional consumers of its services may hold
+}
+
+// spareConns are the pool's connections that no consumer may count on:
+// the forwarder's backlog gauges and the store's cleanup take one each.
+const spareConns = 2
+
+// reserveConns counts n more connections that transactional consumers may
+// hold at once, unless they do not fit the pool's MaxConns beside those
+// counted before and spareConns; it returns those counted before and
+// MaxConns either way.
+func (d *DurableOutbox) reserveConns(n int) (before, maxConns int, ok bool) {
+	maxConns = int(d.pool.Stat().MaxConns())
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	before = d.conns
+	if before+n+spareConns > maxConns {
+		return before, maxConns, false
+	}
+	d.conns += n
+	return before, maxConns, true
+}
+
+// releaseConns uncounts n connections of reserveConns.
+func (d *DurableOutbox) releaseConns(n int) {
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	d.conns -= n
 }
 
 // NewDurableOutbox sets up the durable outbox of pool's database: it

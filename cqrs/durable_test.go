@@ -54,8 +54,14 @@ type durableEnv struct {
 
 func newDurableEnv(t *testing.T) *durableEnv {
 	t.Helper()
+	return newDurableEnvWith(t, 12)
+}
+
+// newDurableEnvWith is newDurableEnv on a pool of maxConns connections.
+func newDurableEnvWith(t *testing.T, maxConns int32) *durableEnv {
+	t.Helper()
 	cfg := pgtest.Config(t)
-	cfg.MaxConns = 12
+	cfg.MaxConns = maxConns
 	pool := pgtest.PoolWith(t, cfg)
 	schema := pgtest.Schema(t, pool)
 	brokers := kafkatest.Brokers(t)
@@ -103,8 +109,15 @@ func (e *durableEnv) effects(what string) int {
 // closed when the test ends.
 func (e *durableEnv) service(name string) *cqrs.Service {
 	e.t.Helper()
+	return e.concurrentService(name, 0)
+}
+
+// concurrentService is service with Broker.Concurrency concurrency.
+func (e *durableEnv) concurrentService(name string, concurrency int) *cqrs.Service {
+	e.t.Helper()
 	svc, err := e.d.Service(cqrs.ServiceConfig{
 		Name: name, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
+		Broker:     broker.Config{Brokers: e.brokers, Concurrency: concurrency},
 		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 	})
 	if err != nil {

@@ -109,6 +109,7 @@ type Service struct {
 	store    idempotency.Store // cfg.Store or memStore
 	memStore *idempotency.MemoryStore
 	chains   []*middleware.Chain
+	conns    int // reserved in the DurableOutbox by the registered consumers
 }
 
 // NewService returns a Service for cfg. It does not connect to Kafka.
@@ -128,7 +129,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 // group and middleware that Consumers in the package doc describes.
 // Everything is checked before anything is added: an invalid topic or group
 // (the error names it and wraps [ErrInvalidRoute]), a handler name the
-// router already has, or two consumers with one group fail the whole call
+// router already has, two consumers with one group, or transactional
+// consumers that do not fit the DurableOutbox's pool fail the whole call
 // with koto.ErrInvalidConfig. With AutoProvisionTopics the topics and
 // dead-letter topics are created, which ctx bounds. On a running router,
 // Register also starts the consumers (router.RunHandlers) under ctx, as
@@ -148,6 +150,26 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	if err != nil {
 		return err
 	}
+	conns, err := s.reserveConns(plans)
+	if err != nil {
+		return err
+	}
+	if err := s.add(ctx, router, plans); err != nil {
+		s.releaseConns(conns)
+		return err
+	}
+	s.keepConns(conns)
+	if !router.IsRunning() {
+		return nil // Run starts them
+	}
+	if err := router.RunHandlers(ctx); err != nil {
+		return fmt.Errorf("cqrs: starting the consumers of %s on the running router: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+// add adds the handlers of plans to router, with what they need.
+func (s *Service) add(ctx context.Context, router *message.Router, plans []consumerPlan) error {
 	pub, err := s.publisher()
 	if err != nil {
 		return err
@@ -166,7 +188,7 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 	}
 	for i, p := range plans {
 		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
-			transactional: s.cfg.durable != nil && p.idempotent}
+			transactional: s.transactional(p)}
 		handle := p.spec.handle
 		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
 			return handle(msg, env)
@@ -174,13 +196,59 @@ func (s *Service) Register(ctx context.Context, router *message.Router, consumer
 		h.AddMiddleware(growStackMiddleware) // outermost, see there
 		h.AddMiddleware(chains[i].Middlewares()...)
 	}
-	if !router.IsRunning() {
-		return nil // Run starts them
-	}
-	if err := router.RunHandlers(ctx); err != nil {
-		return fmt.Errorf("cqrs: starting the consumers of %s on the running router: %w", s.cfg.Name, err)
-	}
 	return nil
+}
+
+// transactional reports whether p's consumer runs in a transaction on the
+// DurableOutbox's pool.
+func (s *Service) transactional(p consumerPlan) bool { return s.cfg.durable != nil && p.idempotent }
+
+// reserveConns counts in the DurableOutbox the connections that the
+// transactional consumers of plans may hold at once, Broker.Concurrency
+// each when it is above 1, and refuses plans that do not fit its pool
+// (see Durable outbox in the package doc).
+func (s *Service) reserveConns(plans []consumerPlan) (int, error) {
+	concurrency := s.cfg.Broker.Concurrency
+	consumers := 0
+	for _, p := range plans {
+		if s.transactional(p) {
+			consumers++
+		}
+	}
+	n := consumers * concurrency
+	if concurrency <= 1 || n == 0 {
+		return 0, nil
+	}
+	before, maxConns, ok := s.cfg.durable.reserveConns(n)
+	if !ok {
+		need := before + n + spareConns
+		return 0, config.Invalid("cqrs.ServiceConfig", "Broker.Concurrency",
+			"is %d, so the %d transactional consumer(s) being registered may hold %d connections of the DurableOutbox's pool at once; "+
+				"with the %d of those registered before and %d to spare, %d, more than the pool's MaxConns (%d): "+
+				"their messages would wait for connections until they time out; raise MaxConns to at least %d "+
+				"(pool_max_conns in the database URL), or lower Concurrency",
+			concurrency, consumers, n, before, spareConns, need, maxConns, need)
+	}
+	return n, nil
+}
+
+// keepConns makes n connections reserved for registered consumers the
+// Service's, which Close releases; after Close it releases them at once.
+func (s *Service) keepConns(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.releaseConns(n)
+		return
+	}
+	s.conns += n
+}
+
+// releaseConns gives n reserved connections back to the DurableOutbox.
+func (s *Service) releaseConns(n int) {
+	if n > 0 {
+		s.cfg.durable.releaseConns(n)
+	}
 }
 
 // provision creates the topics and dead-letter topics of plans when
@@ -241,6 +309,7 @@ func (s *Service) Close(ctx context.Context) error {
 	if s.memStore != nil {
 		errs = append(errs, s.memStore.Close())
 	}
+	s.releaseConns(s.conns)
 	return errors.Join(errs...)
 }
 

@@ -43,6 +43,14 @@
 // runs the handler again. A failed mark is retried in place with
 // MarkBackoff, so a store outage does not run the handler twice.
 //
+// Within one middleware, the deliveries of a key take turns: while one is
+// between its check and its mark (or its failure), another copy of the
+// message (in flight at once in a concurrent subscriber, from another
+// record key or partition) waits, and then checks: after the mark it is a
+// duplicate, after a failure it runs the handler. A copy whose context
+// ends while it waits is an outage. Copies handled at once in two
+// processes can still both run the handler: that is at-least-once too.
+//
 // A message whose handler returns messages is marked only once the router
 // has published them and acked it, by a goroutine that waits for the ack
 // (at most MarkAfterAckTimeout) and then marks: a failed publish marks
@@ -85,9 +93,12 @@
 // ContextPublisher of the outbox in the store's database, makes them commit
 // with the effects instead: the messages the handler returns are written
 // through it in the transaction, for the router handler's publish topic,
-// and the router publishes nothing itself. The handler can also publish
-// through that outbox directly (the cqrs publishers built on it), and
-// register outbox.AfterCommit work. Without an outbox, or without a publish
+// and the router publishes nothing itself. Any other publisher there is
+// refused: one with a transaction of its own (the outbox's AutoTxPublisher
+// or Publisher(tx)) would commit them apart from the claim, published
+// though the handler's transaction rolled back. The handler can also
+// publish through that outbox directly (the cqrs publishers built on it),
+// and register outbox.AfterCommit work. Without an outbox, or without a publish
 // topic, a handler that returns messages is dead-lettered with
 // [ErrReturnedMessagesInTx]: the router would publish them after the
 // commit, and if that failed the redelivery would find the claim and lose

@@ -25,7 +25,7 @@ func (e *PanicError) Unwrap() error {
 }
 
 // errMarkPending is the outage of a delivery whose key an earlier delivery
-// still waits to mark after its ack (see [IdempotentConsumer]).
+// still waits to mark after its ack (see [Idempotency]).
 var errMarkPending = errors.New("middleware: an earlier delivery of this message is waiting to be marked")
 
 // ErrReturnedMessagesInTx is the poison of a transactional handler that

@@ -58,7 +58,9 @@ type IdempotencyConfig struct {
 	Transactional bool
 	// Outbox, in the transactional mode, is the ContextPublisher of the
 	// outbox in the store's database: the messages the handler returns
-	// commit with its effects. Nil: the handler must not return messages.
+	// commit with its effects. Another publisher, one of its AutoTxPublisher
+	// or Publisher(tx) included, is refused. Nil: the handler must not
+	// return messages.
 	Outbox message.Publisher
 	// LockKeys, in the transactional mode, returns the partition keys to
 	// lock before the claim, for commit order in the outbox. An error makes
@@ -103,6 +105,10 @@ func (c IdempotencyConfig) validate(p *config.Problems) {
 		p.Add("MarkAfterAckTimeout", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MarkAfterAckTimeout, defaultMarkAfterAckTimeout)
 	}
 	p.Nest("MarkBackoff", c.MarkBackoff.Validate())
+	if c.Transactional && c.Outbox != nil && !inContextTransaction(c.Outbox) {
+		p.Add("Outbox", "is a %T that does not write into the transaction of the message's context, "+
+			"so the messages the handler returns would commit apart from its claim; pass the outbox's ContextPublisher()", c.Outbox)
+	}
 	switch {
 	case c.Transactional && c.IgnoreStoreErrors:
 		p.Add("IgnoreStoreErrors", "is set with Transactional, but the transactional mode cannot run a handler without its database; unset it")
@@ -110,6 +116,14 @@ func (c IdempotencyConfig) validate(p *config.Problems) {
 		p.Add("Transactional", "is not set, but Outbox, LockKeys or DeferClaim is, which only the transactional mode uses; "+
 			"set Transactional (with the store of the handler's database), or unset them and publish with the outbox's Transact in the handler")
 	}
+}
+
+// inContextTransaction reports whether pub writes into the transaction of
+// each message's context, as the outbox's ContextPublisher says of itself;
+// asked through an interface, since this package imports no outbox.
+func inContextTransaction(pub message.Publisher) bool {
+	o, ok := pub.(interface{ InContextTransaction() bool })
+	return ok && o.InContextTransaction()
 }
 
 // Idempotency skips messages that were already processed: check, handle,
@@ -160,6 +174,8 @@ type checkHandleMark struct {
 	store idempotency.Store
 	cfg   IdempotencyConfig
 
+	turns turns // one delivery per key between its check and its settle
+
 	closed atomic.Bool // set under mu
 	mu     sync.Mutex
 	// pending holds, per stored key, a channel closed when the delivery that
@@ -172,7 +188,8 @@ type checkHandleMark struct {
 }
 
 // middleware skips a message whose scoped key the store has, and marks the
-// key of a message whose handler succeeded.
+// key of a message whose handler succeeded. A delivery waits for its key's
+// turn, so that it checks only once a concurrent copy has settled.
 func (d *checkHandleMark) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		k, err := d.cfg.keyOf(msg)
@@ -182,36 +199,48 @@ func (d *checkHandleMark) middleware(h message.HandlerFunc) message.HandlerFunc 
 		if d.closed.Load() {
 			return nil, koto.Outage(fmt.Errorf("middleware: idempotency: %w", ErrClosed))
 		}
-		ctx := msg.Context()
-		if err := d.awaitPending(ctx, k.stored); err != nil {
-			return nil, err
-		}
-		done, err := d.isProcessed(ctx, k.stored)
+		release, err := d.turns.take(msg.Context(), k.stored)
 		if err != nil {
+			return nil, koto.Outage(fmt.Errorf("middleware: idempotency: waiting for a concurrent delivery of key %s: %w", k.stored, err))
+		}
+		defer release()
+		return d.handle(msg, k, h)
+	}
+}
+
+// handle is check, handle, mark for a delivery that has its key's turn.
+// It returns once the delivery settled: marked, failed, or left to
+// markOnAck, whose pending mark the next turn waits for.
+func (d *checkHandleMark) handle(msg *message.Message, k scopedKey, h message.HandlerFunc) ([]*message.Message, error) {
+	ctx := msg.Context()
+	if err := d.awaitPending(ctx, k.stored); err != nil {
+		return nil, err
+	}
+	done, err := d.isProcessed(ctx, k.stored)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		d.cfg.skipped(msg, k)
+		return nil, nil
+	}
+	produced, err := h(msg)
+	if err != nil {
+		return produced, err
+	}
+	if len(produced) > 0 {
+		if err := d.markOnAck(ctx, msg, k.stored); err != nil {
 			return nil, err
-		}
-		if done {
-			d.cfg.skipped(msg, k)
-			return nil, nil
-		}
-		produced, err := h(msg)
-		if err != nil {
-			return produced, err
-		}
-		if len(produced) > 0 {
-			if err := d.markOnAck(ctx, msg, k.stored); err != nil {
-				return nil, err
-			}
-			return produced, nil
-		}
-		if err := d.mark(ctx, k.stored); err != nil {
-			if !d.cfg.IgnoreStoreErrors {
-				return nil, err
-			}
-			reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
 		}
 		return produced, nil
 	}
+	if err := d.mark(ctx, k.stored); err != nil {
+		if !d.cfg.IgnoreStoreErrors {
+			return nil, err
+		}
+		reportFrom(ctx).note(slog.String(logattr.IdempotencyStoreError, err.Error()))
+	}
+	return produced, nil
 }
 
 // isProcessed asks the store. A store error is an outage, or with

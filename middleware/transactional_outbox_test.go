@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -250,7 +251,8 @@ func TestTransactionalLockKeys(t *testing.T) {
 }
 
 // TestOutboxConfigErrorsNameTheField: an outbox or key locks where they
-// cannot work fail at construction, naming the field.
+// cannot work fail at construction, naming the field; so does an Outbox
+// that is not the outbox's ContextPublisher.
 func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 	pool := pgtest.LazyPool(t)
 	store := postgresStoreIn(t, pool, "koto")
@@ -262,6 +264,20 @@ func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 	defer pub.Close()
 	keys := func(*message.Message) ([]string, error) { return nil, nil }
 	const notTransactional = "Transactional is not set, but Outbox, LockKeys or DeferClaim is"
+	// A publisher with a transaction of its own would commit the returned
+	// messages apart from the claim.
+	tx, err := pgtest.Pool(t).Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	inTx := func(pub message.Publisher) middleware.IdempotencyConfig {
+		return middleware.IdempotencyConfig{Transactional: true, Outbox: pub}
+	}
+	apart := func(pub message.Publisher) string {
+		return fmt.Sprintf("Outbox is a %T that does not write into the transaction of the message's context, "+
+			"so the messages the handler returns would commit apart from its claim; pass the outbox's ContextPublisher()", pub)
+	}
 	cases := []struct {
 		field string
 		err   func() error
@@ -276,6 +292,26 @@ func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 		}},
 		{"middleware.IdempotencyConfig." + notTransactional, func() error {
 			_, err := middleware.Idempotency(memoryStore(t), middleware.IdempotencyConfig{Outbox: box.ContextPublisher()})
+			return err
+		}},
+		{"middleware.IdempotencyConfig." + apart(box.AutoTxPublisher()), func() error {
+			_, err := middleware.Idempotency(store, inTx(box.AutoTxPublisher()))
+			return err
+		}},
+		{"middleware.IdempotencyConfig." + apart(box.Publisher(tx)), func() error {
+			_, err := middleware.Idempotency(store, inTx(box.Publisher(tx)))
+			return err
+		}},
+		{"middleware.IdempotencyConfig." + apart(pub), func() error {
+			_, err := middleware.Idempotency(store, inTx(pub))
+			return err
+		}},
+		{"middleware.Config.Idempotency." + apart(box.AutoTxPublisher()), func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: inTx(box.AutoTxPublisher())})
+			return err
+		}},
+		{"middleware.Config.Idempotency." + apart(box.Publisher(tx)), func() error {
+			_, err := middleware.Defaults(middleware.Config{Publisher: pub, Store: store, Idempotency: inTx(box.Publisher(tx))})
 			return err
 		}},
 	}

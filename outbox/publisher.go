@@ -54,6 +54,10 @@ func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
 // transaction on the way.
 func (o *Outbox) AutoTxPublisher() *Publisher { return &Publisher{o: o, auto: true} }
 
+// InContextTransaction reports whether p writes each message into the
+// transaction in its context, as [Outbox.ContextPublisher]'s alone does.
+func (p *Publisher) InContextTransaction() bool { return p.tx == nil && !p.auto }
+
 // Publish writes msgs, in order, into the outbox in the transaction, for
 // topic, with a notification that wakes the forwarder on commit. A message
 // without a UUID gets a UUIDv7 and one without a correlation ID gets its
