@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,6 +88,20 @@ func (h *holder) heldNow() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Sorted(maps.Keys(h.held))
+}
+
+// ackedOf returns the payloads of partition p acked, sorted.
+func (h *holder) ackedOf(p int32) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for payload := range h.acked {
+		if strings.HasPrefix(payload, fmt.Sprintf("%d/", p)) {
+			out = append(out, payload)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (h *holder) ackedCount() int {
@@ -190,6 +205,91 @@ func TestRestartSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 	if got := slices.Sorted(maps.Keys(again.acked)); !slices.Equal(got, []string{"0/20", "after"}) {
 		t.Errorf("the next subscriber got %v, want [0/20 after]: the unacked message and the new one", got)
 	}
+}
+
+// TestCooperativeNewClaimSkipsOffsetsAckedAboveTheMark runs two
+// subscribers of the cooperative-sticky strategy on a two-partition topic:
+// A joins alone, then B joins and gets one partition, p, of which it holds
+// offsets 5 and 30 and acks the others, while A holds offset 5 of its own.
+// B closes, committing 5 with the offsets acked above it, and A gets p in
+// a rebalance that keeps its session, so without a new Setup (its held
+// message stays live): A gets offsets 5 and 30 of p again, and a record
+// produced after, but none of those B acked.
+func TestCooperativeNewClaimSkipsOffsetsAckedAboveTheMark(t *testing.T) {
+	const n = 50
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "coopskip")
+	cfg := broker.Config{
+		Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "coopskip"), Concurrency: 8, DrainTimeout: 100 * time.Millisecond,
+		Sarama: func(sc *sarama.Config) {
+			sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+			sc.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+		},
+	}
+	a := newHolder("0/5", "1/5")
+	a.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	waitAssigned(t, brokers, cfg.ConsumerGroup, 2)
+	subB := kafkatest.NewSubscriber(t, cfg)
+	b := newHolder("0/5", "0/30", "1/5", "1/30")
+	b.serve(kafkatest.Subscribe(t, subB, topic))
+	waitAssigned(t, brokers, cfg.ConsumerGroup, 1, 1)
+
+	// Produced once each member has its partition, so that neither reads
+	// the other's.
+	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	kafkatest.WaitFor(t, "each subscriber to ack all but its held messages", func() bool {
+		return a.ackedCount() == n-1 && b.ackedCount() == n-2
+	})
+	p := int32(b.heldNow()[0][0] - '0')
+	if err := subB.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	o := kafkatest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[p]
+	if o.At != 5 || !strings.HasPrefix(o.Metadata, "koto1:") {
+		t.Fatalf("partition %d committed at %d with metadata %q, want 5 with the offsets acked above it", p, o.At, o.Metadata)
+	}
+
+	after := kafkatest.Record(topic, watermill.NewUUID(), "", []byte(fmt.Sprintf("%d/after", p)))
+	after.Partition = p
+	kafkatest.Produce(t, brokers, []*kgo.Record{after}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	moved, kept := fmt.Sprintf("%d/5", p), fmt.Sprintf("%d/5", 1-p)
+	kafkatest.WaitFor(t, "A to get the held message of B's partition", func() bool { return slices.Contains(a.heldNow(), moved) })
+	a.mu.Lock()
+	keptCtx := a.held[kept].Context()
+	a.mu.Unlock()
+	if keptCtx.Err() != nil {
+		t.Fatalf("the held message of A's own partition was cancelled: its session ended, and Setup ran again")
+	}
+	a.release(t, moved)
+	a.release(t, kept)
+	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n+1)
+	want := []string{fmt.Sprintf("%d/30", p), moved, fmt.Sprintf("%d/after", p)}
+	if got := a.ackedOf(p); !slices.Equal(got, want) {
+		t.Errorf("A got %v of partition %d, want %v: what B did not ack, none of what it did", got, p, want)
+	}
+}
+
+// waitAssigned waits until the members of group are assigned, between
+// them, as many partitions as want lists, in its order.
+func waitAssigned(t *testing.T, brokers []string, group string, want ...int) {
+	t.Helper()
+	admin := kafkatest.Admin(t, brokers)
+	kafkatest.WaitFor(t, fmt.Sprintf("group %s assigned %v partitions", group, want), func() bool {
+		described, err := admin.DescribeGroups(kafkatest.Context(t), group)
+		if err != nil {
+			t.Fatalf("DescribeGroups: %v", err)
+		}
+		var got []int
+		for _, m := range described[group].Members {
+			if c, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range c.Topics {
+					got = append(got, len(tp.Partitions))
+				}
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
 }
 
 // TestNackHoldsOnlyItsKey nacks the first message of key a until all 20

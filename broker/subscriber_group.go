@@ -14,11 +14,12 @@ type groupHandler struct {
 	conn *groupConn
 
 	mu   sync.Mutex
-	done map[int32][]offsetRange // acked above the committed offsets, per partition
+	done map[int32][]offsetRange // acked above the committed offsets, as Setup read them; each claim takes its own
 }
 
 // Setup reads, in the concurrent mode, which offsets earlier owners acked
-// above the committed ones of the claimed partitions.
+// above the committed ones of the claimed partitions, in one request for
+// them all.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	if !h.sub.cfg.concurrent() {
 		return nil
@@ -41,15 +42,32 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	// and ends resumed.
 	h.conn.group.Resume(tp)
 	defer h.conn.group.Resume(tp)
-	h.mu.Lock()
-	done := h.done[claim.Partition()]
-	h.mu.Unlock()
-	newPartition(h.sub, sess, claim, h.conn.group, done).run()
+	newPartition(h.sub, sess, claim, h.conn.group, h.claimDone(claim.Partition())).run()
 	return nil
 }
 
+// claimDone returns the offsets acked above the committed one of a
+// partition just claimed. Each claim takes what Setup read for it: with a
+// cooperative strategy Setup runs only at the first join, so a partition
+// assigned later is read here, and one that comes back does not reuse
+// what an earlier claim of it was given.
+func (h *groupHandler) claimDone(p int32) []offsetRange {
+	if !h.sub.cfg.concurrent() {
+		return nil
+	}
+	h.mu.Lock()
+	done, ok := h.done[p]
+	delete(h.done, p)
+	h.mu.Unlock()
+	if ok {
+		return done
+	}
+	return h.fetchDone([]int32{p})[p]
+}
+
 // fetchDone reads the committed metadata of partitions and the offsets it
-// lists as acked. It is an optimisation: on failure it logs and skips
+// lists as acked, with an entry, empty when it lists none, for each
+// partition read. It is an optimisation: on failure it logs and skips
 // nothing.
 func (h *groupHandler) fetchDone(partitions []int32) map[int32][]offsetRange {
 	cfg := h.sub.cfg
