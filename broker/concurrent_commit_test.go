@@ -104,6 +104,31 @@ func (h *holder) ackedOf(p int32) []string {
 	return out
 }
 
+// firstHeld waits until h holds a message and returns its payload.
+func (h *holder) firstHeld(t *testing.T, what string) string {
+	t.Helper()
+	var first string
+	kafkatest.WaitFor(t, what, func() bool {
+		if held := h.heldNow(); len(held) > 0 {
+			first = held[0]
+		}
+		return first != ""
+	})
+	return first
+}
+
+// stillLive fails t when the held message p's context has ended: the
+// session that delivered it is over.
+func (h *holder) stillLive(t *testing.T, p, why string) {
+	t.Helper()
+	h.mu.Lock()
+	ctx := h.held[p].Context()
+	h.mu.Unlock()
+	if ctx.Err() != nil {
+		t.Fatal(why)
+	}
+}
+
 func (h *holder) ackedCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -254,12 +279,7 @@ func TestCooperativeNewClaimSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 	kafkatest.Produce(t, brokers, []*kgo.Record{after}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	moved, kept := fmt.Sprintf("%d/5", p), fmt.Sprintf("%d/5", 1-p)
 	kafkatest.WaitFor(t, "A to get the held message of B's partition", func() bool { return slices.Contains(a.heldNow(), moved) })
-	a.mu.Lock()
-	keptCtx := a.held[kept].Context()
-	a.mu.Unlock()
-	if keptCtx.Err() != nil {
-		t.Fatalf("the held message of A's own partition was cancelled: its session ended, and Setup ran again")
-	}
+	a.stillLive(t, kept, "the held message of A's own partition was cancelled: its session ended, and Setup ran again")
 	a.release(t, moved)
 	a.release(t, kept)
 	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n+1)

@@ -87,13 +87,7 @@ func TestRevokedPartitionIsNotAckedIntoTheNewOwner(t *testing.T) {
 
 	fresh := newHolder("0/0", "1/0")
 	fresh.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
-	var moved string
-	kafkatest.WaitFor(t, "the second subscriber to get a partition's held message", func() bool {
-		if held := fresh.heldNow(); len(held) > 0 {
-			moved = held[0]
-		}
-		return moved != ""
-	})
+	moved := fresh.firstHeld(t, "the second subscriber to get a partition's held message")
 	old.release(t, moved)
 	p := int32(moved[0] - '0')
 	expectCommitted(t, brokers, cfg.ConsumerGroup, topic, map[int32]int64{p: 0, 1 - p: 0})
@@ -128,20 +122,9 @@ func TestCooperativeRevokeOfAPartitionReadNoFurther(t *testing.T) {
 
 	fresh := newHolder("0/0", "1/0")
 	fresh.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
-	var moved string
-	kafkatest.WaitFor(t, "the second subscriber to get a partition's held message", func() bool {
-		if held := fresh.heldNow(); len(held) > 0 {
-			moved = held[0]
-		}
-		return moved != ""
-	})
+	moved := fresh.firstHeld(t, "the second subscriber to get a partition's held message")
 	kept := map[string]string{"0/0": "1/0", "1/0": "0/0"}[moved]
-	old.mu.Lock()
-	keptCtx := old.held[kept].Context()
-	old.mu.Unlock()
-	if keptCtx.Err() != nil {
-		t.Fatalf("the held message of the partition the first subscriber kept was cancelled: its session ended")
-	}
+	old.stillLive(t, kept, "the held message of the partition the first subscriber kept was cancelled: its session ended")
 	fresh.release(t, moved)
 	old.release(t, kept)
 	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n)
