@@ -126,8 +126,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) error {
 // must not redirect elsewhere. Browsers remove tabs and newlines from a
 // URL and read a backslash as a slash, so "/\t/evil.example" is
 // "//evil.example" to them, another site: p must be a path alone, with no
-// control character or backslash even percent-encoded, and must not start
-// with two slashes.
+// control character or backslash even percent-encoded, must not start
+// with two slashes, and has no dot segment that would climb out of the
+// console's path prefix.
 func localPath(p string) string {
 	u, err := url.Parse(p)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
@@ -138,7 +139,21 @@ func localPath(p string) string {
 			return "/"
 		}
 	}
+	if hasDotSegment(u.EscapedPath()) || hasDotSegment(u.Path) {
+		return "/"
+	}
 	return u.String()
+}
+
+// hasDotSegment reports a "." or ".." segment in path p, which also
+// matches their percent-encoded forms once p is decoded.
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(strings.ToLower(p), "/") {
+		if seg == "." || seg == ".." || seg == "%2e" || seg == "%2e%2e" || seg == ".%2e" || seg == "%2e." {
+			return true
+		}
+	}
+	return false
 }
 
 // unsafeInURL reports an ASCII control character or a backslash.

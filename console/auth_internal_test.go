@@ -17,7 +17,7 @@ import (
 func TestLocalPath(t *testing.T) {
 	for _, p := range []string{
 		"/", "/replays", "/groups/x", "/groups/x?q=a", "/groups/x/letters?q=a&type=order-placed&until=2026-01-02T15:04",
-		"/groups/a%2Fb/letters", "/groups/x?q=http://evil.example", "/groups/x#top", "/@evil.example",
+		"/groups/a%2Fb/letters", "/groups/x?q=http://evil.example", "/groups/x#top", "/@evil.example", "/groups/x?q=/../", "/groups/..x", "/groups/.hidden",
 	} {
 		if got := localPath(p); got != p {
 			t.Errorf("localPath(%q) = %q, want it kept", p, got)
@@ -29,6 +29,7 @@ func TestLocalPath(t *testing.T) {
 		"/%09/evil.example", "/%0d%0a/evil.example", "/%2F%2Fevil.example", "/%2f/evil.example", "/%5Cevil.example", "/%5c%5cevil.example",
 		"%2F%2Fevil.example", "http://evil.example", "https:evil.example", "https:/evil.example", "//user@evil.example/",
 		"javascript:alert(1)", "data:text/html,x", " /evil.example", "/groups/x?q=\\", "/groups/x?q=a\tb", "/%zz",
+		"/../x", "/groups/../../x", "/%2e%2e/x", "/%2E./x", "/.%2e/x", "/./x", "/groups/..",
 	} {
 		if got := localPath(p); got != "/" {
 			t.Errorf("localPath(%q) = %q, want /", p, got)
