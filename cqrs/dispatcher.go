@@ -186,6 +186,9 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 // publish publishes cmd, whose type name is name, to its route through
 // pub; modify, when not nil, adds to its message first.
 func (d *CommandDispatcher) publish(ctx context.Context, pub message.Publisher, cmd any, name string, modify func(*message.Message)) error {
+	if name == "" {
+		return errNoTypeName(cmd)
+	}
 	topic, ok := d.routes[name]
 	if !ok {
 		return fmt.Errorf("%w %s; add cqrs.RouteOf[%T](topic) to CommandDispatcherConfig.Routes", ErrNoRoute, name, cmd)

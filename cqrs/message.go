@@ -105,7 +105,7 @@ func (e *encoder) name(v any) string {
 // encode encodes v, whose type name is name, as JSON in a new message.
 func (e *encoder) encode(v any, name string) (*message.Message, error) {
 	if name == "" {
-		return nil, fmt.Errorf("cqrs: %T has no type name; use a named type", v)
+		return nil, errNoTypeName(v)
 	}
 	payload, err := json.Marshal(v)
 	if err != nil {
@@ -127,6 +127,12 @@ func (e *encoder) encode(v any, name string) (*message.Message, error) {
 		}
 	}
 	return msg, nil
+}
+
+// errNoTypeName is the error of sending or publishing v, whose type has
+// no type name.
+func errNoTypeName(v any) error {
+	return fmt.Errorf("cqrs: %T has no type name; use a named type", v)
 }
 
 // publish encodes v and publishes it to topic through pub, in ctx, with

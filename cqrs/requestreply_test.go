@@ -311,6 +311,10 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if !errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "stall") {
 		t.Errorf("Send of an unrouted command: %v, want ErrNoRoute naming stall", err)
 	}
+	err = d.Send(context.Background(), struct{ A int }{1})
+	if err == nil || errors.Is(err, cqrs.ErrNoRoute) || !strings.Contains(err.Error(), "has no type name") {
+		t.Errorf("Send of an unnamed type: %v, want that it has no type name", err)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
