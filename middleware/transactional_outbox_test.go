@@ -302,6 +302,10 @@ func TestOutboxConfigErrorsNameTheField(t *testing.T) {
 			_, err := middleware.Idempotency(store, inTx(box.Publisher(tx)))
 			return err
 		}},
+		{"middleware.IdempotencyConfig." + apart((*outbox.Publisher)(nil)), func() error {
+			_, err := middleware.Idempotency(store, inTx((*outbox.Publisher)(nil)))
+			return err
+		}},
 		{"middleware.IdempotencyConfig." + apart(pub), func() error {
 			_, err := middleware.Idempotency(store, inTx(pub))
 			return err

@@ -55,8 +55,9 @@ func (o *Outbox) ContextPublisher() *Publisher { return &Publisher{o: o} }
 func (o *Outbox) AutoTxPublisher() *Publisher { return &Publisher{o: o, auto: true} }
 
 // InContextTransaction reports whether p writes each message into the
-// transaction in its context, as [Outbox.ContextPublisher]'s alone does.
-func (p *Publisher) InContextTransaction() bool { return p.tx == nil && !p.auto }
+// transaction in its context, as [Outbox.ContextPublisher]'s alone does;
+// a nil p does not.
+func (p *Publisher) InContextTransaction() bool { return p != nil && p.tx == nil && !p.auto }
 
 // Publish writes msgs, in order, into the outbox in the transaction, for
 // topic, with a notification that wakes the forwarder on commit. A message
