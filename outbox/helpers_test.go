@@ -249,12 +249,16 @@ func (r *reader) next(n int) []record {
 	return out
 }
 
-// distinct reads until n distinct messages (by UUID) have arrived and
-// returns every record read, duplicates included.
-func (r *reader) distinct(n int) []record {
+// distinct reads until n messages (by UUID) not among before have arrived
+// and returns every record it read, duplicates included.
+func (r *reader) distinct(n int, before ...record) []record {
 	r.t.Helper()
 	var out []record
 	seen := map[string]bool{}
+	for _, rec := range before {
+		seen[rec.UUID] = true
+	}
+	n += len(seen)
 	for len(seen) < n {
 		for _, rec := range r.next(n - len(seen)) {
 			seen[rec.UUID] = true

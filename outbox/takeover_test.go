@@ -37,7 +37,7 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	killed.stop(t)
 	kafkatest.WaitFor(t, "the standby to take over", standby.Active)
 	publish(500)
-	recs = append(recs, r.distinct(1000)...)
+	recs = append(recs, r.distinct(1000, recs...)...)
 	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, 1500)
