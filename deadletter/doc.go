@@ -4,6 +4,10 @@
 // handler could not process them. It is the API under the koto command's
 // dlq subcommands.
 //
+// In the library's layers (README, Architecture) it composes broker and
+// the dead-letter middleware's metadata; it imports neither cqrs, outbox
+// nor a PostgreSQL client.
+//
 // # Reading
 //
 // A [Queue] reads its topic without a consumer group, each partition from

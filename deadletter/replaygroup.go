@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // coordinatorAttempts and coordinatorBackoff bound how long a fetch or a
@@ -130,37 +132,39 @@ func (g replayGroup) commit(ctx context.Context, ps map[int32]progress) error {
 // withCoordinator runs req against the group's coordinator, finding it
 // again and retrying while it moves, loads or cannot be reached.
 func (g replayGroup) withCoordinator(ctx context.Context, doing string, req func(*sarama.Broker) (sarama.KError, error)) error {
-	var last error
-	for attempt := range coordinatorAttempts {
-		if attempt > 0 {
-			_ = g.client.RefreshCoordinator(g.group)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("deadletter: %s replay group %s: %w (last error: %v)", doing, g.group, ctx.Err(), last)
-			case <-time.After(coordinatorBackoff):
-			}
-		}
+	op := func() error {
 		b, err := g.client.Coordinator(g.group)
-		if err == nil {
-			var kerr sarama.KError
-			if kerr, err = req(b); err == nil {
-				if kerr == sarama.ErrNoError {
-					return nil
-				}
-				err = kerr
-			}
+		if err != nil {
+			return err
 		}
-		last = err
+		kerr, err := req(b)
+		if err == nil && kerr != sarama.ErrNoError {
+			err = kerr
+		}
+		return err
+	}
+	next := func(f retry.Failure) error {
 		var kerr sarama.KError
-		if errors.As(err, &kerr) && !coordinatorMoved(kerr) {
-			break
+		if f.Retry >= coordinatorAttempts || errors.As(f.Err, &kerr) && !coordinatorMoved(kerr) {
+			return g.failed(doing, f.Err)
 		}
+		_ = g.client.RefreshCoordinator(g.group)
+		return nil
 	}
+	interrupted := func(last error) error {
+		return fmt.Errorf("deadletter: %s replay group %s: %w (last error: %v)", doing, g.group, ctx.Err(), last)
+	}
+	return retry.Do(ctx, func(int) time.Duration { return coordinatorBackoff }, op, next, interrupted)
+}
+
+// failed is the error of a request to the coordinator that failed with err
+// for good.
+func (g replayGroup) failed(doing string, err error) error {
 	var kerr sarama.KError
-	if errors.As(last, &kerr) && (kerr == sarama.ErrUnknownMemberId || kerr == sarama.ErrIllegalGeneration) {
-		return fmt.Errorf("%w: %s replay group %s: %w", ErrReplayGroupInUse, doing, g.group, last)
+	if errors.As(err, &kerr) && (kerr == sarama.ErrUnknownMemberId || kerr == sarama.ErrIllegalGeneration) {
+		return fmt.Errorf("%w: %s replay group %s: %w", ErrReplayGroupInUse, doing, g.group, err)
 	}
-	return fmt.Errorf("deadletter: %s replay group %s: %w", doing, g.group, last)
+	return fmt.Errorf("deadletter: %s replay group %s: %w", doing, g.group, err)
 }
 
 // coordinatorMoved reports the errors that finding the coordinator again,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
+	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // session is one life of the forwarder on one connection: it waits for
@@ -68,10 +69,8 @@ func (f *Forwarder) acquire(ctx context.Context, conn *pgx.Conn) error {
 		if !standby {
 			f.log.Debug("outbox forwarder standing by: another one is active")
 		}
-		select {
-		case <-time.After(f.cfg.TakeoverInterval):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := retry.Sleep(ctx, f.cfg.TakeoverInterval); err != nil {
+			return err
 		}
 	}
 }
