@@ -8,7 +8,8 @@
 //	defer h.Close()
 //	mux.Handle("/koto/", http.StripPrefix("/koto", h))
 //
-// and the koto command serves it alone (koto console).
+// and the koto command serves it alone (koto console). In the library's
+// layers (README, Architecture) it composes broker, deadletter and outbox.
 //
 // # Pages
 //

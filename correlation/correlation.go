@@ -2,6 +2,9 @@
 // hop: in a context.Context inside a service, and in message metadata
 // between services.
 //
+// It is part of the vocabulary of the library's layers (README,
+// Architecture): it talks to nothing.
+//
 // The metadata key is the one Watermill's own CorrelationID middleware uses,
 // so messages from plain Watermill services and from watermill-koto services
 // correlate with each other.

@@ -2,6 +2,9 @@
 // integration event, send a command fire-and-forget or wait for its reply,
 // and write a consumer as one typed function.
 //
+// In the library's layers (README, Architecture) it composes the others:
+// broker, middleware, the PostgreSQL store and the outbox.
+//
 // It writes the messages of Watermill's components/cqrs (the type name in
 // the metadata key of its JSONMarshaler) and the replies of
 // components/requestreply (its metadata keys), so that Watermill's own

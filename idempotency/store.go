@@ -1,5 +1,8 @@
 // Package idempotency decides whether a message was already processed.
 //
+// It is part of the vocabulary of the library's layers (README,
+// Architecture): it talks to nothing.
+//
 // A Store remembers message keys for a window (DefaultWindow, 24 hours,
 // unless configured otherwise). MemoryStore keeps them in process memory and
 // loses them on restart; the PostgreSQL store in package

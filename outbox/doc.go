@@ -5,6 +5,10 @@
 // publishes every message it wrote, even if the process dies right after
 // the commit.
 //
+// In the library's layers (README, Architecture) it is a part that talks
+// to PostgreSQL, and to Kafka through package broker; it imports no
+// middleware.
+//
 // # Writing
 //
 // [New] describes one outbox table per database (koto.outbox by default)

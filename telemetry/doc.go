@@ -2,6 +2,9 @@
 // metrics and traces, with the trace context carried from service to
 // service in message metadata.
 //
+// In the library's layers (README, Architecture) it is the part that talks
+// to OpenTelemetry; it imports no Kafka or PostgreSQL client.
+//
 // Everything goes through the OpenTelemetry API. A [Telemetry] built from
 // the zero [Config] uses the global meter and tracer providers and the
 // global propagator, which do nothing until the application sets them

@@ -1,6 +1,9 @@
 // Package embedded runs an in-process Kafka-protocol broker for development
 // and tests.
 //
+// It stands beside the library's layers: only tests, examples and the
+// koto-kafka command import it.
+//
 // The broker is franz-go's kfake cluster with one node listening on
 // 127.0.0.1. It speaks the real Kafka wire protocol over TCP, so any Kafka
 // client (IBM/sarama through watermill-kafka, franz-go, the Java client) can

@@ -2,6 +2,10 @@
 // kept in a PostgreSQL table, so that deduplication survives restarts and
 // redeploys.
 //
+// In the library's layers (README, Architecture) it is a part that talks
+// to PostgreSQL: it marks its connection and server errors as outages
+// itself, and imports no Kafka client.
+//
 // # Table
 //
 // A [Store] keeps each key as idempotency.KeyUUID(key) in one table,
