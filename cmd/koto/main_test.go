@@ -311,6 +311,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"outbox", "status", "-database-url", "postgres://%zz"}, "-database-url"},
 		{[]string{"outbox", "status", "-schema", ""}, "-schema is empty"},
 		{[]string{"outbox", "status", "-table", strings.Repeat("t", 56)}, "shorten it"},
+		{[]string{"console", "-listen", "0.0.0.0:0"}, "beyond localhost, where anyone could replay: set a token"},
+		{[]string{"console", "-listen", "192.0.2.1:8080", "-read-only"}, "beyond localhost"},
+		{[]string{"console", "-token", "no-secret"}, "a token is NAME:SECRET"},
 	} {
 		_, stderr, code := koto(t, "127.0.0.1:1", tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") > 3 {

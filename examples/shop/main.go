@@ -30,6 +30,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -92,6 +93,7 @@ type options struct {
 	metrics   net.Listener // where to serve Prometheus metrics; nil: nowhere
 	trace     io.Writer    // where to print the first order's trace; nil: nowhere
 	traceJSON bool         // print its spans in the stdout exporter's JSON too
+	out       io.Writer    // where the closing lines go, the console's among them; nil: stdout
 	// keepRunning keeps everything running until interrupted.
 	keepRunning bool
 }
@@ -122,20 +124,21 @@ func run(ctx context.Context, opts options) error {
 	if err := shop.demo(ctx, opts.orders); err != nil {
 		return err
 	}
-	consoleHint(brokers, opts)
+	out := cmp.Or[io.Writer](opts.out, os.Stdout)
+	consoleHint(out, brokers, opts)
 	if opts.metrics != nil || opts.keepRunning {
-		fmt.Println("running until interrupted")
+		fmt.Fprintln(out, "running until interrupted")
 		<-ctx.Done()
 	}
 	return shop.finish(context.WithoutCancel(ctx), obs)
 }
 
 // consoleHint says how to see the shop in the operations console.
-func consoleHint(brokers []string, opts options) {
-	fmt.Println("see the consumers' lag, the dead letter and the outbox in the operations console:")
-	fmt.Printf("  go run ./cmd/koto console -brokers %s -schema %s\n", strings.Join(brokers, ","), opts.schema)
+func consoleHint(out io.Writer, brokers []string, opts options) {
+	fmt.Fprintln(out, "see the consumers' lag, the dead letter and the outbox in the operations console:")
+	fmt.Fprintf(out, "  go run ./cmd/koto console -brokers %s -schema %s\n", strings.Join(brokers, ","), opts.schema)
 	if os.Getenv("KAFKA_BROKERS") == "" && !opts.keepRunning {
-		fmt.Println("  (the embedded broker stops with the shop: run the shop with -keep-running)")
+		fmt.Fprintln(out, "  (the embedded broker stops with the shop: run the shop with -keep-running)")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
@@ -15,14 +16,19 @@ func TestMain(m *testing.M) {
 }
 
 // TestShop runs the example end to end: it fails if an order is not paid,
-// is charged twice, or the malformed message misses the dead-letter topic.
+// is charged twice, or the malformed message misses the dead-letter topic,
+// and if the shop does not end by saying how to open the console on it.
 func TestShop(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Name("shop_test")
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := run(context.Background(), options{orders: 5, schema: schema, log: log}); err != nil {
+	var out strings.Builder
+	if err := run(context.Background(), options{orders: 5, schema: schema, log: log, out: &out}); err != nil {
 		t.Fatal(err)
+	}
+	if want := "go run ./cmd/koto console -brokers "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "-schema "+schema) {
+		t.Fatalf("the shop's closing lines %q do not say how to open the console (%q … -schema %s)", out.String(), want, schema)
 	}
 }
 
