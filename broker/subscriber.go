@@ -33,9 +33,10 @@ type Subscriber struct {
 	life context.Context // ends at Close, and every subscription with it
 	stop context.CancelFunc
 
-	mu     sync.Mutex // guards closed against wg.Add
-	closed bool
-	wg     sync.WaitGroup // subscriptions and workers
+	mu      sync.Mutex // guards closed and working against wg.Add
+	closed  bool
+	working bool           // the workers of work run: since the first Subscribe
+	wg      sync.WaitGroup // subscriptions and workers
 }
 
 // NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup. It
@@ -53,7 +54,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	s := &Subscriber{cfg: cfg, sarama: sc, logger: wmlog.Plumbing(cfg.Logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
 	s.life, s.stop = context.WithCancel(context.Background())
 	if cfg.concurrent() {
-		s.startWorkers(cfg.Concurrency)
+		s.work = make(chan job)
 	}
 	return s, nil
 }
@@ -102,12 +103,18 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-// enter counts a subscription in, unless the subscriber is closed.
+// enter counts a subscription in, unless the subscriber is closed, and
+// starts the workers on the first: a subscriber never used holds no
+// goroutine.
 func (s *Subscriber) enter() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrSubscriberClosed
+	}
+	if s.work != nil && !s.working {
+		s.working = true
+		s.startWorkers(s.cfg.Concurrency)
 	}
 	s.wg.Add(1)
 	return nil

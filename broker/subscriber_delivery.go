@@ -20,7 +20,6 @@ type job struct {
 // startWorkers starts the n workers that bound the messages in flight of
 // the subscriber in the concurrent mode; they stop at Close.
 func (s *Subscriber) startWorkers(n int) {
-	s.work = make(chan job)
 	s.wg.Add(n)
 	for range n {
 		go func() {

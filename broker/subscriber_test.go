@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.uber.org/goleak"
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
@@ -108,5 +109,17 @@ func TestSubscriberPutsPositionInContext(t *testing.T) {
 			t.Errorf("message %s: position %+v, want topic %s, partition 0, offset %d, key %q and a timestamp after %v",
 				m.Payload, p, topic, i, wantKey, before)
 		}
+	}
+}
+
+// TestConcurrentSubscriberStartsWorkersAtSubscribe: a subscriber with
+// Config.Concurrency starts its workers at its first Subscribe, so one that
+// is built and never used holds no goroutine, even left unclosed.
+func TestConcurrentSubscriberStartsWorkersAtSubscribe(t *testing.T) {
+	brokers := kafkatest.Brokers(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "unused"), Concurrency: 8}
+	if _, err := broker.NewSubscriber(cfg); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,9 +16,10 @@ import (
 // TestUniversalPubSubThroughTheOutbox runs Watermill's universal Pub/Sub
 // suite with the outbox in the middle: each message is published with the
 // outbox's AutoTxPublisher, committed in a transaction of its own, moved to
-// Kafka by a running Forwarder, and read with broker.NewSubscriber. As for
-// the broker alone, the order checks are off (Kafka orders partitions, not
-// topics) and a new subscriber of a group starts where the group is.
+// Kafka by a running Forwarder, and read with broker.NewSubscriber. The
+// topics have one partition, so that the suite's order checks apply (Kafka
+// orders partitions, not topics); a new subscriber of a group starts where
+// the group is.
 func TestUniversalPubSubThroughTheOutbox(t *testing.T) {
 	e := newEnv(t)
 	e.startForwarder(e.forwarderConfig())
@@ -35,7 +36,7 @@ func TestUniversalPubSubThroughTheOutbox(t *testing.T) {
 	}
 	subscriber := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond,
-			Logger: e.logger, Sarama: func(sc *sarama.Config) {
+			Provision: broker.ProvisionConfig{Partitions: 1}, Logger: e.logger, Sarama: func(sc *sarama.Config) {
 				sc.Consumer.Group.Session.Timeout = 6 * time.Second
 				sc.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
 				sc.Consumer.Group.Rebalance.Timeout = 3 * time.Second
@@ -43,9 +44,10 @@ func TestUniversalPubSubThroughTheOutbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = sub.Close() }) // TestPublishSubscribeInOrder leaves its subscribers open
 		return pub, sub
 	}
-	tests.TestPubSub(t, tests.Features{ConsumerGroups: true, Persistent: true},
+	tests.TestPubSub(t, tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true},
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return subscriber(t, groupOf(t)) },
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 			return subscriber(t, groupOf(t)+"-"+group)
