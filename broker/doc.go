@@ -3,9 +3,10 @@
 // a subscriber that can have many messages of a partition in flight with
 // each key in order, topic provisioning and readers of a topic's end.
 //
-// In the library's layers (README, Architecture) it is the part that talks
-// to Kafka: it marks Kafka's outage errors with package koto's classes
-// itself, and imports neither middleware, cqrs nor a PostgreSQL client.
+// In the library's layers (README, Architecture) it is the Kafka client the
+// other packages build on: it marks Kafka's outage errors with package
+// koto's classes itself, and imports neither middleware, cqrs nor a
+// PostgreSQL client.
 //
 // # Defaults
 //

@@ -20,7 +20,9 @@ import (
 // the suite's order checks run on topics of one partition; a new
 // subscriber of a consumer group starts where the group is, not at the
 // oldest message; the broker cannot be restarted by a command. Everything
-// else is on.
+// else is on. The suite's messages have no key, so in the concurrent mode
+// they wait for each other per partition: per-key concurrency is tested
+// elsewhere (concurrent_order_test.go).
 func TestUniversalPubSub(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	for _, mode := range []struct {

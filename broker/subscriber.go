@@ -35,7 +35,7 @@ type Subscriber struct {
 
 	mu      sync.Mutex // guards closed and working against wg.Add
 	closed  bool
-	working bool           // the workers of work run: since the first Subscribe
+	working bool           // the workers of work run: since the first Subscribe that connected
 	wg      sync.WaitGroup // subscriptions and workers
 }
 
@@ -77,6 +77,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		s.wg.Done()
 		return nil, err
 	}
+	s.startWorkersOnce()
 	sub := newSubscription(ctx, s, topic)
 	go sub.run(conn)
 	return sub.output, nil
@@ -103,18 +104,12 @@ func (s *Subscriber) Close() error {
 	return nil
 }
 
-// enter counts a subscription in, unless the subscriber is closed, and
-// starts the workers on the first: a subscriber never used holds no
-// goroutine.
+// enter counts a subscription in, unless the subscriber is closed.
 func (s *Subscriber) enter() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrSubscriberClosed
-	}
-	if s.work != nil && !s.working {
-		s.working = true
-		s.startWorkers(s.cfg.Concurrency)
 	}
 	s.wg.Add(1)
 	return nil

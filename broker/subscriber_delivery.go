@@ -17,9 +17,18 @@ type job struct {
 	rec *sarama.ConsumerMessage
 }
 
-// startWorkers starts the n workers that bound the messages in flight of
-// the subscriber in the concurrent mode; they stop at Close.
-func (s *Subscriber) startWorkers(n int) {
+// startWorkersOnce starts, in the concurrent mode, the workers that bound
+// the messages in flight of the subscriber, once its first subscription
+// connected: a subscriber never used holds no goroutine. They stop at
+// Close. The caller is a counted subscription, so wg is above zero.
+func (s *Subscriber) startWorkersOnce() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.work == nil || s.working {
+		return
+	}
+	s.working = true
+	n := s.cfg.Concurrency
 	s.wg.Add(n)
 	for range n {
 		go func() {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"go.uber.org/goleak"
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
@@ -113,13 +112,20 @@ func TestSubscriberPutsPositionInContext(t *testing.T) {
 }
 
 // TestConcurrentSubscriberStartsWorkersAtSubscribe: a subscriber with
-// Config.Concurrency starts its workers at its first Subscribe, so one that
-// is built and never used holds no goroutine, even left unclosed.
+// Config.Concurrency starts its workers once a Subscribe has connected, so
+// one never used, or whose Subscribe could not connect, holds no
+// goroutine, even left unclosed.
 func TestConcurrentSubscriberStartsWorkersAtSubscribe(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "unused"), Concurrency: 8}
+	kafkatest.VerifyNoLeaks(t)
+	cfg := broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}, ConsumerGroup: kafkatest.Group(t, "unused"), Concurrency: 8}
 	if _, err := broker.NewSubscriber(cfg); err != nil {
 		t.Fatal(err)
+	}
+	refused, err := broker.NewSubscriber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refused.Subscribe(kafkatest.Context(t), kafkatest.Topic(t, "refused")); err == nil {
+		t.Fatal("Subscribe to a closed port succeeded")
 	}
 }

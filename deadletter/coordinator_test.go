@@ -1,7 +1,6 @@
 package deadletter_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -19,11 +18,7 @@ import (
 // other test, with three dead letters of e.group.
 func coordinatorEnv(t *testing.T) (*env, *embedded.Broker, *deadletter.Queue) {
 	t.Helper()
-	b, err := embedded.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := kafkatest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
 	e.run(t, &consumer{bug: errBug}, e.group)
 	e.publish(t, "order-placed", "a", "b", "c")
@@ -71,5 +66,36 @@ func TestReplayStopsOnACoordinatorRefusal(t *testing.T) {
 	}
 	if got := e.replayedUUIDs(t); len(got) != 0 {
 		t.Fatalf("a refused replay sent %v", got)
+	}
+}
+
+// TestReplayGivesUpOnACoordinatorThatNeverSettles: a coordinator that
+// keeps moving is asked coordinatorAttempts (10) times, and the replay
+// fails with its error.
+func TestReplayGivesUpOnACoordinatorThatNeverSettles(t *testing.T) {
+	_, b, q := coordinatorEnv(t)
+	fetch := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: q.ReplayGroup(), Err: kerr.NotCoordinator, Count: -1})
+	defer fetch.Remove()
+
+	_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if !errors.Is(err, sarama.ErrNotCoordinatorForConsumer) {
+		t.Fatalf("Replay = %v, want the coordinator's error", err)
+	}
+	if fetch.Hits() != 10 {
+		t.Fatalf("the fetch was sent %d times, want 10", fetch.Hits())
+	}
+}
+
+// TestReplayCommitOfAMemberGroupIsInUse: a commit that the coordinator
+// refuses as coming from no member of a group that has members ends the
+// replay with ErrReplayGroupInUse.
+func TestReplayCommitOfAMemberGroupIsInUse(t *testing.T) {
+	_, b, q := coordinatorEnv(t)
+	commit := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: q.ReplayGroup(), Err: kerr.UnknownMemberID, Count: -1})
+	defer commit.Remove()
+
+	_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	if !errors.Is(err, deadletter.ErrReplayGroupInUse) || commit.Hits() != 1 {
+		t.Fatalf("Replay = %v after %d commits, want ErrReplayGroupInUse after one", err, commit.Hits())
 	}
 }

@@ -5,8 +5,9 @@
 // dlq subcommands.
 //
 // In the library's layers (README, Architecture) it composes broker and
-// the dead-letter middleware's metadata; it imports neither cqrs, outbox
-// nor a PostgreSQL client.
+// the dead-letter middleware's metadata, and speaks to the replay group's
+// coordinator through sarama itself; it imports neither cqrs, outbox nor a
+// PostgreSQL client.
 //
 // # Reading
 //

@@ -2,7 +2,7 @@
 // and tests.
 //
 // It stands beside the library's layers: only tests, examples and the
-// koto-kafka command import it.
+// commands import it.
 //
 // The broker is franz-go's kfake cluster with one node listening on
 // 127.0.0.1. It speaks the real Kafka wire protocol over TCP, so any Kafka
