@@ -49,53 +49,35 @@ func TestReplayWaitsForAMovingCoordinator(t *testing.T) {
 	}
 }
 
-// TestReplayStopsOnACoordinatorRefusal: an error that finding the
-// coordinator again does not cure ends the replay at its first answer,
-// before anything is sent.
-func TestReplayStopsOnACoordinatorRefusal(t *testing.T) {
-	e, b, q := coordinatorEnv(t)
-	fetch := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: q.ReplayGroup(), Err: kerr.GroupAuthorizationFailed, Count: -1})
-	defer fetch.Remove()
+// TestReplayFailsOnACoordinatorFault: an error that finding the
+// coordinator again does not cure ends the replay at its first answer; a
+// coordinator that keeps moving is asked coordinatorAttempts (10) times;
+// a commit refused as coming from no member of the group is
+// ErrReplayGroupInUse. A fetch that fails sends nothing.
+func TestReplayFailsOnACoordinatorFault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		key   kmsg.Key
+		fault *kerr.Error
+		want  error
+		hits  int
+	}{
+		{"refused", kmsg.OffsetFetch, kerr.GroupAuthorizationFailed, sarama.ErrGroupAuthorizationFailed, 1},
+		{"never settles", kmsg.OffsetFetch, kerr.NotCoordinator, sarama.ErrNotCoordinatorForConsumer, 10},
+		{"member group", kmsg.OffsetCommit, kerr.UnknownMemberID, deadletter.ErrReplayGroupInUse, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, b, q := coordinatorEnv(t)
+			f := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{tc.key}, Group: q.ReplayGroup(), Err: tc.fault, Count: -1})
+			defer f.Remove()
 
-	_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
-	if !errors.Is(err, sarama.ErrGroupAuthorizationFailed) {
-		t.Fatalf("Replay = %v, want the group authorization error", err)
-	}
-	if fetch.Hits() != 1 {
-		t.Fatalf("the refused fetch was sent %d times, want once", fetch.Hits())
-	}
-	if got := e.replayedUUIDs(t); len(got) != 0 {
-		t.Fatalf("a refused replay sent %v", got)
-	}
-}
-
-// TestReplayGivesUpOnACoordinatorThatNeverSettles: a coordinator that
-// keeps moving is asked coordinatorAttempts (10) times, and the replay
-// fails with its error.
-func TestReplayGivesUpOnACoordinatorThatNeverSettles(t *testing.T) {
-	_, b, q := coordinatorEnv(t)
-	fetch := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Group: q.ReplayGroup(), Err: kerr.NotCoordinator, Count: -1})
-	defer fetch.Remove()
-
-	_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
-	if !errors.Is(err, sarama.ErrNotCoordinatorForConsumer) {
-		t.Fatalf("Replay = %v, want the coordinator's error", err)
-	}
-	if fetch.Hits() != 10 {
-		t.Fatalf("the fetch was sent %d times, want 10", fetch.Hits())
-	}
-}
-
-// TestReplayCommitOfAMemberGroupIsInUse: a commit that the coordinator
-// refuses as coming from no member of a group that has members ends the
-// replay with ErrReplayGroupInUse.
-func TestReplayCommitOfAMemberGroupIsInUse(t *testing.T) {
-	_, b, q := coordinatorEnv(t)
-	commit := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: q.ReplayGroup(), Err: kerr.UnknownMemberID, Count: -1})
-	defer commit.Remove()
-
-	_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
-	if !errors.Is(err, deadletter.ErrReplayGroupInUse) || commit.Hits() != 1 {
-		t.Fatalf("Replay = %v after %d commits, want ErrReplayGroupInUse after one", err, commit.Hits())
+			_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+			if !errors.Is(err, tc.want) || f.Hits() != tc.hits {
+				t.Fatalf("Replay = %v after %d faulted requests, want %v after %d", err, f.Hits(), tc.want, tc.hits)
+			}
+			if got := e.replayedUUIDs(t); tc.key == kmsg.OffsetFetch && len(got) != 0 {
+				t.Fatalf("a replay whose fetch failed sent %v", got)
+			}
+		})
 	}
 }
