@@ -93,13 +93,17 @@ type options struct {
 	metrics   net.Listener // where to serve Prometheus metrics; nil: nowhere
 	trace     io.Writer    // where to print the first order's trace; nil: nowhere
 	traceJSON bool         // print its spans in the stdout exporter's JSON too
-	out       io.Writer    // where the closing lines go, the console's among them; nil: stdout
+	out       io.Writer    // where the shop says what it did; nil: stdout
 	// keepRunning keeps everything running until interrupted.
 	keepRunning bool
 }
 
+// stdout is where the shop says what it did.
+func (o options) stdout() io.Writer { return cmp.Or[io.Writer](o.out, os.Stdout) }
+
 func run(ctx context.Context, opts options) error {
-	brokers, closeKafka, err := kafkaBrokers(ctx)
+	out := opts.stdout()
+	brokers, closeKafka, err := kafkaBrokers(ctx, out)
 	if err != nil {
 		return err
 	}
@@ -124,7 +128,6 @@ func run(ctx context.Context, opts options) error {
 	if err := shop.demo(ctx, opts.orders); err != nil {
 		return err
 	}
-	out := cmp.Or[io.Writer](opts.out, os.Stdout)
 	consoleHint(out, brokers, opts)
 	if opts.metrics != nil || opts.keepRunning {
 		fmt.Fprintln(out, "running until interrupted")
@@ -143,7 +146,7 @@ func consoleHint(out io.Writer, brokers []string, opts options) {
 }
 
 // kafkaBrokers returns KAFKA_BROKERS, or starts an embedded broker.
-func kafkaBrokers(ctx context.Context) ([]string, func(), error) {
+func kafkaBrokers(ctx context.Context, out io.Writer) ([]string, func(), error) {
 	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
 		return broker.SplitBrokers(env), func() {}, nil
 	}
@@ -151,7 +154,7 @@ func kafkaBrokers(ctx context.Context) ([]string, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the embedded Kafka broker: %w", err)
 	}
-	fmt.Println("embedded Kafka broker on", b.Addrs()[0])
+	fmt.Fprintln(out, "embedded Kafka broker on", b.Addrs()[0])
 	return b.Addrs(), func() { _ = b.Close() }, nil
 }
 

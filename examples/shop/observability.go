@@ -55,7 +55,7 @@ func newObservability(opts options) (_ *observability, err error) {
 	res := resource.NewSchemaless(semconv.ServiceName("shop"))
 	cfg := telemetry.Config{}
 	if opts.metrics != nil {
-		if cfg.MeterProvider, err = o.servePrometheus(opts.metrics, res); err != nil {
+		if cfg.MeterProvider, err = o.servePrometheus(opts.metrics, res, opts.stdout()); err != nil {
 			return nil, err
 		}
 	}
@@ -74,7 +74,7 @@ func newObservability(opts options) (_ *observability, err error) {
 
 // servePrometheus serves the metrics of a new meter provider on ln at
 // /metrics, in Prometheus's format.
-func (o *observability) servePrometheus(ln net.Listener, res *resource.Resource) (*sdkmetric.MeterProvider, error) {
+func (o *observability) servePrometheus(ln net.Listener, res *resource.Resource, out io.Writer) (*sdkmetric.MeterProvider, error) {
 	reg := prometheus.NewRegistry()
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
@@ -87,7 +87,7 @@ func (o *observability) servePrometheus(ln net.Listener, res *resource.Resource)
 	o.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	o.served = make(chan error, 1)
 	go func() { o.served <- o.server.Serve(ln) }()
-	fmt.Printf("metrics on http://%s/metrics\n", ln.Addr())
+	fmt.Fprintf(out, "metrics on http://%s/metrics\n", ln.Addr())
 	return mp, nil
 }
 

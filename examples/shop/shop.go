@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
-
-	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -20,6 +19,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/telemetry"
@@ -28,6 +28,7 @@ import (
 
 // shop holds the three services and what they share.
 type shop struct {
+	out      io.Writer // where it says what it did
 	brokers  []string
 	log      *slog.Logger
 	pub      *broker.Publisher // direct to Kafka: the malformed message
@@ -49,7 +50,7 @@ type shop struct {
 
 func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (_ *shop, err error) {
 	log := opts.log
-	s := &shop{brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
+	s := &shop{out: opts.stdout(), brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
 		paid: make(chan string, 64), stopped: make(chan struct{}), tel: obs.tel, tracer: obs.tracer}
 	defer func() {
 		if err != nil {
@@ -205,12 +206,12 @@ func (s *shop) demo(ctx context.Context, orders int) error {
 	if !errors.As(err, &he) {
 		return fmt.Errorf("want an out-of-stock error, got %v", err)
 	}
-	fmt.Printf("reserve unobtainium: failed with kind %q: %s\n", he.Kind, he.Message)
+	fmt.Fprintf(s.out, "reserve unobtainium: failed with kind %q: %s\n", he.Kind, he.Message)
 
 	for range orders {
 		select {
 		case line := <-s.paid:
-			fmt.Println(line)
+			fmt.Fprintln(s.out, line)
 		case <-time.After(30 * time.Second):
 			return errors.New("timed out waiting for payments")
 		case <-ctx.Done():
@@ -230,7 +231,7 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d orders, each placed twice: payments charged %d times\n", orders, charges)
+	fmt.Fprintf(s.out, "%d orders, each placed twice: payments charged %d times\n", orders, charges)
 	if charges != orders {
 		return fmt.Errorf("payments charged %d times for %d orders", charges, orders)
 	}
@@ -250,7 +251,7 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	fmt.Printf("%d events went through the outbox (%d OrderPlaced, %d PaymentProcessed)\n", 3*orders, 2*orders, orders)
+	fmt.Fprintf(s.out, "%d events went through the outbox (%d OrderPlaced, %d PaymentProcessed)\n", 3*orders, 2*orders, orders)
 	return nil
 }
 
@@ -270,7 +271,7 @@ func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	if err != nil {
 		return fmt.Errorf("reserve stock for %s: %w", orderID, err)
 	}
-	fmt.Printf("order %s: stock reserved (%s)\n", orderID, res.ReservationID)
+	fmt.Fprintf(s.out, "order %s: stock reserved (%s)\n", orderID, res.ReservationID)
 	ev := OrderPlaced{OrderID: orderID, SKU: fmt.Sprintf("sku-%d", n), Total: 100 * n}
 	for range 2 {
 		err := s.durable.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -314,7 +315,7 @@ func (s *shop) poison(ctx context.Context) error {
 	for msg := range msgs {
 		msg.Ack()
 		if msg.UUID == bad.UUID {
-			fmt.Printf("dead letter on %s: %s\n", dlq, msg.Metadata.Get(dlqmeta.Reason))
+			fmt.Fprintf(s.out, "dead letter on %s: %s\n", dlq, msg.Metadata.Get(dlqmeta.Reason))
 			return nil
 		}
 	}

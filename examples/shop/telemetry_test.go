@@ -36,10 +36,10 @@ func TestShopTelemetry(t *testing.T) {
 	}
 	var trace bytes.Buffer
 	const orders = 3
-	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace, traceJSON: true}
+	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace, traceJSON: true, out: io.Discard}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	brokers, closeKafka, err := kafkaBrokers(ctx)
+	brokers, closeKafka, err := kafkaBrokers(ctx, opts.out)
 	if err != nil {
 		t.Fatal(err)
 	}
