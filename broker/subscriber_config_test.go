@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	koto "github.com/koto-dev/watermill-koto"
-
 	"github.com/IBM/sarama"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
 func TestNewSubscriberRejectsBadConsumptionSettings(t *testing.T) {
@@ -94,9 +94,12 @@ func TestValidateNamesEveryBadConsumptionSetting(t *testing.T) {
 }
 
 // TestConcurrentSubscriberStartsAndCloses: a subscriber of every mode
-// closes without having subscribed, its workers with it.
+// closes without having subscribed, having started nothing, and then
+// refuses Subscribe with ErrSubscriberClosed.
 func TestConcurrentSubscriberStartsAndCloses(t *testing.T) {
+	kafkatest.VerifyNoLeaks(t)
 	for _, cfg := range []broker.Config{
+		{},
 		{Concurrency: 64},
 		{Concurrency: 8, Ordering: broker.Unordered},
 	} {
@@ -108,8 +111,8 @@ func TestConcurrentSubscriberStartsAndCloses(t *testing.T) {
 		if err := sub.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if _, err := sub.Subscribe(t.Context(), "topic"); err == nil {
-			t.Error("Subscribe after Close succeeded")
+		if _, err := sub.Subscribe(t.Context(), "topic"); !errors.Is(err, broker.ErrSubscriberClosed) {
+			t.Errorf("Subscribe after Close = %v, want ErrSubscriberClosed", err)
 		}
 	}
 }
