@@ -101,6 +101,13 @@
 //     low-water mark, and the partition's next owner skips them. A record
 //     that Config.Marshaler cannot decode holds its key and is tried again
 //     every Config.ReconnectRetrySleep: it is never skipped.
+//   - Fairness: no partition can take every slot. Each assigned partition
+//     has Concurrency/(2 × partitions) slots of its own (at least one
+//     when there are at least as many slots as partitions); the other
+//     half is shared, first come first served. A partition whose handlers
+//     all block thus holds at most its own slots and the shared ones, and
+//     every other partition keeps its own. With fewer slots than
+//     partitions, a partition has at most one message in flight.
 //   - Back-pressure: each partition holds at most
 //     [Config.PartitionBufferRecords] records fetched and not acked, and at
 //     most [Config.PartitionBufferBytes] of their keys, values and headers

@@ -29,6 +29,7 @@ type Subscriber struct {
 	sarama *sarama.Config
 	logger watermill.LoggerAdapter
 	work   chan job // with Config.Concurrency above 1: taken by that many workers
+	slots  *slots   // with it: which partition may offer work next
 
 	life context.Context // ends at Close, and every subscription with it
 	stop context.CancelFunc
@@ -55,6 +56,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	s.life, s.stop = context.WithCancel(context.Background())
 	if cfg.concurrent() {
 		s.work = make(chan job)
+		s.slots = newSlots(cfg.Concurrency)
 	}
 	return s, nil
 }

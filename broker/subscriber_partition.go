@@ -55,6 +55,13 @@ type partition struct {
 	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
 	inFlight int                       // handed to a delivery, not reported back
 
+	// In the concurrent mode: which slot ready[0] is to take, how many of
+	// those in flight took a shared one, and, while no slot is free, when
+	// to look again.
+	ticket    ticket
+	borrowed  int
+	slotFreed <-chan struct{}
+
 	held, heldBytes int // records fetched and not acked, and their size
 	paused          bool
 
@@ -94,6 +101,9 @@ func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sar
 // drains the deliveries and marks what was acked.
 func (p *partition) run() {
 	defer p.markTimer.Stop()
+	if s := p.sub.slots; s != nil {
+		defer func() { s.leave(p.borrowed + p.ticket.shared()) }()
+	}
 	p.consume()
 	p.stop()
 	p.drain()
@@ -122,6 +132,10 @@ func (p *partition) consume() {
 			p.wg.Add(1)
 			p.ready = p.ready[1:]
 			p.inFlight++
+			p.borrowed += p.ticket.shared()
+			p.ticket = noTicket
+		case <-p.slotFreed:
+			p.slotFreed = nil
 		case d := <-p.results:
 			p.finish(d)
 		case <-p.markDue:
@@ -193,6 +207,10 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 // its lane.
 func (p *partition) finish(d delivered) {
 	p.inFlight--
+	if p.borrowed > 0 {
+		p.borrowed--
+		p.sub.slots.giveBack(1)
+	}
 	p.held--
 	p.heldBytes -= recordSize(d.rec)
 	if d.acked {
@@ -222,12 +240,34 @@ func (p *partition) launch(rec *sarama.ConsumerMessage) {
 }
 
 // nextWork returns the worker channel and the job to offer on it, or a
-// nil channel when no record is ready.
+// nil channel when no record is ready or the partition may not take
+// another slot now.
 func (p *partition) nextWork() (chan<- job, job) {
-	if len(p.ready) == 0 {
+	if len(p.ready) == 0 || !p.takeSlot() {
 		return nil, job{}
 	}
 	return p.sub.work, job{p: p, rec: p.ready[0]}
+}
+
+// takeSlot reports whether the partition holds a slot for its next
+// record: one of its own, or a shared one; when none is free, it arranges
+// for consume to look again once one is given back.
+func (p *partition) takeSlot() bool {
+	if p.ticket != noTicket {
+		return true
+	}
+	s := p.sub.slots
+	if p.inFlight-p.borrowed < s.own() {
+		p.ticket = ownTicket
+		return true
+	}
+	ok, wait := s.borrow(p.inFlight)
+	if !ok {
+		p.slotFreed = wait
+		return false
+	}
+	p.ticket = sharedTicket
+	return true
 }
 
 func (p *partition) isStopping() bool {
