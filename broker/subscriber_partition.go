@@ -52,7 +52,7 @@ type partition struct {
 	offsets  offsets
 	maxAhead int64                     // offsets received from the low-water mark on, at most
 	backlog  []*sarama.ConsumerMessage // read from the claim beyond maxAhead, in offset order
-	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
+	ready    []handout                 // free to go, waiting for a worker
 	inFlight int                       // handed to a delivery, not reported back
 
 	// In the concurrent mode: which slot ready[0] is to take, how many of
@@ -130,6 +130,7 @@ func (p *partition) consume() {
 			// The worker reports to results before it is done, and only
 			// this goroutine reads results: the Add comes first.
 			p.wg.Add(1)
+			p.ready[0] = handout{}
 			p.ready = p.ready[1:]
 			p.inFlight++
 			p.borrowed += p.ticket.shared()
@@ -197,8 +198,8 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 	}
 	p.held++
 	p.heldBytes += recordSize(rec)
-	if p.lanes.push(rec) {
-		p.launch(rec)
+	if h, free := p.lanes.push(rec); free {
+		p.launch(h)
 	}
 	p.throttle()
 }
@@ -217,25 +218,25 @@ func (p *partition) finish(d delivered) {
 		p.offsets.done(d.rec.Offset)
 		p.markSoon()
 	}
-	if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
-		p.launch(next)
+	if next := p.lanes.finish(d.rec, d.acked); next != nil && !p.isStopping() {
+		p.launch(handout{rec: next})
 	}
 	p.catchUp()
 	p.throttle()
 }
 
-// launch hands rec to a delivery: a worker of the subscriber in the
+// launch hands a record to a delivery: a worker of the subscriber in the
 // concurrent mode, a goroutine of its own otherwise.
-func (p *partition) launch(rec *sarama.ConsumerMessage) {
+func (p *partition) launch(h handout) {
 	if p.sub.work != nil {
-		p.ready = append(p.ready, rec)
+		p.ready = append(p.ready, h)
 		return
 	}
 	p.inFlight++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.deliver(rec)
+		p.deliver(h)
 	}()
 }
 
@@ -246,7 +247,7 @@ func (p *partition) nextWork() (chan<- job, job) {
 	if len(p.ready) == 0 || !p.takeSlot() {
 		return nil, job{}
 	}
-	return p.sub.work, job{p: p, rec: p.ready[0]}
+	return p.sub.work, job{p: p, h: p.ready[0]}
 }
 
 // takeSlot reports whether the partition holds a slot for its next

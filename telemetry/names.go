@@ -18,6 +18,9 @@ const (
 	// metricConsumerDeadLetters counts the messages sent to a dead-letter
 	// topic.
 	metricConsumerDeadLetters = "koto.consumer.dead_letters"
+	// metricBatchSize is the number of messages of each batch a batch
+	// handler ran, by flush reason.
+	metricBatchSize = "koto.consumer.batch.size"
 	// metricStoreDuration is the duration of the idempotency store's
 	// calls, failed ones with error.type.
 	metricStoreDuration = "koto.idempotency.store.duration"
@@ -51,6 +54,9 @@ const (
 	attrStoreOperation = attribute.Key("koto.idempotency.operation")
 	// attrRequestOutcome is how a request/reply ended: "ok", "handler-error", "timeout" or "error".
 	attrRequestOutcome = attribute.Key("koto.request.outcome")
+	// attrBatchFlush is why a batch stopped filling: "count", "bytes",
+	// "time", or "retry" for a message retried alone.
+	attrBatchFlush = attribute.Key("koto.batch.flush")
 	// attrOutboxTable is the outbox table of the outbox gauges.
 	attrOutboxTable = attribute.Key("koto.outbox.table")
 )

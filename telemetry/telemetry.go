@@ -80,6 +80,7 @@ type instruments struct {
 	timeouts      metric.Int64Counter
 	outboxWaiting metric.Int64ObservableGauge
 	outboxLag     metric.Float64ObservableGauge
+	batchSize     metric.Int64Histogram
 }
 
 // durationBuckets returns the bucket boundaries, in seconds, of the
@@ -111,7 +112,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 func (m *instruments) create(meter metric.Meter) error {
 	buckets := durationBuckets()
-	var errs [11]error
+	var errs [12]error
 	m.consumed, errs[0] = messagingconv.NewClientConsumedMessages(meter)
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
@@ -130,5 +131,8 @@ func (m *instruments) create(meter metric.Meter) error {
 		metric.WithDescription("Outbox rows not yet forwarded."))
 	m.outboxLag, errs[10] = meter.Float64ObservableGauge(metricOutboxLag, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest outbox row not yet forwarded."))
+	m.batchSize, errs[11] = meter.Int64Histogram(metricBatchSize, metric.WithUnit("{message}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000),
+		metric.WithDescription("Messages of each batch a batch handler ran, by flush reason."))
 	return errors.Join(errs[:]...)
 }

@@ -1,0 +1,243 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/topics"
+)
+
+// ledger is a table where a batch handler writes one row per message, in
+// the batch's transaction, and checks each key's order as it goes: a row
+// of a key whose previous message is not in the table yet is an error.
+type ledger struct {
+	pool  *pgxpool.Pool
+	table string
+	state string // the next seq of each key
+}
+
+func newLedger(t *testing.T, pool *pgxpool.Pool, schema string) *ledger {
+	t.Helper()
+	l := &ledger{pool: pool, table: pgx.Identifier{schema, "ledger"}.Sanitize(), state: pgx.Identifier{schema, "ledger_next"}.Sanitize()}
+	ddl := "CREATE TABLE " + l.table + " (key text NOT NULL, seq int NOT NULL, uuid text NOT NULL);" +
+		"CREATE TABLE " + l.state + " (key text PRIMARY KEY, next int NOT NULL)"
+	if _, err := pool.Exec(context.Background(), ddl); err != nil {
+		t.Fatalf("create ledger: %v", err)
+	}
+	return l
+}
+
+// entry is the payload of a ledger message: "key/seq".
+func entry(key string, seq int) []byte { return []byte(key + "/" + strconv.Itoa(seq)) }
+
+func parseEntry(msg *message.Message) (key string, seq int, err error) {
+	key, s, _ := strings.Cut(string(msg.Payload), "/")
+	seq, err = strconv.Atoi(s)
+	return key, seq, err
+}
+
+// write records msgs in the transaction of ctx, in one round trip; a
+// message out of its key's order makes the whole batch fail with an error
+// that names it.
+func (l *ledger) write(ctx context.Context, msgs []*message.Message) error {
+	tx, ok := postgres.TxFromContext(ctx)
+	if !ok {
+		return koto.Poison(errors.New("no transaction in the batch's context"))
+	}
+	b := &pgx.Batch{}
+	for _, m := range msgs {
+		key, seq, err := parseEntry(m)
+		if err != nil {
+			return koto.Poison(err)
+		}
+		b.Queue("INSERT INTO "+l.state+" AS s (key, next) VALUES ($1, 1) ON CONFLICT (key) DO UPDATE SET next = s.next + 1 WHERE s.next = $2 AND $2 > 0", key, seq)
+		b.Queue("INSERT INTO "+l.table+" (key, seq, uuid) VALUES ($1, $2, $3)", key, seq, m.UUID)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for _, m := range msgs {
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return koto.Poison(fmt.Errorf("message %s (%s) is out of its key's order", m.UUID, m.Payload))
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check fails t unless the ledger holds exactly keys × perKey rows, each
+// key's seqs 0..perKey-1 once each.
+func (l *ledger) check(t *testing.T, keys, perKey int) {
+	t.Helper()
+	var rows, distinct, keyCount int
+	err := l.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT (key, seq)), count(DISTINCT key) FROM "+l.table).Scan(&rows, &distinct, &keyCount)
+	if err != nil {
+		t.Fatalf("read ledger: %v", err)
+	}
+	if want := keys * perKey; rows != want || distinct != want || keyCount != keys {
+		t.Errorf("ledger has %d rows, %d distinct, of %d keys; want %d of %d keys, each once", rows, distinct, keyCount, want, keys)
+	}
+}
+
+func (l *ledger) rows() int {
+	var n int
+	if err := l.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+l.table).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// keyedMessages returns perKey messages for each of keys keys, in each
+// key's order, interleaved: message i has key i%keys.
+func keyedMessages(keys, perKey int) []*message.Message {
+	msgs := make([]*message.Message, 0, keys*perKey)
+	for i := range keys * perKey {
+		key := "k" + strconv.Itoa(i%keys)
+		m := message.NewMessage(watermill.NewUUID(), entry(key, i/keys))
+		m.Metadata.Set(koto.PartitionKeyMetadataKey, key)
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// batchRig is a router handler of batches on a concurrent subscriber.
+type batchRig struct {
+	env   *kafkaEnv
+	topic string
+	group string
+	chain *middleware.BatchChain
+}
+
+func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Config, batch middleware.BatchConfig) *batchRig {
+	t.Helper()
+	cfg.Publisher = env.pub
+	if cfg.Logger == nil {
+		cfg.Logger = kafkatest.Logger(0)
+	}
+	cfg.DeadLetter.Backoff = koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
+	chain, err := middleware.BatchDefaults(cfg, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = chain.Close(context.Background()) })
+	r := &batchRig{env: env, topic: topic, group: kafkatest.Group(t, "batches"), chain: chain}
+	env.provision(t, topics.DeadLetter(r.group))
+	return r
+}
+
+// run starts a router with the rig's handler of h.
+func (r *batchRig) run(t *testing.T, h middleware.BatchHandlerFunc) (stop func()) {
+	t.Helper()
+	router := kafkatest.NewRouter(t, nil)
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: r.env.brokers, ConsumerGroup: r.group,
+		Concurrency: 1000, Ordering: broker.OrderByKeyInBatches, NackResendSleep: 10 * time.Millisecond})
+	router.AddConsumerHandler(r.group, r.topic, sub, r.chain.Handler(h)).AddMiddleware(r.chain.Middlewares()...)
+	return kafkatest.RunRouter(t, router)
+}
+
+// batchSizes records the size of each batch a handler gets.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *batchSizes) wrap(h middleware.BatchHandlerFunc) middleware.BatchHandlerFunc {
+	return func(ctx context.Context, msgs []*message.Message) error {
+		s.mu.Lock()
+		s.sizes = append(s.sizes, len(msgs))
+		s.mu.Unlock()
+		return h(ctx, msgs)
+	}
+}
+
+func (s *batchSizes) stats() (calls, largest int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.sizes {
+		largest = max(largest, n)
+	}
+	return len(s.sizes), largest
+}
+
+// TestBatchTransactionalIsExactAndInOrder: 4 000 messages of 40 keys on 4
+// partitions, 2 % of them republished with the same UUID, through a
+// transactional batch handler that writes a ledger row per message and
+// checks each key's order in the batch's transaction: the ledger is
+// exact, no key is out of order, the duplicates never reach the handler,
+// and the batches hold many messages.
+func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
+	const keys, perKey = 40, 100
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema)
+	topic := kafkatest.NewTopic(t, broker.Config{Brokers: env.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}, "ledger")
+	msgs := keyedMessages(keys, perKey)
+	var republished atomic.Int64
+	env.publish(t, topic, kafkatest.WithDuplicates(msgs, func(i int) bool {
+		dup := i%50 == 7
+		if dup {
+			republished.Add(1)
+		}
+		return dup
+	})...)
+
+	var duplicates atomic.Int64
+	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{
+		Transactional: true,
+		OnDuplicate:   func(*message.Message, string, string) { duplicates.Add(1) },
+	}}, middleware.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
+	var sizes batchSizes
+	seen := map[string]int{}
+	var seenMu sync.Mutex
+	rig.run(t, sizes.wrap(func(ctx context.Context, batch []*message.Message) error {
+		seenMu.Lock()
+		for _, m := range batch {
+			seen[m.UUID]++
+		}
+		seenMu.Unlock()
+		return lg.write(ctx, batch)
+	}))
+	kafkatest.WaitFor(t, "every message in the ledger and every duplicate skipped", func() bool {
+		return lg.rows() >= keys*perKey && duplicates.Load() >= republished.Load()
+	})
+	lg.check(t, keys, perKey)
+	if d := duplicates.Load(); d != republished.Load() {
+		t.Errorf("%d duplicates skipped, want %d", d, republished.Load())
+	}
+	seenMu.Lock()
+	for uuid, n := range seen {
+		if n != 1 {
+			t.Errorf("message %s reached the handler %d times, want once", uuid, n)
+		}
+	}
+	seenMu.Unlock()
+	calls, largest := sizes.stats()
+	if largest < 50 {
+		t.Errorf("the largest batch had %d messages, want batches of many", largest)
+	}
+	t.Logf("%d handler calls, largest batch %d, %d duplicates skipped", calls, largest, duplicates.Load())
+}
