@@ -95,14 +95,14 @@ type BatchChain struct {
 
 // batchSettings is what every batcher of a chain shares.
 type batchSettings struct {
-	batch  BatchConfig
-	idem   IdempotencyConfig
+	batch    BatchConfig
+	idem     IdempotencyConfig
 	store    idempotency.Store // nil: no idempotency
 	classify func(error) koto.Class
 	tel      *telemetry.Telemetry
-	logger *slog.Logger
-	closed *atomic.Bool
-	life   context.Context
+	logger   *slog.Logger
+	closed   *atomic.Bool
+	life     context.Context
 }
 
 // BatchDefaults returns the chain for batch handlers: Correlation,

@@ -19,7 +19,7 @@ type batcher struct {
 	fn  BatchHandlerFunc
 
 	mu      sync.Mutex
-	open    *batch              // filling; nil when none is
+	open    *batch             // filling; nil when none is
 	waiting map[link][]*member // members waiting for their predecessor, by its link
 }
 

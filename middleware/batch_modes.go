@@ -45,7 +45,7 @@ func (b *batcher) mode() batchMode {
 // txBatch claims a batch in the transaction of its effects.
 type txBatch struct{ store idempotency.TxBatchStore }
 
-func (txBatch) rollsBack() bool                { return true }
+func (txBatch) rollsBack() bool              { return true }
 func (txBatch) commit(*run, []*member) error { return nil }
 
 func (t txBatch) attempt(r *run, set []*member) attempted {
@@ -180,7 +180,7 @@ func (c checkMarkBatch) mark(ctx context.Context, keys []string) error {
 // plainBatch runs the handler without idempotency.
 type plainBatch struct{}
 
-func (plainBatch) rollsBack() bool                { return false }
+func (plainBatch) rollsBack() bool              { return false }
 func (plainBatch) commit(*run, []*member) error { return nil }
 
 func (plainBatch) attempt(r *run, set []*member) attempted {
