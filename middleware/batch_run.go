@@ -175,8 +175,14 @@ func (r *run) failNamed(set []*member, named MessageErrors) bool {
 	return failed
 }
 
-// fail gives m its error, and blocks its lane for the rest of the run.
+// fail gives m its error, and blocks its lane for the rest of the run. A
+// member of a lane blocked already is requeued instead: the message
+// before it that failed goes first.
 func (r *run) fail(m *member, err error) {
+	if r.blocked[m.lane()] {
+		r.fates[m] = fate{kind: fateRequeued}
+		return
+	}
 	r.fates[m] = fate{kind: fateFailed, err: err}
 	r.blocked[m.lane()] = true
 }
