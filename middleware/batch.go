@@ -19,6 +19,7 @@ const (
 	defaultBatchMaxMessages = 500
 	defaultBatchMaxBytes    = 4 << 20
 	defaultBatchMaxWait     = 50 * time.Millisecond
+	defaultBatchParallel    = 4
 )
 
 // BatchHandlerFunc handles the messages of one batch, in the order of
@@ -43,6 +44,10 @@ type BatchConfig struct {
 	// MaxWait flushes a batch this long after its first message arrived.
 	// Default 50ms.
 	MaxWait time.Duration
+	// Parallel is how many batches of one handler run at once; a full
+	// batch waits for its turn, still filling until then. In the
+	// transactional mode each running batch holds a connection. Default 4.
+	Parallel int
 	// Backoff spaces the attempts of a batch that an outage failed: a
 	// store or database that cannot be reached, a serialization failure,
 	// a handler error marked koto.Outage.
@@ -59,6 +64,17 @@ func (c *BatchConfig) setDefaults() {
 	if c.MaxWait == 0 {
 		c.MaxWait = defaultBatchMaxWait
 	}
+	if c.Parallel == 0 {
+		c.Parallel = defaultBatchParallel
+	}
+}
+
+// WithDefaults returns c with its zero fields set to their defaults, for
+// code that sizes what feeds the batches (the subscriber's Concurrency, a
+// pool's connections).
+func (c BatchConfig) WithDefaults() BatchConfig {
+	c.setDefaults()
+	return c
 }
 
 // Validate reports every invalid field of c, zero fields counting as
@@ -78,6 +94,9 @@ func (c BatchConfig) validate(p *config.Problems) {
 	}
 	if c.MaxWait < 0 {
 		p.Add("MaxWait", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxWait, defaultBatchMaxWait)
+	}
+	if c.Parallel < 0 {
+		p.Add("Parallel", "is negative (%d); use 0 for the default (%d) or a positive count", c.Parallel, defaultBatchParallel)
 	}
 	p.Nest("Backoff", c.Backoff.Validate())
 }

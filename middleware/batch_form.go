@@ -18,6 +18,8 @@ type batcher struct {
 	cfg batchSettings
 	fn  BatchHandlerFunc
 
+	turns chan struct{} // one per batch running: Parallel at most
+
 	mu      sync.Mutex
 	open    *batch             // filling; nil when none is
 	waiting map[link][]*member // members waiting for their predecessor, by its link
@@ -44,7 +46,7 @@ const (
 )
 
 func newBatcher(cfg batchSettings, h BatchHandlerFunc) *batcher {
-	return &batcher{cfg: cfg, fn: h, waiting: map[link][]*member{}}
+	return &batcher{cfg: cfg, fn: h, turns: make(chan struct{}, cfg.batch.Parallel), waiting: map[link][]*member{}}
 }
 
 // handle is the router handler function: it places msg in a batch, waits
@@ -61,7 +63,7 @@ func (b *batcher) handle(msg *message.Message) error {
 	if isRetry(m.ctx) {
 		// It failed in a batch: its retries run alone, so that a good
 		// message never waits for it twice.
-		b.run(&batch{members: []*member{m}, first: time.Now(), reason: flushAlone})
+		b.runAlone(m)
 		return b.result(m, <-m.done)
 	}
 	for {
@@ -199,19 +201,43 @@ func (b *batcher) unwait(m *member, after link) {
 	}
 }
 
-// lead waits for bt to fill, or MaxWait from its first member, then runs
-// it.
+// lead waits for bt to fill, or MaxWait from its first member, then for
+// one of the Parallel turns to run, and runs it. A batch whose time has
+// come but has to wait for its turn goes on filling meanwhile.
 func (b *batcher) lead(bt *batch) {
 	t := time.NewTimer(b.cfg.batch.MaxWait - time.Since(bt.first))
 	select {
 	case <-bt.full:
+		t.Stop()
+		b.turns <- struct{}{}
 	case <-t.C:
-		b.mu.Lock()
-		b.seal(bt, flushTime)
-		b.mu.Unlock()
+		select {
+		case b.turns <- struct{}{}:
+			b.mu.Lock()
+			b.seal(bt, flushTime)
+			b.mu.Unlock()
+		case <-bt.full:
+			b.turns <- struct{}{}
+		}
 	}
-	t.Stop()
+	defer func() { <-b.turns }()
 	b.run(bt)
+}
+
+// runAlone runs a batch of m alone, in its turn, once the message before
+// it in its key is acked: the one place where that could still be running
+// is the batch m failed in. It waits before it takes a turn, which that
+// batch may be waiting for.
+func (b *batcher) runAlone(m *member) {
+	if m.after != nil {
+		select {
+		case <-m.after.Done:
+		case <-m.ctx.Done():
+		}
+	}
+	b.turns <- struct{}{}
+	defer func() { <-b.turns }()
+	b.run(&batch{members: []*member{m}, first: time.Now(), reason: flushAlone})
 }
 
 // result is what the member's delivery returns for f; a duplicate is

@@ -37,9 +37,6 @@ func (b *batcher) run(bt *batch) {
 	primaries := r.dedupe(members)
 	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), string(bt.reason), messagesOf(members))
 	r.ctx = ctx
-	if bt.reason == flushAlone {
-		r.awaitPredecessor(members[0])
-	}
 	r.settle(primaries)
 	r.settleCopies()
 	end(r.batchError())
@@ -69,19 +66,6 @@ func (r *run) dedupe(members []*member) []*member {
 		primaries = append(primaries, m)
 	}
 	return primaries
-}
-
-// awaitPredecessor waits, for a message retried alone, until the message
-// before it in its key is acked: the one place where it could still be
-// running is the batch this message failed in.
-func (r *run) awaitPredecessor(m *member) {
-	if m.after == nil {
-		return
-	}
-	select {
-	case <-m.after.Done:
-	case <-m.ctx.Done():
-	}
 }
 
 // settle runs set, in order, until each member has a fate: the whole set
