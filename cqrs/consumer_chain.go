@@ -11,7 +11,9 @@ import (
 )
 
 // closer is a middleware chain that a Service closes.
-type closer interface{ Close(ctx context.Context) error }
+type closer interface {
+	Close(ctx context.Context) error
+}
 
 // consumerChain is the middleware of one registered consumer: a
 // middleware.Defaults chain, or for a batch consumer a
