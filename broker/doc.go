@@ -92,7 +92,11 @@
 //   - Order: with [OrderByKey], the default, at most one message per Kafka
 //     record key is in flight, so each key's messages are handled, and
 //     acked, in offset order; records without a key are one key of their
-//     partition. [Unordered] promises no order.
+//     partition. [Unordered] promises no order. [OrderByKeyInBatches]
+//     hands out a key's messages together, each with the one before it
+//     that is not acked yet in its context (koto.PredecessorFromContext),
+//     for a batch handler (middleware.BatchDefaults) that keeps their
+//     order by committing a message with its predecessor or after it.
 //   - Redelivery: a nacked message is handed out again after
 //     Config.NackResendSleep, and the later messages of its key wait for
 //     it; other keys go on. A message whose partition moved or whose

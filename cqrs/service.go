@@ -205,15 +205,13 @@ func (s *Service) transactional(p consumerPlan) bool { return s.cfg.durable != n
 // each when it is above 1, and refuses plans that do not fit its pool
 // (see Durable outbox in the package doc).
 func (s *Service) reserveConns(plans []consumerPlan) (int, error) {
-	concurrency := s.cfg.Broker.Concurrency
-	consumers, n := 0, 0
+	concurrency, n := s.cfg.Broker.Concurrency, 0
 	for _, p := range plans {
 		switch {
 		case !s.transactional(p):
 		case p.batch != nil:
 			n += p.batch.Parallel
 		case concurrency > 1:
-			consumers++
 			n += concurrency
 		}
 	}
@@ -224,12 +222,12 @@ func (s *Service) reserveConns(plans []consumerPlan) (int, error) {
 	if !ok {
 		need := before + n + spareConns
 		return 0, config.Invalid("cqrs.ServiceConfig", "Broker.Concurrency",
-			"is %d, so the %d transactional consumer(s) being registered (%d of them one message at a time) may hold %d connections of the DurableOutbox's pool at once "+
-				"(a batch consumer one per batch running: its middleware.BatchConfig.Parallel); "+
+			"is %d, so the %d transactional consumer(s) being registered may hold %d connections of the DurableOutbox's pool at once; "+
 				"with the %d of those registered before and %d to spare, %d, more than the pool's MaxConns (%d): "+
 				"their messages would wait for connections until they time out; raise MaxConns to at least %d "+
-				"(pool_max_conns in the database URL), or lower Concurrency or Parallel",
-			concurrency, countTransactional(s, plans), consumers, n, before, spareConns, need, maxConns, need)
+				"(pool_max_conns in the database URL), or lower Concurrency, or a batch consumer's BatchConfig.Parallel "+
+				"(it holds one connection per batch running)",
+			concurrency, countTransactional(s, plans), n, before, spareConns, need, maxConns, need)
 	}
 	return n, nil
 }

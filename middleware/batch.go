@@ -19,7 +19,7 @@ const (
 	defaultBatchMaxMessages = 500
 	defaultBatchMaxBytes    = 4 << 20
 	defaultBatchMaxWait     = 50 * time.Millisecond
-	defaultBatchParallel    = 4
+	defaultBatchParallel    = 2
 )
 
 // BatchHandlerFunc handles the messages of one batch, in the order of
@@ -46,7 +46,7 @@ type BatchConfig struct {
 	MaxWait time.Duration
 	// Parallel is how many batches of one handler run at once; a full
 	// batch waits for its turn, still filling until then. In the
-	// transactional mode each running batch holds a connection. Default 4.
+	// transactional mode each running batch holds a connection. Default 2.
 	Parallel int
 	// Backoff spaces the attempts of a batch that an outage failed: a
 	// store or database that cannot be reached, a serialization failure,

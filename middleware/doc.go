@@ -160,6 +160,71 @@
 // its own, outcome retry, when it is scheduled. [NewLogHandler] adds the
 // correlation ID to the handler's own records.
 //
+// # Batches
+//
+// [BatchDefaults] builds the chain of a batch handler
+// ([BatchHandlerFunc]): Correlation, Telemetry, Logging and DeadLetter run
+// for each message, as in [Defaults], and [BatchChain.Handler] gathers the
+// messages that reach it into batches and runs the handler once per
+// batch. A batch is flushed at BatchConfig.MaxMessages (500), at MaxBytes
+// of payloads and metadata (4 MiB), or MaxWait (50 ms) after its first
+// message; Parallel batches (2) run at once, and one that waits for its
+// turn goes on filling. The subscriber feeds them: give it a Concurrency
+// of at least (Parallel+1) × MaxMessages, and broker.OrderByKeyInBatches,
+// which hands out a key's messages together, so that a stream where one
+// key dominates still fills its batches (with OrderByKey a batch holds one
+// message per key).
+//
+// Idempotency is claimed per batch. In the transactional mode one
+// transaction claims every message of the batch in one statement
+// (idempotency.TxBatchStore), the handler writes through it
+// (postgres.TxFromContext, on ctx and on each message's context, which
+// also carries the message's correlation ID, so that what the handler
+// publishes through the outbox for a message commits with the batch), and
+// the acks follow the commit. Without it one statement checks the batch's
+// keys before the handler and one marks those it handled after it
+// (idempotency.BatchStore; other stores are called per key). Messages
+// already processed, and copies of one message within a batch, never
+// reach the handler; they are acked as duplicates.
+//
+// Order: a batch holds its messages in the order of their partitions'
+// offsets, and a message joins a batch only with the message before it in
+// its key (koto.PredecessorFromContext) or once that one is acked, so a
+// key's messages also commit in offset order across batches.
+//
+// A handler that returns [MessageErrors] ([FailMessages]) names the
+// messages that failed, each with its error. In the transactional mode the
+// batch is rolled back and run again without them, so that the others
+// commit once, having run at most twice. Each failed message then goes up
+// the chain alone: DeadLetter retries it (each retry a batch of its own),
+// dead-letters it or waits out its outage, by its class; the later
+// messages of its key wait for it, and join a batch once it is committed
+// or dead-lettered. Any other error, a panic included, names no message:
+// the batch is run again in halves, in order, and a half that fails is
+// split again, down to the message that fails alone, which then goes up
+// the chain with the error. That costs a batch of n messages at most 2n−1
+// handler calls, and 2⌈log₂n⌉+1 when one message is the culprit; a good
+// message runs at most ⌈log₂n⌉+1 times and commits once. Check-handle-mark
+// has nothing to roll back: the messages a handler did not name are
+// marked, and the later messages of a failed one's key are not, and run
+// again after it, as at-least-once allows. An outage (a store or database
+// that cannot be reached, a serialization failure or deadlock, an error
+// marked koto.Outage) runs the whole batch again after BatchConfig.Backoff
+// until it succeeds, the chain closes or its messages' contexts end, and
+// dead-letters nothing. A message that does not decode, or that its record
+// mapping rejects, is dead-lettered before it joins a batch.
+//
+// A message whose partition is revoked stops waiting when its context
+// ends, after the subscriber's drain; a batch that holds it is rolled back
+// before it commits and run again without it, and the partition's next
+// owner gets it again.
+//
+// Logging writes one line per batch, at debug (size, flush reason,
+// duration, handled, duplicates, failed, requeued, handler calls), instead
+// of each message's ok and duplicate lines; retries and dead letters keep
+// their lines. Telemetry adds a span per batch, linked to each message's
+// span, and the koto.consumer.batch.size histogram by flush reason.
+//
 // # Conventions
 //
 // The router handler's name is the consumer group (topics.ConsumerGroup):
