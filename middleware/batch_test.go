@@ -264,3 +264,27 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 	}
 	t.Logf("%d handler calls, largest batch %d, %d duplicates skipped", calls, largest, duplicates.Load())
 }
+
+// TestBatchHotKey: 5 000 messages of one key still form full batches, in
+// order, each once.
+func TestBatchHotKey(t *testing.T) {
+	const perKey = 5000
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, 1, false)
+	topic := env.topic(t, "hot")
+	env.publish(t, topic, keyedMessages(1, perKey)...)
+
+	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
+		middleware.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
+	var sizes batchSizes
+	rig.run(t, sizes.wrap(lg.write))
+	kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= perKey })
+	lg.check(t, 1, perKey)
+	calls, largest := sizes.stats()
+	if largest < 100 {
+		t.Errorf("the largest batch of the hot key had %d messages, want many", largest)
+	}
+	t.Logf("%d handler calls, largest batch %d", calls, largest)
+}
