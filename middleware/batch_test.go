@@ -229,7 +229,8 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 	})...)
 
 	var duplicates atomic.Int64
-	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{
+	logs := &logCapture{}
+	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Logger: logs.logger(), Idempotency: middleware.IdempotencyConfig{
 		Transactional: true,
 		OnDuplicate:   func(*message.Message, string, string) { duplicates.Add(1) },
 	}}, middleware.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
@@ -261,6 +262,17 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 	calls, largest := sizes.stats()
 	if largest < 50 {
 		t.Errorf("the largest batch had %d messages, want batches of many", largest)
+	}
+	lines := logs.lines(t)
+	batchLines, handled := where(lines, "msg", "batch handled"), 0
+	for _, l := range batchLines {
+		handled += int(l["handled"].(float64)) + int(l["duplicates"].(float64))
+	}
+	if handled != keys*perKey+int(republished.Load()) {
+		t.Errorf("%d batch lines count %d messages, want one line per batch counting all %d", len(batchLines), handled, keys*perKey+int(republished.Load()))
+	}
+	if n := len(where(lines, "msg", "message handled")); n != 0 {
+		t.Errorf("%d per-message lines, want none: a batch logs one line", n)
 	}
 	t.Logf("%d handler calls, largest batch %d, %d duplicates skipped", calls, largest, duplicates.Load())
 }

@@ -17,7 +17,7 @@ import (
 // ctx with it and the function that ends it, with the batch's error, and
 // records the batch's size by why it was flushed (reason).
 func (t *Telemetry) StartBatch(ctx context.Context, handler, reason string, msgs []*message.Message) (context.Context, func(err error)) {
-	t.m.batchSize.Record(ctx, int64(len(msgs)), metric.WithAttributes(attrBatchFlush.String(reason)))
+	t.m.batchSize.Record(ctx, int64(len(msgs)), metric.WithAttributes(semconv.MessagingConsumerGroupName(handler), attrBatchFlush.String(reason)))
 	opts := t.consumerSpan
 	if links := batchLinks(msgs); len(links) > 0 {
 		opts = append(opts[:len(opts):len(opts)], trace.WithLinks(links...))
