@@ -18,6 +18,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -66,6 +67,11 @@ func (l *ledger) write(ctx context.Context, msgs []*message.Message) error {
 	if !ok {
 		return koto.Poison(errors.New("no transaction in the batch's context"))
 	}
+	return l.writeTx(ctx, tx, msgs)
+}
+
+// writeTx records msgs in tx, as write does.
+func (l *ledger) writeTx(ctx context.Context, tx pgx.Tx, msgs []*message.Message) error {
 	b := &pgx.Batch{}
 	for _, m := range msgs {
 		key, seq, err := parseEntry(m)
@@ -299,4 +305,40 @@ func TestBatchHotKey(t *testing.T) {
 		t.Errorf("the largest batch of the hot key had %d messages, want many", largest)
 	}
 	t.Logf("%d handler calls, largest batch %d", calls, largest)
+}
+
+// TestBatchCheckHandleMark: without a transaction, one statement checks a
+// batch's keys and one marks them; messages republished after they were
+// handled are skipped, with the PostgreSQL store and with the in-memory
+// one, which is called per key.
+func TestBatchCheckHandleMark(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T, pool *pgxpool.Pool, schema string) idempotency.Store
+	}{
+		{"postgres", func(t *testing.T, pool *pgxpool.Pool, schema string) idempotency.Store { return postgresStoreIn(t, pool, schema) }},
+		{"memory", func(t *testing.T, _ *pgxpool.Pool, _ string) idempotency.Store { return memoryStore(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const keys, perKey = 20, 50
+			env := newKafkaEnv(t)
+			pool := pgtest.Pool(t)
+			schema := pgtest.Schema(t, pool)
+			lg := newLedger(t, pool, schema, keys, false)
+			topic := env.topic(t, "chm")
+			msgs := keyedMessages(keys, perKey)
+			env.publish(t, topic, msgs...)
+			var duplicates atomic.Int64
+			rig := newBatchRig(t, env, topic, middleware.Config{Store: tc.store(t, pool, schema), Idempotency: middleware.IdempotencyConfig{
+				OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
+			}}, middleware.BatchConfig{MaxMessages: 200, MaxWait: 20 * time.Millisecond})
+			rig.run(t, func(ctx context.Context, batch []*message.Message) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return lg.writeTx(ctx, tx, batch) })
+			})
+			kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= keys*perKey })
+			env.publish(t, topic, msgs[:100]...) // again, after they were handled
+			kafkatest.WaitFor(t, "100 duplicates skipped", func() bool { return duplicates.Load() >= 100 })
+			lg.check(t, keys, perKey)
+		})
+	}
 }
