@@ -198,3 +198,38 @@ func (p poisons) before(m *message.Message) []string {
 	}
 	return out
 }
+
+// TestBatchOutageRetriesTheWholeBatch: PostgreSQL cut while batches run:
+// they fail as outages and run again once it is back; nothing is
+// dead-lettered, lost or written twice.
+func TestBatchOutageRetriesTheWholeBatch(t *testing.T) {
+	const keys, perKey = 20, 100
+	env := newKafkaEnv(t)
+	direct := pgtest.Pool(t)
+	schema := pgtest.Schema(t, direct)
+	pool, proxy := pgtest.ProxiedPool(t)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, direct, schema, keys, false)
+	topic := env.topic(t, "outage")
+	msgs := keyedMessages(keys, perKey)
+
+	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
+	logs := &logCapture{}
+	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Logger: logs.logger(),
+		Idempotency: middleware.IdempotencyConfig{Transactional: true, StoreTimeout: time.Second}},
+		middleware.BatchConfig{MaxMessages: 100, MaxWait: 10 * time.Millisecond,
+			Backoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
+	rig.run(t, lg.write)
+	env.publish(t, topic, msgs[:500]...)
+	kafkatest.WaitFor(t, "the first messages in the ledger", func() bool { return lg.rows() > 0 })
+	proxy.Cut()
+	env.publish(t, topic, msgs[500:]...)
+	kafkatest.WaitFor(t, "batches failing as outages", func() bool {
+		return len(where(logs.lines(t), "msg", "batch failed, retrying")) >= 3
+	})
+	proxy.Restore()
+	kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= len(msgs) })
+	lg.check(t, keys, perKey)
+	if n := dl.count(); n != 0 {
+		t.Errorf("%d dead letters, want none: an outage is waited out", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -84,7 +85,7 @@ func (r *run) settle(set []*member) {
 		case errors.Is(out.err, errGone):
 			continue
 		case r.b.cfg.classify(out.err) == koto.ClassOutage:
-			if !r.waitOut(out.err) {
+			if !r.waitOut(set, out.err) {
 				r.failAll(set, out.err)
 				return
 			}
@@ -177,13 +178,38 @@ func (r *run) failAll(set []*member, err error) {
 	}
 }
 
-// waitOut waits before an attempt again after an outage, and reports
-// false when there is no one left to wait for, or the chain closed.
-func (r *run) waitOut(err error) bool {
+// waitOut waits before an attempt of set again after an outage, and
+// reports false when the chain closed or every member's delivery ended
+// meanwhile: no one is left to wait for.
+func (r *run) waitOut(set []*member, err error) bool {
 	r.outages++
 	r.b.cfg.logger.LogAttrs(r.ctx, slog.LevelWarn, "batch failed, retrying",
 		slog.String(logattr.Error, err.Error()), slog.Int(logattr.Attempts, r.outages))
-	return retry.Sleep(r.b.cfg.life, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
+	ctx, stop := untilAllEnd(r.b.cfg.life, set)
+	defer stop()
+	return retry.Sleep(ctx, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
+}
+
+// untilAllEnd returns a context of parent that also ends once the context
+// of every member of set has ended.
+func untilAllEnd(parent context.Context, set []*member) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	left := atomic.Int64{}
+	left.Store(int64(len(set)))
+	stops := make([]func() bool, len(set))
+	for i, m := range set {
+		stops[i] = context.AfterFunc(m.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // settleCopies gives each copy its primary's fate: a copy of a handled
