@@ -52,6 +52,12 @@ type reporterKey struct{}
 // for a context type that answers it itself.
 func IsKey(key any) bool { return key == reporterKey{} }
 
+// With returns ctx carrying r, for a reporter outside the chain's
+// telemetry, which passes each report on to it.
+func With(ctx context.Context, r Reporter) context.Context {
+	return context.WithValue(ctx, reporterKey{}, r)
+}
+
 // From returns the Reporter of ctx, or one that ignores everything.
 func From(ctx context.Context) Reporter {
 	if r, ok := ctx.Value(reporterKey{}).(Reporter); ok {
