@@ -113,6 +113,12 @@ type Config struct {
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler
 
+	// Partitioner picks the partition of a record with a key, as the other
+	// producers of the topics do (see Partitioners in the package
+	// documentation). Default: [PartitionByCRC32], librdkafka's, the
+	// partitioner of Confluent.Kafka's .NET services.
+	Partitioner Partitioner
+
 	// Provision configures the topics ProvisionTopics creates.
 	Provision ProvisionConfig
 
@@ -199,6 +205,7 @@ func (c Config) validate(p *config.Problems) {
 		p.Add("InitialOffset", "is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
 			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, defaultInitialOffset)
 	}
+	c.Partitioner.validate(p)
 	c.SASL.validate(p)
 	c.Provision.validate(p)
 	c.validateConsume(p)

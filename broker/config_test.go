@@ -28,6 +28,7 @@ func TestConstructorsRejectBadConfig(t *testing.T) {
 		}, "broker.Config.SASL.Mechanism"},
 		{"SASL password without user", func(c *broker.Config) { c.SASL.Password = "p" }, "broker.Config.SASL.User"},
 		{"negative partitions", func(c *broker.Config) { c.Provision.Partitions = -2 }, "broker.Config.Provision.Partitions"},
+		{"unknown partitioner", func(c *broker.Config) { c.Partitioner = 7 }, "broker.Config.Partitioner is Partitioner(7)"},
 		{"sarama hook breaks idempotence", func(c *broker.Config) {
 			c.Sarama = func(sc *sarama.Config) { sc.Net.MaxOpenRequests = 5; sc.Producer.Idempotent = true }
 		}, "broker.Config.Sarama"},

@@ -23,8 +23,26 @@
 //     their Kafka record key, so one aggregate's events land on one partition
 //     and stay in order. Messages without it have no key and spread over the
 //     partitions.
+//   - A key's partition is the one librdkafka's default partitioner picks,
+//     as Confluent.Kafka's .NET services do (see Partitioners), not
+//     sarama's.
 //   - sarama is set to Kafka protocol version 3.6 and negotiates each request
 //     down to what the broker supports.
+//
+// # Partitioners
+//
+// A key keeps its order only if every producer of the topic puts it on
+// the same partition, and each Kafka client hashes keys its own way.
+// [Config.Partitioner] chooses the hash of every client of the Config (the
+// publisher, the producer, and with them the outbox forwarder and the
+// dead-letter replay): [PartitionByCRC32], librdkafka's consistent_random
+// and the default, for topics shared with Confluent.Kafka (.NET services
+// on Wolverine), confluent-kafka-python, confluent-kafka-go or kcat;
+// [PartitionByMurmur2] for Kafka's Java client, Kafka Streams and
+// franz-go; [PartitionByFNV1a] for Go services on sarama's default
+// partitioner, watermill-kafka's included. A record without a key goes to
+// a random partition with each. A partitioner set in Config.Sarama
+// replaces this one.
 //
 // # Security
 //
