@@ -23,6 +23,12 @@ const (
 	// and headers; the dead-letter middleware dead-letters it as poison
 	// without calling the handler.
 	InvalidRecordMetadataKey = "koto_invalid_record"
+	// IdempotencyKeyMetadataKey holds the idempotency key that a record
+	// mapping derives for a message whose identity is more than its UUID:
+	// a CloudEvent's source and id. middleware.MessageKey prefers it to
+	// the UUID. Only the mapping that reads a record sets it; the mappings
+	// of package broker neither write it as a header nor read it from one.
+	IdempotencyKeyMetadataKey = "koto_idempotency_key"
 )
 
 // InvalidRecord returns the error of a message marked with

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,11 @@ type CloudEventsConfig struct {
 	// "correlationid". Wolverine's CloudEvents write it as
 	// "traceid".
 	CorrelationExtension string
+	// DeduplicateByID makes ce_id alone the idempotency key of the events
+	// read, for an estate whose consumers deduplicate by the id. By
+	// default the key is ce_source and ce_id, an event's identity in
+	// CloudEvents 1.0 (see Record mappings in the package documentation).
+	DeduplicateByID bool
 }
 
 func (c *CloudEventsConfig) setDefaults() {
@@ -174,7 +180,11 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 	if err != nil {
 		return invalidRecord(rec, ev.attrs["id"], "CloudEvents: "+err.Error()), nil
 	}
-	msg := message.NewMessage(take(ev.attrs, "id"), ev.data)
+	id := take(ev.attrs, "id")
+	msg := message.NewMessage(id, ev.data)
+	if !m.cfg.DeduplicateByID {
+		md.Set(koto.IdempotencyKeyMetadataKey, eventIdentity(ev.attrs["source"], id))
+	}
 	delete(md, koto.InvalidRecordMetadataKey)
 	delete(ev.attrs, "specversion")
 	md.Set(koto.TypeNameMetadataKey, m.names.name(take(ev.attrs, "type")))
@@ -188,6 +198,13 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 	}
 	msg.Metadata = md
 	return msg, nil
+}
+
+// eventIdentity is the idempotency key of the CloudEvent with source and
+// id: the source, quoted, so that no other pair gives the same key, a
+// space, and the id.
+func eventIdentity(source, id string) string {
+	return strconv.Quote(source) + " " + id
 }
 
 // invalidRecord returns the message of a record that its mapping cannot

@@ -181,7 +181,14 @@
 //     are kept in the metadata as ce_<name> and written back as they were.
 //     A record that is no valid CloudEvent (not one at all, specversion
 //     other than 1.0, id, source or type missing, time not RFC 3339,
-//     undecodable structured data) is poison.
+//     undecodable structured data) is poison. An event's idempotency key
+//     (koto.IdempotencyKeyMetadataKey, which middleware.MessageKey takes)
+//     is its source and id: CloudEvents 1.0 makes only the pair unique, so
+//     two producers may give different events one id. In an estate whose
+//     consumers deduplicate by the id alone, as a .NET consumer storing it
+//     in processed_messages does, CloudEventsConfig.DeduplicateByID makes
+//     the id the key, and an event of one source whose id another source
+//     used within the window is skipped as a duplicate.
 //   - [NewWolverineMarshaler], the envelope of Wolverine's default Kafka
 //     mapper, for estates of .NET services on Wolverine: the id header is
 //     the message UUID (a Guid, the value a .NET Koto consumer stores as

@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 // TypeNames maps the type names of this library ("order-placed") to the
@@ -95,7 +97,9 @@ func (w wireNames) name(wire string) string {
 }
 
 // recordHeaders returns the headers of rec as metadata, the last of equal
-// keys winning, as watermill-kafka's marshaler reads them.
+// keys winning, as watermill-kafka's marshaler reads them, without
+// koto.IdempotencyKeyMetadataKey: only the mapping that reads a record
+// sets it.
 func recordHeaders(rec *sarama.ConsumerMessage) message.Metadata {
 	md := make(message.Metadata, len(rec.Headers)+2)
 	for _, h := range rec.Headers {
@@ -103,6 +107,7 @@ func recordHeaders(rec *sarama.ConsumerMessage) message.Metadata {
 			md[string(h.Key)] = string(h.Value)
 		}
 	}
+	delete(md, koto.IdempotencyKeyMetadataKey)
 	return md
 }
 
@@ -124,10 +129,11 @@ func (h *headerList) add(key, value string) {
 }
 
 // addRest appends the entries of md, whatever they hold, in a stable
-// order, except those whose keys skip names.
+// order, except those whose keys skip names and
+// koto.IdempotencyKeyMetadataKey, which belongs to the message as read.
 func (h *headerList) addRest(md message.Metadata, skip func(key string) bool) {
 	for _, k := range slices.Sorted(maps.Keys(md)) {
-		if !skip(k) {
+		if !skip(k) && k != koto.IdempotencyKeyMetadataKey {
 			*h = append(*h, sarama.RecordHeader{Key: []byte(k), Value: []byte(md[k])})
 		}
 	}
