@@ -170,9 +170,16 @@ func newRecord(topic string, msg *message.Message) *sarama.ProducerMessage {
 
 // Unmarshal reads a binary- or structured-mode CloudEvent. It never fails:
 // a record that is not a valid CloudEvent gives a message with the record's
-// value and headers, marked with [koto.InvalidRecordMetadataKey].
+// value and headers, marked with [koto.InvalidRecordMetadataKey], and a
+// probe of Wolverine's one marked with [koto.ProbeMetadataKey].
 func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, error) {
 	md := recordHeaders(rec)
+	if probe := probeOf(rec, md); probe != "" {
+		msg := message.NewMessage(take(md, wolverineIDHeader), rec.Value)
+		md.Set(koto.ProbeMetadataKey, probe)
+		msg.Metadata = md
+		return msg, nil
+	}
 	ev, err := readCloudEvent(rec, md)
 	if err == nil {
 		err = ev.validate()

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/IBM/sarama"
@@ -14,7 +15,7 @@ import (
 //
 // Marshal copies the UUID into the _watermill_message_uuid header and every
 // metadata entry (the partition key included, koto.IdempotencyKeyMetadataKey
-// excepted) into a header. A message without a partition key gets no
+// and koto.ProbeMetadataKey excepted) into a header. A message without a partition key gets no
 // record key at all, not an empty one, so sarama spreads such messages
 // over the partitions instead of hashing them all to one.
 //
@@ -45,9 +46,7 @@ func (m partitionKeyMarshaler) Marshal(topic string, msg *message.Message) (*sar
 	if msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
 		rec.Key = nil
 	}
-	rec.Headers = slices.DeleteFunc(rec.Headers, func(h sarama.RecordHeader) bool {
-		return string(h.Key) == koto.IdempotencyKeyMetadataKey
-	})
+	rec.Headers = slices.DeleteFunc(rec.Headers, func(h sarama.RecordHeader) bool { return readerOnly(string(h.Key)) })
 	return rec, nil
 }
 
@@ -59,6 +58,6 @@ func (m partitionKeyMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.
 	if len(rec.Key) > 0 && msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
 		msg.Metadata.Set(koto.PartitionKeyMetadataKey, string(rec.Key))
 	}
-	delete(msg.Metadata, koto.IdempotencyKeyMetadataKey)
+	maps.DeleteFunc(msg.Metadata, func(k, _ string) bool { return readerOnly(k) })
 	return msg, nil
 }

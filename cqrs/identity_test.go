@@ -41,16 +41,7 @@ func TestCloudEventIdentityIsSourceAndID(t *testing.T) {
 				t.Fatal(err)
 			}
 			brokers, svc, processed := identityService(t, ledger, marshaler, tc.transactional)
-			handled := make(chan string, 8)
-			r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-			err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
-				handled <- ev.ParcelID
-				return nil
-			}, cqrs.From(billing)))
-			if err != nil {
-				t.Fatalf("Register: %v", err)
-			}
-			kafkatest.RunRouter(t, r)
+			handled := handleParcels(t, svc, billing)
 
 			for _, ev := range [][2]string{{"/billing-a", "1001"}, {"/billing-b", "1001"}, {"/billing-a", "1001"}, {"/billing-a", "1002"}} {
 				body, _ := json.Marshal(ParcelShipped{ParcelID: ev[0] + " " + ev[1]})
@@ -58,11 +49,7 @@ func TestCloudEventIdentityIsSourceAndID(t *testing.T) {
 					"ce_specversion", "1.0", "ce_id", ev[1], "ce_source", ev[0],
 					"ce_type", "com.example.shop.parcel-shipped", "content-type", "application/json")
 			}
-			var got []string
-			for !slices.Contains(got, "/billing-a 1002") {
-				got = append(got, kafkatest.Receive(t, handled, "the events"))
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := receiveUntil(t, handled, "/billing-a 1002"); !slices.Equal(got, tc.want) {
 				t.Errorf("handled %q, want %q", got, tc.want)
 			}
 			kafkatest.WaitFor(t, "a stored row per event handled", func() bool { return processed() == len(tc.want) })
@@ -87,4 +74,32 @@ func identityService(t *testing.T, ledger string, marshaler kafka.MarshalerUnmar
 		Name: ledger, AutoProvisionTopics: true, Store: store, Broker: broker.Config{Marshaler: marshaler},
 	})
 	return brokers, svc, func() int { return len(processedIDs(t, pool, schema)) }
+}
+
+// handleParcels registers on svc a consumer of the ParcelShipped events of
+// the service from, runs it, and returns the parcel IDs it handles.
+func handleParcels(t *testing.T, svc *cqrs.Service, from string) <-chan string {
+	t.Helper()
+	handled := make(chan string, 8)
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	err := svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
+		handled <- ev.ParcelID
+		return nil
+	}, cqrs.From(from)))
+	if err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	kafkatest.RunRouter(t, r)
+	return handled
+}
+
+// receiveUntil receives parcel IDs from handled up to last, and returns
+// them.
+func receiveUntil(t *testing.T, handled <-chan string, last string) []string {
+	t.Helper()
+	var got []string
+	for !slices.Contains(got, last) {
+		got = append(got, kafkatest.Receive(t, handled, "parcel "+last))
+	}
+	return got
 }
