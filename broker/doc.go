@@ -212,6 +212,13 @@
 // dead-letters it as poison without calling the handler, and the mapping
 // writes it back as it was read.
 //
+// Wolverine checks that it can write to a topic with records that are no
+// messages: a sender that recovers from a failed send writes a ping
+// envelope (message-type wolverine-ping), and its resources check a record
+// with key and value "ping" and no header. The Wolverine and CloudEvents
+// mappings mark them with koto.ProbeMetadataKey, and middleware.DeadLetter
+// acks them without calling the handler or writing a dead letter.
+//
 // # Tail readers
 //
 // A [TailReader] resumes by itself a partition whose sarama consumer stops:
