@@ -64,6 +64,15 @@ type Config struct {
 	// conventional name.
 	ConsumerGroup string
 
+	// GroupInstanceID, if set, makes each subscription of a subscriber a
+	// static member of its consumer group (KIP-345), so that a consumer
+	// restarted within the group's session timeout gets its partitions
+	// back at once, not after that timeout (see Restarts in the package
+	// documentation). It names this instance of the service: unique among
+	// the instances, the same across restarts, such as a StatefulSet pod's
+	// name. Letters, digits, '.', '_' and '-'. Empty: dynamic membership.
+	GroupInstanceID string
+
 	// InitialOffset is where a consumer group without a committed offset
 	// starts: sarama.OffsetOldest or sarama.OffsetNewest. Default:
 	// sarama.OffsetOldest.
@@ -206,6 +215,7 @@ func (c Config) validate(p *config.Problems) {
 			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, defaultInitialOffset)
 	}
 	c.Partitioner.validate(p)
+	c.validateGroupInstanceID(p)
 	c.SASL.validate(p)
 	c.Provision.validate(p)
 	c.validateConsume(p)

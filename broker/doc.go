@@ -139,6 +139,32 @@
 // what is in flight. A transactional idempotent handler holds a database
 // connection for each message in flight: size the pool to Concurrency.
 //
+// # Restarts
+//
+// A consumer that crashes (SIGKILL, the OOM killer, a lost node) does not
+// leave its consumer group: the group waits for its session to time out,
+// 10 seconds with sarama's default Consumer.Group.Session.Timeout, before
+// it gives the partitions to a restarted or another member, and nothing of
+// them is handled meanwhile. A consumer that stops on Close leaves its
+// group, which hands its partitions over at once.
+//
+// [Config.GroupInstanceID] makes the subscriptions static members
+// (KIP-345): a restarted instance that joins with the same ID takes its
+// dead predecessor's place and partitions at once, without a rebalance.
+// Each subscription's member is the ID and its topic, "pod-0.orders" (and
+// a number for a second subscription to the topic in one subscriber), so
+// one ID serves every consumer group of a service; give each instance its
+// own, stable across its restarts (a StatefulSet pod's name, say): two
+// instances with one ID fence each other out of the group. The cost: a
+// static member does not leave its group on Close either, so the
+// partitions of an instance that stops for good, or is scaled away, wait
+// for its session timeout. Without static membership, a shorter session
+// timeout (Consumer.Group.Session.Timeout in Config.Sarama, at least the
+// broker's group.min.session.timeout.ms, 6 seconds by default, with
+// Heartbeat.Interval a third of it) shortens every pause, and makes a
+// member that misses heartbeats for that long, in a long GC pause or a
+// network hiccup, lose its partitions to a rebalance.
+//
 // # Publishing and deadlines
 //
 // [Publisher] is a message.Publisher on sarama's asynchronous producer. Its
