@@ -270,11 +270,11 @@ func produceRecord(t *testing.T, brokers []string, topic, key, value string, hea
 	}
 }
 
-// PaymentCaptured is a .NET contract: System.Text.Json matches property
-// names case-sensitively by default, so the Go struct uses the .NET names.
+// PaymentCaptured is a .NET contract as Wolverine's default serializer
+// writes it: System.Text.Json with Wolverine's options, camelCase names.
 type PaymentCaptured struct {
-	PaymentID string  `json:"PaymentId"`
-	Amount    float64 `json:"Amount"`
+	PaymentID string  `json:"paymentId"`
+	Amount    float64 `json:"amount"`
 }
 
 // TestWolverineEnvelopeDeduplicatedLikeDotnet delivers an envelope as
