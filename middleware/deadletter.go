@@ -99,7 +99,8 @@ func HandlerName(msg *message.Message) string {
 // the package doc). When the dead letter cannot be published, or the
 // message's context ends, the error is returned and the router nacks the
 // message: it is never lost. It recovers the handler's panics
-// ([PanicError]).
+// ([PanicError]), and acks another client's probe without calling the
+// handler (see Probes in the package doc).
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
 	p := config.For("middleware.DeadLetterConfig")
 	if pub == nil {
@@ -129,6 +130,10 @@ type delivery struct {
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		if probe := msg.Metadata.Get(koto.ProbeMetadataKey); probe != "" {
+			reportFrom(msg.Context()).set(outcomeProbe, slog.String(logattr.Probe, probe))
+			return nil, nil
+		}
 		if err := koto.InvalidRecord(msg); err != nil {
 			return d.send(msg, koto.Poison(err), koto.ClassPoison, 0)
 		}

@@ -123,6 +123,18 @@
 // CloudEvent without ce_id, say) is poison too: DeadLetter dead-letters it
 // at once with the mapping's reason, without calling the handler.
 //
+// # Probes
+//
+// Some clients write records that are no messages, to check that they can
+// write to a topic: a Wolverine sender that recovers from a failed send
+// writes a wolverine-ping envelope, and Wolverine's resources check a raw
+// "ping" record. The Wolverine and CloudEvents mappings of package broker
+// mark them with koto.ProbeMetadataKey, and DeadLetter acks them without
+// calling the handler and without a dead letter, as Wolverine's own
+// listeners drop them. [Logging] logs each at debug with outcome probe
+// and the kind of probe, and the telemetry counts it with koto.outcome
+// "probe".
+//
 // # Dead letters
 //
 // A dead letter goes to topics.DeadLetter(consumer group) unless
@@ -153,8 +165,8 @@
 // # Log lines
 //
 // [Logging] writes one line per delivery with handler, topic, partition
-// and offset, message_uuid, correlation_id, duration and outcome: ok and
-// duplicate at debug, nacked (the chain returned an error: an outage that
+// and offset, message_uuid, correlation_id, duration and outcome: ok,
+// duplicate and probe at debug, nacked (the chain returned an error: an outage that
 // outlived the message's context, a dead letter that could not be
 // published) at warn, dead-lettered at error. Each retry is a warn line of
 // its own, outcome retry, when it is scheduled. [NewLogHandler] adds the

@@ -33,6 +33,9 @@ const (
 	// the message's context, a dead letter that could not be published);
 	// the router nacks the message and the subscriber redelivers it.
 	outcomeNacked outcome = "nacked"
+	// outcomeProbe: the record is another client's probe
+	// (koto.ProbeMetadataKey); it is acked without calling the handler.
+	outcomeProbe outcome = "probe"
 )
 
 // report is how the inner middlewares tell [Logging] what happened. Logging

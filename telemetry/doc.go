@@ -82,7 +82,9 @@
 //     and messaging.process.duration (s), the time of the whole chain
 //     inside the middleware: messaging.operation.name "process",
 //     messaging.consumer.group.name, koto.outcome ("ok", "duplicate",
-//     "dead-lettered", "nacked") and, for a nack, error.type.
+//     "dead-lettered", "nacked", or "probe" for another client's probe
+//     acked unhandled, such as Wolverine's ping) and, for a nack,
+//     error.type.
 //   - messaging.client.sent.messages ({message}) and
 //     messaging.client.operation.duration (s), per Publish call of a
 //     decorated publisher: messaging.operation.name "send" (and

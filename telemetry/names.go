@@ -40,7 +40,7 @@ const (
 // Attribute keys of this project's own, on spans and metrics.
 const (
 	// attrOutcome is what became of a delivery: "ok", "duplicate",
-	// "dead-lettered" or "nacked".
+	// "dead-lettered", "nacked" or "probe".
 	attrOutcome = attribute.Key("koto.outcome")
 	// attrAttempts is how many times the handler ran in one delivery, when
 	// more than once.

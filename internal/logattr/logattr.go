@@ -22,6 +22,7 @@ const (
 	IdempotencyKey        = "idempotency_key"
 	IdempotencyStoreError = "idempotency_store_error"
 	DeadLetterTopic       = "dead_letter_topic"
+	Probe                 = "probe"
 
 	Type        = "type"
 	OperationID = "operation_id"
