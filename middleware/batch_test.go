@@ -316,7 +316,9 @@ func TestBatchCheckHandleMark(t *testing.T) {
 		name  string
 		store func(t *testing.T, pool *pgxpool.Pool, schema string) idempotency.Store
 	}{
-		{"postgres", func(t *testing.T, pool *pgxpool.Pool, schema string) idempotency.Store { return postgresStoreIn(t, pool, schema) }},
+		{"postgres", func(t *testing.T, pool *pgxpool.Pool, schema string) idempotency.Store {
+			return postgresStoreIn(t, pool, schema)
+		}},
 		{"memory", func(t *testing.T, _ *pgxpool.Pool, _ string) idempotency.Store { return memoryStore(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
