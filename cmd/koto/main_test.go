@@ -293,7 +293,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "no command given; commands: console, dlq, outbox"},
 		{[]string{"nope"}, `unknown command "nope"`},
-		{[]string{"dlq"}, "no subcommand given; subcommands: list, replay, show"},
+		{[]string{"dlq"}, "no subcommand given; subcommands: discard, list, replay, show"},
 		{[]string{"dlq", "purge"}, `unknown subcommand "purge"`},
 		{[]string{"dlq", "list"}, "-group is required"},
 		{[]string{"dlq", "list", "-group", "g", "-brokers", ""}, "no Kafka brokers"},
