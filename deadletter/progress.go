@@ -257,6 +257,7 @@ func parseProgress(offset int64, metadata string) (progress, error) {
 	if err != nil {
 		return progress{next: p.next}, err
 	}
+	p.done = append(p.done, p.discarded...) // what was discarded is resolved
 	p.normalize()
 	return p, nil
 }
