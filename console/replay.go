@@ -132,7 +132,11 @@ func (h *Handler) replayPage(w http.ResponseWriter, r *http.Request) error {
 	if j == nil {
 		return notFound("no such replay: the console forgets replays when it restarts")
 	}
-	return h.render(w, r, http.StatusOK, "replay.html", "Replay of "+j.Group, replayData{Job: j, Status: j.status()})
+	title := "Replay of " + j.Group
+	if j.Kind == kindDiscard {
+		title = "Discard of " + j.Group
+	}
+	return h.render(w, r, http.StatusOK, "replay.html", title, replayData{Job: j, Status: j.status()})
 }
 
 // replayStatus serves a replay's progress as JSON for the page's script.
