@@ -187,6 +187,15 @@
 // dead-letters it as poison without calling the handler, and the mapping
 // writes it back as it was read.
 //
+// A subscriber also puts each record as it was, key, headers and value,
+// in its message's context (koto.ConsumedRecordFromContext), and the
+// publisher writes a message that its context marks with
+// koto.ContextWithVerbatim as that record, byte for byte, whatever
+// Config.Marshaler is: that is how a dead letter stays the record its
+// consumer read, in the consumer's mapping (middleware.DeadLetter). The
+// tools that read records of any mapping, such as package deadletter,
+// read each in the mapping its headers show with a [MappingReader].
+//
 // # Tail readers
 //
 // A [TailReader] resumes by itself a partition whose sarama consumer stops:

@@ -48,7 +48,8 @@ type Config struct {
 	// outbox.DefaultSchema.
 	OutboxSchemas []string
 
-	// ReadOnly removes every action: the pages show, nothing replays.
+	// ReadOnly removes every action: the pages show, nothing replays or
+	// discards.
 	ReadOnly bool
 	// Tokens, when set, are required on every request (see Security in
 	// the package documentation); their names say who replayed what.

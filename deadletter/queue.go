@@ -16,15 +16,17 @@ import (
 // holds no dead letter.
 var ErrNotFound = errors.New("deadletter: no such dead letter")
 
-// ErrNoTopic is wrapped by the error of List, Show and Replay when the
-// dead-letter topic does not exist. Looking it up does not create it.
+// ErrNoTopic is wrapped by the error of List, Show, Replay and Discard
+// when the dead-letter topic does not exist. Looking it up does not create
+// it.
 var ErrNoTopic = errors.New("deadletter: no such dead-letter topic")
 
 // Queue is the dead-letter topic of one consumer group: [Queue.List],
-// [Queue.Show], [Queue.Replay] and [Queue.Discard] its dead letters. Build it with
-// [NewQueue]. It is safe for concurrent use, its calls reading the topic
-// one at a time; run one Replay of a replay group at a time, though, in
-// this process or another (see the package documentation).
+// [Queue.Show], [Queue.Replay] and [Queue.Discard] its dead letters.
+// Build it with [NewQueue]. It is safe for concurrent use, its calls
+// reading the topic one at a time; run one Replay or Discard of a replay
+// group at a time, though, in this process or another (see the package
+// documentation).
 type Queue struct {
 	scanning sync.Mutex // a sarama consumer reads a partition once at a time
 	cfg      Config

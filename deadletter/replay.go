@@ -87,14 +87,13 @@ type Replayed struct {
 }
 
 // Replay sends the dead letters that f selects, and that the replay group
-// does not record as replayed or discarded, to their original topics,
-// with their key, headers and payload (UUID and metadata included) and
-// the dead_letter_replayed_from metadata, each to the partition it was
-// consumed from when the topic still has it. It reads the topic as it was
-// when Replay started, partition by partition in offset order, sends in
-// batches of Config.BatchSize and records each batch in the replay group
-// once Kafka has acknowledged it. The package documentation says what a
-// crash or a cancelled ctx leaves.
+// records as neither replayed nor discarded, back to their original
+// topics and partitions as they were consumed (see Replay in the package
+// documentation). It reads the topic as it was when Replay started,
+// partition by partition in offset order, sends in batches of
+// Config.BatchSize and records each batch in the replay group once Kafka
+// has acknowledged it. The package documentation says what a crash or a
+// cancelled ctx leaves.
 //
 // It returns what it did so far along with any error. A dead letter that
 // Kafka refuses fails the replay after the others of its batch are
@@ -104,11 +103,10 @@ func (q *Queue) Replay(ctx context.Context, f Filter, opts ReplayOptions) (Repla
 }
 
 // Discard records the dead letters that f selects, and that the replay
-// group does not record as replayed or discarded, as discarded in the
-// replay group, so that no replay sends them and List shows them
-// discarded. It sends nothing and deletes nothing: the dead letters stay
-// in the topic until its retention. It reads the topic as Replay does and
-// records in batches of Config.BatchSize.
+// group records as neither replayed nor discarded, as discarded, so that
+// no replay sends them (see Discard in the package documentation). It
+// sends and deletes nothing, reads the topic as Replay does and records in
+// batches of Config.BatchSize.
 func (q *Queue) Discard(ctx context.Context, f Filter, opts ReplayOptions) (ReplayResult, error) {
 	return q.resolve(ctx, f, opts, true)
 }

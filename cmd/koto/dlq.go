@@ -31,7 +31,7 @@ func dlqSubcommands() map[string]dlqSubcommand {
 	return map[string]dlqSubcommand{
 		"list": {
 			usage:   "list -group G [filters] [-json]",
-			summary: "one line per dead letter: position, failed at, type, error class, UUID, original position, reason",
+			summary: "one line per dead letter: position, failed at, type, error class, UUID, original position, state, cause, reason",
 			filters: true, run: runList,
 		},
 		"show": {

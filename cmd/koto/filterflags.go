@@ -27,9 +27,9 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.typeName, "type", "", "only dead letters of this message type name, e.g. order-placed (ce_type and Wolverine's message-type as they are on the wire)")
 	fs.Var(&f.uuids, "uuid", "only dead letters with this message UUID (Watermill's, ce_id or Wolverine's id); repeat the flag or separate with commas for several")
 	fs.StringVar(&f.correlation, "correlation", "", "only dead letters with this correlation ID")
-	fs.StringVar(&f.cause, "cause", "", "only dead letters of this cause, as list -json and the console name it: one error class and one reason once its variable parts are masked")
+	fs.StringVar(&f.cause, "cause", "", "only dead letters of this cause, as list and the console name it: one error class and one reason once its variable parts are masked")
 	fs.Var(&f.positions, "at", "only the dead letters at these positions, PARTITION/OFFSET as list prints them; repeat the flag or separate with commas for several")
-	fs.IntVar(&f.limit, "limit", 0, "stop after this many selected dead letters (replay: sent), 0 for all")
+	fs.IntVar(&f.limit, "limit", 0, "stop after this many selected dead letters (replay: sent; discard: discarded), 0 for all")
 }
 
 func (f *filterFlags) filter() (deadletter.Filter, error) {
