@@ -179,8 +179,8 @@
 //     in the metadata under its own name and written back.
 //
 // The metadata of a message read by a mapping holds every header of its
-// record that the mapping did not translate, so a dead letter or a
-// republished message carries what came in. An unmarshaler never returns
+// record that the mapping did not translate, so a republished message
+// carries what came in. An unmarshaler never returns
 // an error, which would stop the partition: a record its mapping cannot
 // read becomes a message with the record's value, headers and key, marked
 // with koto.InvalidRecordMetadataKey and the reason; middleware.DeadLetter
