@@ -89,10 +89,17 @@ func NewMappingReader(m Mapping, configured kafka.Unmarshaler) (*MappingReader, 
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
+	// Source names the writer, and a reader writes nothing.
+	ce, err := NewCloudEventsMarshaler(CloudEventsConfig{Source: "reader"})
+	if err != nil {
+		return nil, err
+	}
+	wolverine, err := NewWolverineMarshaler(WolverineConfig{Source: "reader"})
+	if err != nil {
+		return nil, err
+	}
 	r := &MappingReader{forced: m, byMapping: map[Mapping]kafka.Unmarshaler{
-		MappingWatermill:   NewPartitionKeyMarshaler(),
-		MappingCloudEvents: cloudEventsMarshaler{cfg: CloudEventsConfig{Source: "koto", CorrelationExtension: defaultCorrelationExtension}},
-		MappingWolverine:   wolverineMarshaler{cfg: WolverineConfig{Source: "koto"}},
+		MappingWatermill: NewPartitionKeyMarshaler(), MappingCloudEvents: ce, MappingWolverine: wolverine,
 	}}
 	switch own := mappingOf(configured); {
 	case configured == nil:

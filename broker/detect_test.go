@@ -45,6 +45,7 @@ func TestMappingReaderReadsEveryMapping(t *testing.T) {
 		{"Wolverine's CloudEvents interop", interop, false, broker.MappingCloudEvents, ceID, "com.example.shop.order-placed", "corr-i"},
 		{"Wolverine envelope", wolverineGolden("o-7"), false, broker.MappingWolverine, wolverineID, "Shop.Contracts.OrderPlaced", wolverineCorrelation},
 		{"Watermill", watermill, false, broker.MappingWatermill, "u-1", "order-placed", "corr-w"},
+		{"Watermill, CloudEvents configured", watermill, true, broker.MappingWatermill, "u-1", "order-placed", "corr-w"},
 		{"another producer's", foreign, false, broker.MappingWatermill, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
