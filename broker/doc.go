@@ -241,8 +241,8 @@
 //     in the metadata under its own name and written back.
 //
 // The metadata of a message read by a mapping holds every header of its
-// record that the mapping did not translate, so a dead letter or a
-// republished message carries what came in. An unmarshaler never returns
+// record that the mapping did not translate, so a republished message
+// carries what came in. An unmarshaler never returns
 // an error, which would stop the partition: a record its mapping cannot
 // read becomes a message with the record's value, headers and key, marked
 // with koto.InvalidRecordMetadataKey and the reason; middleware.DeadLetter
@@ -255,6 +255,15 @@
 // with key and value "ping" and no header. The Wolverine and CloudEvents
 // mappings mark them with koto.ProbeMetadataKey, and middleware.DeadLetter
 // acks them without calling the handler or writing a dead letter.
+//
+// A subscriber also puts each record as it was, key, headers and value,
+// in its message's context (koto.ConsumedRecordFromContext), and the
+// publisher writes a message that its context marks with
+// koto.ContextWithVerbatim as that record, byte for byte, whatever
+// Config.Marshaler is: that is how a dead letter stays the record its
+// consumer read, in the consumer's mapping (middleware.DeadLetter). The
+// tools that read records of any mapping, such as package deadletter,
+// read each in the mapping its headers show with a [MappingReader].
 //
 // # Tail readers
 //

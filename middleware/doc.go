@@ -138,9 +138,20 @@
 // # Dead letters
 //
 // A dead letter goes to topics.DeadLetter(consumer group) unless
-// DeadLetterConfig.Topic says otherwise. It is a copy of the message, with
-// its UUID, payload and metadata (and the correlation ID of the context
-// when it had none), and these metadata, read back by package deadletter:
+// DeadLetterConfig.Topic says otherwise. A message read from Kafka is
+// dead-lettered as the record it was read from
+// (koto.ConsumedRecordFromContext): the same key and value, every header
+// in its order, the record mapping's included (Watermill's, CloudEvents'
+// ce_*, Wolverine's id, message-type, correlation-id, …), followed by the
+// metadata below as headers, those of an earlier failure replaced. The
+// middleware marks the dead letter with koto.ContextWithVerbatim, and the
+// broker's publisher writes it so whatever mapping it publishes in: a
+// consumer of CloudEvents whose publisher writes Wolverine envelopes has
+// CloudEvents dead letters, which a replay writes back for it to read as
+// the same message. A record without a correlation ID gets the one its
+// delivery ran with, as correlation_id. A message from elsewhere is a
+// copy of the message, with its UUID, payload and metadata (and the
+// correlation ID of the context when it had none), and the same metadata:
 //
 //	dead_letter_reason              the error's text
 //	dead_letter_error_type          the Go type of its root cause, e.g. *json.SyntaxError
@@ -154,12 +165,16 @@
 //	dead_letter_failed_at           RFC 3339 with nanoseconds, UTC
 //	dead_letter_dropped             why the payload was left out (below)
 //
-// The messages the handler returned are dropped with it. A dead letter
-// that Kafka refuses as too large (a message near the topic's
-// max.message.bytes, grown by that metadata) is sent again without its
-// payload, its values cut to 1 KiB, with dead_letter_dropped saying so,
-// rather than nacked: nacked, it would be refused again on every
-// redelivery and block its partition. The message itself stays at its
+// Package deadletter reads them back, in any mapping. The messages the
+// handler returned are dropped with it. A dead letter that Kafka refuses
+// as too large (a message near the topic's max.message.bytes, grown by
+// that metadata) is sent again without its payload, and its failure's
+// values cut to 1 KiB, with dead_letter_dropped saying so, rather than
+// nacked: nacked, it would be refused again on every redelivery and block
+// its partition. The record's key and its headers of at most 1 KiB stay
+// (up to 16 KiB of them), so that the tools still find it by its UUID and
+// type; a message from elsewhere keeps only the failure's metadata, its
+// correlation ID and its partition key. The message itself stays at its
 // original position.
 //
 // # Log lines
