@@ -23,7 +23,7 @@ type run struct {
 	b       *batcher
 	ctx     context.Context // the batch's: its span, and the chain's life
 	fates   map[*member]fate
-	blocked map[lane]bool // lanes with a failed or requeued member
+	blocked map[lane]int64 // the offset of the first member of each lane that failed
 	copies  map[*member][]*member
 	calls   int // handler calls
 	outages int // attempts failed by an outage, in a row
@@ -34,7 +34,7 @@ func (b *batcher) run(bt *batch) {
 	start := time.Now()
 	members := slices.Clone(bt.members)
 	slices.SortStableFunc(members, compareMembers)
-	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]bool{}}
+	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]int64{}}
 	primaries := r.dedupe(members)
 	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), string(bt.reason), messagesOf(members))
 	r.ctx = ctx
@@ -106,8 +106,8 @@ func (r *run) settle(set []*member) {
 	}
 }
 
-// ready drops the members whose delivery gave up, and requeues those of
-// a blocked lane.
+// ready drops the members whose delivery gave up, and requeues those that
+// follow a failed member of their lane.
 func (r *run) ready(set []*member) []*member {
 	out := set[:0:0]
 	for _, m := range set {
@@ -117,7 +117,7 @@ func (r *run) ready(set []*member) []*member {
 		switch {
 		case m.gone.Load():
 			r.fates[m] = fate{kind: fateFailed, err: koto.Outage(m.ctx.Err())}
-		case r.blocked[m.lane()]:
+		case r.behindFailure(m):
 			r.fates[m] = fate{kind: fateRequeued}
 		default:
 			out = append(out, m)
@@ -160,16 +160,24 @@ func (r *run) failNamed(set []*member, named MessageErrors) bool {
 	return failed
 }
 
-// fail gives m its error, and blocks its lane for the rest of the run. A
-// member of a lane blocked already is requeued instead: the message
-// before it that failed goes first.
+// fail gives m its error, and blocks the rest of its lane for the rest
+// of the run: the messages after it wait for it. A member behind a failed
+// one is requeued instead: that one goes first.
 func (r *run) fail(m *member, err error) {
-	if r.blocked[m.lane()] {
+	if r.behindFailure(m) {
 		r.fates[m] = fate{kind: fateRequeued}
 		return
 	}
 	r.fates[m] = fate{kind: fateFailed, err: err}
-	r.blocked[m.lane()] = true
+	r.blocked[m.lane()] = m.pos.Offset
+}
+
+// behindFailure reports whether a member of m's lane before m failed in
+// the run. The messages before a failed one are not held: they commit
+// before it is retried or dead-lettered, as their order wants.
+func (r *run) behindFailure(m *member) bool {
+	off, ok := r.blocked[m.lane()]
+	return ok && m.pos.Offset > off
 }
 
 func (r *run) failAll(set []*member, err error) {
