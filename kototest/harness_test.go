@@ -216,3 +216,39 @@ func TestInvoke(t *testing.T) {
 		t.Errorf("charge (%q, %q), want (o-7, c-7)", order, corr)
 	}
 }
+
+// TestCutPostgres: with the database cut, an order's payment is retried in
+// place, in flight, and Wait does not return; once restored it is paid
+// once, and nothing was dead-lettered.
+func TestCutPostgres(t *testing.T) {
+	h := kototest.New(t, kototest.WithPostgresFaults(), kototest.Sinks("mail.receipt"))
+	s := newShop(t, h, 0)
+	h.Run()
+	h.CutPostgres()
+	pub := kototestPublisher(t, h)
+	direct, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Publish(h.Context(), OrderPlaced{OrderID: "o-1", Total: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := h.WaitContext(ctx)
+		cancel()
+		if err == nil {
+			t.Fatal("Wait returned while the database was cut")
+		}
+		if strings.Contains(err.Error(), "in flight: handler payments.order-placed-consumer") {
+			break
+		}
+	}
+	h.RestorePostgres()
+	h.Wait()
+	h.NoDeadLetters()
+	if got := kototest.Consumed[PaymentTaken](h, kototest.Handled); len(got) != 1 {
+		t.Errorf("%d PaymentTaken handled, want 1", len(got))
+	}
+	_ = s
+}
