@@ -344,3 +344,30 @@ func TestBatchCheckHandleMark(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchChainClose: after Close a delivery is an outage that wraps
+// ErrClosed, nacked for another instance to handle; a bad BatchConfig is
+// refused with the field named.
+func TestBatchChainClose(t *testing.T) {
+	chain, err := middleware.BatchDefaults(middleware.Config{Publisher: discardPublisher{}}, middleware.BatchConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := chain.Handler(func(context.Context, []*message.Message) error { return nil })
+	if err := chain.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	err = handle(message.NewMessage(watermill.NewUUID(), nil))
+	if !errors.Is(err, middleware.ErrClosed) || koto.ClassOf(err) != koto.ClassOutage {
+		t.Errorf("a delivery after Close = %v, want an outage wrapping ErrClosed", err)
+	}
+	_, err = middleware.BatchDefaults(middleware.Config{Publisher: discardPublisher{}}, middleware.BatchConfig{MaxMessages: -1})
+	if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxMessages") {
+		t.Errorf("MaxMessages -1: %v, want an invalid configuration naming MaxMessages", err)
+	}
+}
+
+type discardPublisher struct{}
+
+func (discardPublisher) Publish(string, ...*message.Message) error { return nil }
+func (discardPublisher) Close() error                              { return nil }
