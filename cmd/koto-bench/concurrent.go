@@ -109,7 +109,7 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
 
 	local, remote, waiting := concurrentGroups()
-	if r.local, err = compareGroup(ctx, e, local, f); err != nil {
+	if r.local, err = compareGroup(ctx, e, local, f.messages, f.rounds); err != nil {
 		return r, err
 	}
 	if r.latency, err = measureLatency(ctx, e, r.local, f.latency, f.rounds); err != nil {
@@ -121,10 +121,10 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 		return r, err
 	}
 	defer stopRemote()
-	if r.remote, err = compareGroup(ctx, e, remote, f); err != nil {
+	if r.remote, err = compareGroup(ctx, e, remote, f.messages, f.rounds); err != nil {
 		return r, err
 	}
-	r.waiting, err = compareGroup(ctx, e, waiting, f)
+	r.waiting, err = compareGroup(ctx, e, waiting, f.messages, f.rounds)
 	r.cpu = map[string]benchmarks.CPU{}
 	for _, v := range benchmarks.E2EConcurrentVariants() {
 		r.cpu[v.Name] = e.CPU(v.Name)
@@ -150,12 +150,12 @@ func concurrentGroups() (local, remote, waiting []benchmarks.E2EVariant) {
 
 // compareGroup warms variants up, then compares them; their CPU is that
 // of the comparison alone.
-func compareGroup(ctx context.Context, e *benchmarks.E2E, variants []benchmarks.E2EVariant, f concurrentFlags) ([]benchmarks.E2EResult, error) {
-	if err := warmUp(ctx, e.Run, variants, f.messages); err != nil {
+func compareGroup(ctx context.Context, e *benchmarks.E2E, variants []benchmarks.E2EVariant, messages, rounds int) ([]benchmarks.E2EResult, error) {
+	if err := warmUp(ctx, e.Run, variants, messages); err != nil {
 		return nil, err
 	}
 	e.ResetCPU(variants)
-	return benchmarks.CompareE2E(ctx, e.Run, variants, f.messages, f.rounds)
+	return benchmarks.CompareE2E(ctx, e.Run, variants, messages, rounds)
 }
 
 // measureLatency runs the transactional consumer, one at a time and

@@ -129,8 +129,12 @@ func (e *E2E) CPU(name string) CPU {
 // Raw runs n transactions of the transactional mode from v.Concurrency
 // goroutines, straight through pgx, with the store's round trips: BEGIN
 // and the claim in one, the handler's row, COMMIT. It is the database's own
-// limit for the transactional consumer.
+// limit for the transactional consumer. With v.Batch, it runs the batch
+// consumer's transactions instead (see rawBatches).
 func (e *E2E) Raw(ctx context.Context, v E2EVariant, n int) (time.Duration, error) {
+	if v.Batch > 0 {
+		return e.rawBatches(ctx, v, n)
+	}
 	pool, store := e.db(v)
 	claim, insert := ClaimSQL(store), e.insert()
 	tx := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
@@ -162,10 +166,9 @@ func rawClaimAndWrite(ctx context.Context, pool *pgxpool.Pool, claim, insert str
 // ClaimSQL writes out the claim statement of store, the same text as the
 // store's, as [StoreSQL] does for its check and mark.
 func ClaimSQL(store *postgres.Store) string {
-	window := fmt.Sprintf("interval '%d microseconds'", store.Window().Microseconds())
 	return "INSERT INTO " + store.Table() + " AS m (message_id) VALUES ($1)" +
 		" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
-		" WHERE m.processed_at <= now() - " + window
+		" WHERE m.processed_at <= now() - " + windowSQL(store)
 }
 
 // Concurrency of the concurrent variants: the local and remote ones, and

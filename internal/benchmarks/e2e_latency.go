@@ -77,7 +77,7 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	if err != nil {
 		return res, err
 	}
-	if err := fill(ctx, e.brokers, topic, 1); err != nil {
+	if err := fill(ctx, e.brokers, topic, 1, v.keys()); err != nil {
 		return res, err
 	}
 	run, err := e.startOn(ctx, v, topic, group, n+1)
@@ -88,7 +88,7 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	case <-run.First():
 	case <-ctx.Done():
 	}
-	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n), wait(ctx, run))
+	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n, v.keys()), wait(ctx, run))
 	run.latency.mu.Lock()
 	res.samples = slices.Sorted(slices.Values(run.latency.d))
 	run.latency.mu.Unlock()
@@ -101,9 +101,9 @@ func wait(ctx context.Context, run *E2ERun) error {
 	return err
 }
 
-// produceAt writes n records to topic at rate per second, each stamped
-// with sentAtHeader, and returns once all were acknowledged.
-func produceAt(ctx context.Context, brokers []string, topic string, rate float64, n int) error {
+// produceAt writes n records of keys keys to topic at rate per second,
+// each stamped with sentAtHeader, and returns once all were acknowledged.
+func produceAt(ctx context.Context, brokers []string, topic string, rate float64, n, keys int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func produceAt(ctx context.Context, brokers []string, topic string, rate float64
 	start := time.Now()
 	for i := range n {
 		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		rec := record(i)
+		rec := record(i, keys)
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: sentAtHeader, Value: []byte(strconv.FormatInt(time.Now().UnixNano(), 10))})
 		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
