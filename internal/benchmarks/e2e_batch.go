@@ -35,6 +35,7 @@ var (
 	E2EBatchWriteCheckHandle = "batch write + check-handle-mark (" + strconv.Itoa(BatchSize) + ")"
 	E2EHotConcWriteTx        = "concurrent write + transactional (" + strconv.Itoa(ConcurrentLocal) + "), one key"
 	E2EHotBatchWriteTx       = "batch write + transactional (" + strconv.Itoa(BatchSize) + "), one key"
+	E2EBatchNoop             = "batch no-op (" + strconv.Itoa(BatchSize) + ")"
 )
 
 // E2EBatchVariants returns the variants of the batch handlers' performance
@@ -45,9 +46,10 @@ var (
 // batches in the check-handle-mark mode against the per-message
 // concurrent subscriber without idempotency (≥ 0.8), and, as a figure,
 // against batches without idempotency, themselves a figure against the
-// per-message subscriber; and a single hot key, batches against
-// per-message (≥ 5). The batch handlers write their batch's rows
-// with one multi-row statement.
+// per-message subscriber; a single hot key, batches against per-message
+// (≥ 5); and, as a figure, batches of a no-op handler against raw pgx's
+// batches: what Kafka and the router alone leave of the raw rate. The
+// batch handlers write their batch's rows with one multi-row statement.
 func E2EBatchVariants() []E2EVariant {
 	c, b := ConcurrentLocal, BatchSize
 	return []E2EVariant{
@@ -62,6 +64,7 @@ func E2EBatchVariants() []E2EVariant {
 			Baseline: E2EConcWrite, Target: 0.8, Also: E2EBatchWrite},
 		{Name: E2EHotBatchWriteTx, Handler: WriteHandler, Idempotency: Transactional, Batch: b, Concurrency: BatchInFlight, Keys: 1,
 			Baseline: E2EHotConcWriteTx, Target: 5},
+		{Name: E2EBatchNoop, Handler: NoopHandler, Batch: b, Concurrency: BatchInFlight, Baseline: E2ERawBatch},
 	}
 }
 

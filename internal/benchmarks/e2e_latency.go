@@ -26,7 +26,11 @@ type latencies struct {
 }
 
 func (l *latencies) add(msg *message.Message) {
-	sent, err := strconv.ParseInt(msg.Metadata.Get(sentAtHeader), 10, 64)
+	stamp := msg.Metadata.Get(sentAtHeader)
+	if stamp == "" {
+		return // not a latency run's: no error allocated
+	}
+	sent, err := strconv.ParseInt(stamp, 10, 64)
 	if err != nil {
 		return
 	}
