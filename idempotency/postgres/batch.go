@@ -35,7 +35,10 @@ func (s *Store) ProcessedKeys(ctx context.Context, keys []string) (map[string]bo
 		return nil, unavailable("check", err)
 	}
 	out := make(map[string]bool, len(found))
-	for id := range found {
+	for id, done := range found {
+		if !done { // the single-key statement answers for its key either way
+			continue
+		}
 		for _, k := range byUUID[id] {
 			out[k] = true
 		}
