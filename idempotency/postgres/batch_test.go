@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
 
+	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
@@ -42,5 +44,33 @@ func TestProcessedKeysAnswersEachKey(t *testing.T) {
 		if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, slices.Sorted(slices.Values(c.want))) {
 			t.Errorf("ProcessedKeys(%q) = %v, want %q processed", c.keys, got, c.want)
 		}
+	}
+}
+
+// TestTransactBatchClaimsNewKeysOnly: the claimed flags follow the keys'
+// order, false for a key processed before; once committed, the same keys
+// claim nothing and fn is not called.
+func TestTransactBatchClaimsNewKeysOnly(t *testing.T) {
+	pool := pgtest.Pool(t)
+	s := newStore(t, pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
+	done := newUUIDKey()
+	if err := s.MarkProcessedKeys(ctxT(t), []string{done}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"orders/7", done, newUUIDKey()}
+	var got []bool
+	claim := func(claimed []bool, _ func(context.Context) context.Context) error {
+		got = slices.Clone(claimed)
+		return nil
+	}
+	if err := s.TransactBatch(ctxT(t), idempotency.BatchClaim{Keys: keys}, claim); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []bool{true, false, true}) {
+		t.Errorf("claimed %v, want [true false true]", got)
+	}
+	got = nil
+	if err := s.TransactBatch(ctxT(t), idempotency.BatchClaim{Keys: keys}, claim); err != nil || got != nil {
+		t.Errorf("the committed keys again: fn called with %v, error %v; want no call", got, err)
 	}
 }
