@@ -30,3 +30,29 @@ func TestConsumerAllocsChainCosts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBatchChain reports the cost per message of the batch chain,
+// without and with check-handle-mark on a memory store (no Kafka, router
+// or database: see BatchChain).
+func BenchmarkBatchChain(b *testing.B) {
+	b.Run("no idempotency", func(b *testing.B) { BatchChain(b, false) })
+	b.Run("check-handle-mark (memory store)", func(b *testing.B) { BatchChain(b, true) })
+}
+
+// TestBatchChainHandlesEveryMessage runs BatchChain briefly on both paths
+// and checks that the handler got every message once, and that the store
+// costs allocations.
+func TestBatchChainHandlesEveryMessage(t *testing.T) {
+	shortBenchtime(t)
+	var allocs [2]int64
+	for i, store := range []bool{false, true} {
+		r := testing.Benchmark(func(b *testing.B) { BatchChain(b, store) })
+		if r.N == 0 || r.Extra["handled/op"] != 1 {
+			t.Fatalf("store %v: N = %d, handled/op %v, want every message handled once", store, r.N, r.Extra["handled/op"])
+		}
+		allocs[i] = r.AllocsPerOp()
+	}
+	if allocs[1] <= allocs[0] {
+		t.Errorf("check-handle-mark allocates %d per message, no more than without idempotency (%d)", allocs[1], allocs[0])
+	}
+}
