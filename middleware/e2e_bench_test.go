@@ -140,7 +140,7 @@ func TestConsumerBatchVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Messages != produced || l.P50 <= 0 || l.P99 < l.P50 {
+	if l.Messages != produced || l.P50 <= 0 || l.P99 < l.P50 || l.CPU.Self <= 0 {
 		t.Errorf("latency of %s: %+v", batch.Name, l)
 	}
 	want := int64(writers*n + 1 + produced) // the latency run's first message is not produced at the rate

@@ -85,6 +85,11 @@ func printBatch(out io.Writer, r batchResult) error {
 	l := r.latency
 	fmt.Fprintf(out, "\n%s at %.0f msg/s (half its capacity), produce to commit: p50 %v, p99 %v (flush time %v; target ≤ %v)\n",
 		l.Variant.Name, l.Rate, l.P50, l.P99, benchmarks.BatchMaxWait(), benchmarks.BatchMaxWait()+batchLatencySlack)
+	if c := l.CPU; l.Messages > 0 && c.Cores > 0 {
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(l.Messages) }
+		fmt.Fprintf(out, "meanwhile, CPU µs/msg: this process (producer included) %.0f, PostgreSQL %.0f; machine busy %.0f %%\n",
+			per(c.Self), per(c.Postgres), 100*float64(c.Busy)/float64(c.Cores))
+	}
 	return nil
 }
 

@@ -53,7 +53,8 @@ func batchResults() batchResult {
 			r.results[i].AlsoRatio = res.Rate() / rates[b]
 		}
 	}
-	r.latency = benchmarks.LatencyResult{Variant: r.results[4].Variant, Rate: 2000, Messages: 4000, P50: 40 * time.Millisecond, P99: 60 * time.Millisecond}
+	r.latency = benchmarks.LatencyResult{Variant: r.results[4].Variant, Rate: 2000, Messages: 4000, P50: 40 * time.Millisecond, P99: 60 * time.Millisecond,
+		CPU: benchmarks.CPU{Self: 200 * time.Millisecond, Postgres: 40 * time.Millisecond, Busy: 3 * time.Second, Cores: 4 * time.Second}}
 	return r
 }
 
@@ -92,6 +93,7 @@ func TestPrintBatch(t *testing.T) {
 		benchmarks.E2EBatchWriteTx + " vs " + benchmarks.E2ERawBatch + ": 0.50 (per round 0.00–0.00, target ≥ 0.5)",
 		benchmarks.E2EBatchWriteTx + ": 4.00 of " + benchmarks.E2EConcWriteTx + ", below the 5.0 target",
 		"at 2000 msg/s (half its capacity), produce to commit: p50 40ms, p99 60ms (flush time 50ms; target ≤ 70ms)",
+		"meanwhile, CPU µs/msg: this process (producer included) 50, PostgreSQL 10; machine busy 75 %",
 	} {
 		if !strings.Contains(squeezed, want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

@@ -55,7 +55,11 @@ type LatencyResult struct {
 	Rate     float64 // offered, messages per second
 	Messages int
 	P50, P99 time.Duration
-	samples  []time.Duration // sorted
+	// CPU is what the runs cost from the producer's start to the last
+	// message's handling: the producer and the embedded broker, when
+	// there is one, count in this process's.
+	CPU     CPU
+	samples []time.Duration // sorted
 }
 
 // Add returns the result of r's runs and o's together.
@@ -64,6 +68,7 @@ func (r LatencyResult) Add(o LatencyResult) LatencyResult {
 		r.Variant, r.Rate = o.Variant, o.Rate
 	}
 	r.Messages += o.Messages
+	r.CPU = r.CPU.Add(o.CPU)
 	r.samples = slices.Concat(r.samples, o.samples)
 	slices.Sort(r.samples)
 	r.P50, r.P99 = quantile(r.samples, 0.5), quantile(r.samples, 0.99)
@@ -92,7 +97,9 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	case <-run.First():
 	case <-ctx.Done():
 	}
+	start := sampleCPU()
 	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n, v.keys()), wait(ctx, run))
+	res.CPU = sampleCPU().since(start, benchBackends(ctx, e.pool))
 	run.latency.mu.Lock()
 	res.samples = slices.Sorted(slices.Values(run.latency.d))
 	run.latency.mu.Unlock()
