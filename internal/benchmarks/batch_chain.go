@@ -33,11 +33,11 @@ const (
 // concurrent subscriber's deliveries would, so that the batches fill. With
 // store, the chain checks and marks each batch on an
 // idempotency.MemoryStore. Each op is one message; it reports
-// allocations, and the messages the handler got as "handled/op" (1 when
-// none was lost).
+// allocations, the messages the handler got as "handled/op" (1 when none
+// was lost) and, with store, the marks as "marked/op".
 func BatchChain(b *testing.B, store bool) {
 	var handled atomic.Int64
-	h, closeChain, err := batchChainHandler(store, func(_ context.Context, msgs []*message.Message) error {
+	h, mem, closeChain, err := batchChainHandler(store, func(_ context.Context, msgs []*message.Message) error {
 		handled.Add(int64(len(msgs)))
 		return nil
 	})
@@ -57,12 +57,15 @@ func BatchChain(b *testing.B, store bool) {
 		}
 	})
 	b.ReportMetric(float64(handled.Load())/float64(b.N), "handled/op")
+	if mem != nil {
+		b.ReportMetric(float64(mem.Len())/float64(b.N), "marked/op")
+	}
 }
 
 // batchChainHandler returns the router handler function of a batch chain
-// of fn, wrapped in the chain's per-message middlewares, and what closes
-// the chain and what it opened.
-func batchChainHandler(store bool, fn middleware.BatchHandlerFunc) (message.HandlerFunc, func(), error) {
+// of fn, wrapped in the chain's per-message middlewares, its store when
+// store is true, and what closes the chain and what it opened.
+func batchChainHandler(store bool, fn middleware.BatchHandlerFunc) (message.HandlerFunc, *idempotency.MemoryStore, func(), error) {
 	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	cfg := middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)}
 	cfg.Idempotency.Scope = func(*message.Message) string { return "batch-chain" }
@@ -74,7 +77,7 @@ func batchChainHandler(store bool, fn middleware.BatchHandlerFunc) (message.Hand
 	chain, err := middleware.BatchDefaults(cfg, middleware.BatchConfig{MaxMessages: BatchChainSize, Parallel: batchChainParallel,
 		MaxWait: 5 * time.Millisecond})
 	if err != nil {
-		return nil, nil, errors.Join(err, pub.Close())
+		return nil, nil, nil, errors.Join(err, pub.Close())
 	}
 	batch := chain.Handler(fn)
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) { return nil, batch(msg) })
@@ -89,5 +92,5 @@ func batchChainHandler(store bool, fn middleware.BatchHandlerFunc) (message.Hand
 		}
 		_ = pub.Close()
 	}
-	return h, closeAll, nil
+	return h, mem, closeAll, nil
 }
