@@ -22,7 +22,7 @@ type run struct {
 	b       *batcher
 	ctx     context.Context // the batch's: its span, and the chain's life
 	fates   map[*member]fate
-	blocked map[lane]bool // lanes with a failed or requeued member
+	blocked map[lane]int64 // lanes with a failed member: the offset of the first
 	copies  map[*member][]*member
 	calls   int // handler calls
 	outages int // attempts failed by an outage, in a row
@@ -33,7 +33,7 @@ func (b *batcher) run(bt *batch) {
 	start := time.Now()
 	members := slices.Clone(bt.members)
 	slices.SortStableFunc(members, compareMembers)
-	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]bool{}}
+	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]int64{}}
 	primaries := r.dedupe(members)
 	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), string(bt.reason), messagesOf(members))
 	r.ctx = ctx
@@ -105,8 +105,8 @@ func (r *run) settle(set []*member) {
 	}
 }
 
-// ready drops the members whose delivery gave up, and requeues those of
-// a blocked lane.
+// ready drops the members whose delivery gave up, and requeues those
+// behind a failed member of their lane; the members before it stay.
 func (r *run) ready(set []*member) []*member {
 	out := set[:0:0]
 	for _, m := range set {
@@ -116,7 +116,7 @@ func (r *run) ready(set []*member) []*member {
 		switch {
 		case m.gone.Load():
 			r.fates[m] = fate{kind: fateFailed, err: koto.Outage(m.ctx.Err())}
-		case r.blocked[m.lane()]:
+		case r.behindFailure(m):
 			r.fates[m] = fate{kind: fateRequeued}
 		default:
 			out = append(out, m)
@@ -159,16 +159,33 @@ func (r *run) failNamed(set []*member, named MessageErrors) bool {
 	return failed
 }
 
-// fail gives m its error, and blocks its lane for the rest of the run. A
-// member of a lane blocked already is requeued instead: the message
-// before it that failed goes first.
+// fail gives m its error, and blocks its lane from m on for the rest of
+// the run: the members after m are requeued, the ones before it may still
+// commit. A member behind a failure is requeued instead: the message
+// before it that failed goes first. A failure before the lane's first
+// one requeues that one in turn.
 func (r *run) fail(m *member, err error) {
-	if r.blocked[m.lane()] {
+	if r.behindFailure(m) {
 		r.fates[m] = fate{kind: fateRequeued}
 		return
 	}
+	l := m.lane()
+	if _, blocked := r.blocked[l]; blocked {
+		for o, f := range r.fates {
+			if f.kind == fateFailed && o.lane() == l && o.pos.Offset > m.pos.Offset {
+				r.fates[o] = fate{kind: fateRequeued}
+			}
+		}
+	}
 	r.fates[m] = fate{kind: fateFailed, err: err}
-	r.blocked[m.lane()] = true
+	r.blocked[l] = m.pos.Offset
+}
+
+// behindFailure reports whether a member before m in its lane failed in
+// this run. (A member without a position has a lane of its own.)
+func (r *run) behindFailure(m *member) bool {
+	at, blocked := r.blocked[m.lane()]
+	return blocked && m.pos.Offset > at
 }
 
 func (r *run) failAll(set []*member, err error) {
