@@ -8,7 +8,6 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
 
 func batchCommand() command {
@@ -99,25 +98,16 @@ func printBatch(out io.Writer, r batchResult) error {
 // measures each message from its produce to its batch's commit.
 func measureBatch(ctx context.Context, f batchFlags, out io.Writer) (batchResult, error) {
 	var r batchResult
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
-	if err != nil {
-		return r, err
-	}
-	defer stopKafka()
 	conns := int32(benchmarks.ConcurrentLocal + 4)
-	pool, cleanup, err := benchPool(ctx, conns)
+	b, err := newE2EBench(ctx, f.brokers, conns, "koto_bench_batch")
 	if err != nil {
 		return r, err
 	}
-	defer cleanup()
-	e, err := benchmarks.NewE2E(ctx, brokers, pool, pgtest.Name("koto_bench_batch"))
-	if err != nil {
-		return r, err
-	}
-	defer e.Close()
+	defer b.stop()
+	e := b.E2E
 	fmt.Fprintf(out, "%d messages per per-message run, %d per batch run, on %s, %d partitions, %d keys (or one);\n"+
 		"batches of up to %d, %d at once, %d in flight; PostgreSQL pool of %d connections; %d rounds\n\n",
-		f.messages, f.batchMessages, where, benchmarks.E2EPartitions, benchmarks.E2EKeys,
+		f.messages, f.batchMessages, b.where, benchmarks.E2EPartitions, benchmarks.E2EKeys,
 		benchmarks.BatchSize, benchmarks.BatchParallel, benchmarks.BatchInFlight, conns, f.rounds)
 
 	variants := benchmarks.E2EBatchVariants()

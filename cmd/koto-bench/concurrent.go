@@ -89,24 +89,15 @@ func runConcurrent(ctx context.Context, args []string, out io.Writer) error {
 // the one-at-a-time capacity measured in the first group.
 func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (concurrentResult, error) {
 	var r concurrentResult
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
-	if err != nil {
-		return r, err
-	}
-	defer stopKafka()
 	conns := int32(benchmarks.ConcurrentLocal + 4)
-	pool, cleanup, err := benchPool(ctx, conns)
+	b, err := newE2EBench(ctx, f.brokers, conns, "koto_bench_conc")
 	if err != nil {
 		return r, err
 	}
-	defer cleanup()
-	e, err := benchmarks.NewE2E(ctx, brokers, pool, pgtest.Name("koto_bench_conc"))
-	if err != nil {
-		return r, err
-	}
-	defer e.Close()
+	defer b.stop()
+	e, pool := b.E2E, b.pool
 	fmt.Fprintf(out, "%d messages per run on %s, %d partitions, %d keys, router → middleware.Defaults → handler;\n"+
-		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
+		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, b.where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
 
 	local, remote, waiting := concurrentGroups()
 	if r.local, err = compareGroup(ctx, e, local, f.messages, f.rounds); err != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
@@ -73,26 +75,16 @@ func runE2E(ctx context.Context, args []string, out io.Writer) error {
 // report the results through the router, then, with f.direct, those of the
 // direct calls.
 func measureE2E(ctx context.Context, f e2eFlags, out io.Writer, report func([]benchmarks.E2EResult) error) error {
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+	b, err := newE2EBench(ctx, f.brokers, int32(f.conns), "koto_bench_e2e")
 	if err != nil {
 		return err
 	}
-	defer stopKafka()
-	f.brokers = brokers
-	pool, cleanup, err := benchPool(ctx, int32(f.conns))
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	e, err := benchmarks.NewE2E(ctx, f.brokers, pool, pgtest.Name("koto_bench_e2e"))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer b.stop()
+	e := b.E2E
 
 	fmt.Fprintf(out, "%d messages per run on %s, %d partitions, router → middleware.Defaults → handler;\n"+
 		"PostgreSQL pool of %d connections; %d rounds, each variant once per round in a rotating order\n\n",
-		f.messages, where, benchmarks.E2EPartitions, pool.Config().MaxConns, f.rounds)
+		f.messages, b.where, benchmarks.E2EPartitions, b.pool.Config().MaxConns, f.rounds)
 	if err := warmUp(ctx, e.Consume, f.variants(), f.messages); err != nil {
 		return err
 	}
@@ -107,6 +99,37 @@ func measureE2E(ctx context.Context, f e2eFlags, out io.Writer, report func([]be
 		return err
 	}
 	return report(results)
+}
+
+// e2eBench is an end-to-end benchmark set up for a subcommand, with what
+// it runs on.
+type e2eBench struct {
+	*benchmarks.E2E
+	pool  *pgxpool.Pool
+	where string // the Kafka brokers, in words
+	stop  func() // closes the benchmark, the pool and the embedded broker
+}
+
+// newE2EBench sets up an end-to-end benchmark on brokers, or on an
+// embedded broker when there are none, and a pool of conns connections,
+// under a new name that starts with prefix.
+func newE2EBench(ctx context.Context, brokers []string, conns int32, prefix string) (b e2eBench, err error) {
+	addrs, where, stopKafka, err := kafkaFor(ctx, brokers)
+	if err != nil {
+		return b, err
+	}
+	pool, closePool, err := benchPool(ctx, conns)
+	if err != nil {
+		stopKafka()
+		return b, err
+	}
+	e, err := benchmarks.NewE2E(ctx, addrs, pool, pgtest.Name(prefix))
+	if err != nil {
+		closePool()
+		stopKafka()
+		return b, err
+	}
+	return e2eBench{E2E: e, pool: pool, where: where, stop: func() { _ = e.Close(); closePool(); stopKafka() }}, nil
 }
 
 // warmUpMessages is the most messages of the untimed run that warmUp

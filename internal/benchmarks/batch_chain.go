@@ -2,16 +2,12 @@ package benchmarks
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/google/uuid"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
@@ -66,31 +62,14 @@ func BatchChain(b *testing.B, store bool) {
 // of fn, wrapped in the chain's per-message middlewares, its store when
 // store is true, and what closes the chain and what it opened.
 func batchChainHandler(store bool, fn middleware.BatchHandlerFunc) (message.HandlerFunc, *idempotency.MemoryStore, func(), error) {
-	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
-	cfg := middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)}
-	cfg.Idempotency.Scope = func(*message.Message) string { return "batch-chain" }
-	var mem *idempotency.MemoryStore
-	if store {
-		mem = idempotency.NewMemoryStore(0)
-		cfg.Store = mem
-	}
+	cfg, mem, closeCfg := directConfig("batch-chain", store)
 	chain, err := middleware.BatchDefaults(cfg, middleware.BatchConfig{MaxMessages: BatchChainSize, Parallel: batchChainParallel,
 		MaxWait: 5 * time.Millisecond})
 	if err != nil {
-		return nil, nil, nil, errors.Join(err, pub.Close())
+		closeCfg()
+		return nil, nil, nil, err
 	}
 	batch := chain.Handler(fn)
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) { return nil, batch(msg) })
-	mws := chain.Middlewares()
-	for i := len(mws) - 1; i >= 0; i-- {
-		h = mws[i](h)
-	}
-	closeAll := func() {
-		_ = chain.Close(context.Background())
-		if mem != nil {
-			_ = mem.Close()
-		}
-		_ = pub.Close()
-	}
-	return h, mem, closeAll, nil
+	return wrap(h, chain.Middlewares()), mem, func() { _ = chain.Close(context.Background()); closeCfg() }, nil
 }

@@ -29,11 +29,7 @@ func (e *E2E) Direct(ctx context.Context, v E2EVariant, n int) (time.Duration, e
 	h := message.HandlerFunc(func(msg *message.Message) ([]*message.Message, error) {
 		return nil, handle(msg)
 	})
-	mws := chain.Middlewares()
-	for i := len(mws) - 1; i >= 0; i-- {
-		h = mws[i](h)
-	}
-	d, err := runWorkers(ctx, max(E2EPartitions, v.Concurrency), n, h)
+	d, err := runWorkers(ctx, max(E2EPartitions, v.Concurrency), n, wrap(h, chain.Middlewares()))
 	return d, errors.Join(err, chain.Close(context.Background()))
 }
 
