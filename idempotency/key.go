@@ -1,6 +1,10 @@
 package idempotency
 
-import "github.com/google/uuid"
+import (
+	"crypto/sha1"
+
+	"github.com/google/uuid"
+)
 
 // namespace is the UUIDv5 namespace of KeyUUID:
 // 3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21. It is part of the stored format and
@@ -18,7 +22,15 @@ func KeyUUID(key string) uuid.UUID {
 			return id
 		}
 	}
-	return uuid.NewSHA1(namespace, []byte(key))
+	// uuid.NewSHA1, without its allocations: a consumer hashes each
+	// message's scoped key on every check, mark and claim.
+	var buf [128]byte
+	sum := sha1.Sum(append(append(buf[:0], namespace[:]...), key...))
+	var id uuid.UUID
+	copy(id[:], sum[:])
+	id[6] = id[6]&0x0f | 5<<4 // version 5
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return id
 }
 
 // ScopedKey returns the key a consumer with the given scope stores for a

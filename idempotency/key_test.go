@@ -36,6 +36,33 @@ func TestKeyUUID(t *testing.T) {
 	}
 }
 
+// TestKeyUUIDIsNewSHA1: the stored UUID of any key that is not a UUID is
+// uuid.NewSHA1's under the namespace, at every length (longer keys than
+// KeyUUID's stack buffer included), and computing it allocates nothing.
+func TestKeyUUIDIsNewSHA1(t *testing.T) {
+	ns := uuid.MustParse("3c1b8f5e-2d0a-5b8e-9a41-6b0f3c6d7e21")
+	for n := range 300 {
+		key := strings.Repeat("k", n/2) + "/" + strings.Repeat("é", n-n/2)[:n-n/2]
+		if got, want := idempotency.KeyUUID(key), uuid.NewSHA1(ns, []byte(key)); got != want {
+			t.Fatalf("KeyUUID of a %d-byte key = %v, want %v", len(key), got, want)
+		}
+	}
+	key := "payments.order-placed-consumer/" + uuid.NewString()
+	if allocs := testing.AllocsPerRun(100, func() { idempotency.KeyUUID(key) }); allocs != 0 {
+		t.Errorf("KeyUUID of a scoped key allocates %.0f times, want 0", allocs)
+	}
+}
+
+// BenchmarkKeyUUID hashes a scoped message key, as a store does for each
+// check, mark and claim.
+func BenchmarkKeyUUID(b *testing.B) {
+	key := "payments.order-placed-consumer/" + uuid.NewString()
+	b.ReportAllocs()
+	for b.Loop() {
+		idempotency.KeyUUID(key)
+	}
+}
+
 func TestScopedKey(t *testing.T) {
 	if got := idempotency.ScopedKey("", "k"); got != "k" {
 		t.Errorf("empty scope: %q", got)

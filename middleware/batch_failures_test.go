@@ -233,3 +233,55 @@ func TestBatchOutageRetriesTheWholeBatch(t *testing.T) {
 		t.Errorf("%d dead letters, want none: an outage is waited out", n)
 	}
 }
+
+// TestBatchNamedFailureKeepsTheMessagesBeforeIt: one key's 10 messages in
+// one batch, the fifth named as poison. The four before it commit in the
+// same run, in the batch's second attempt, before the poison is
+// dead-lettered and so before the five after it, which commit next.
+func TestBatchNamedFailureKeepsTheMessagesBeforeIt(t *testing.T) {
+	const perKey = 10
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, 1, true)
+	topic := env.topic(t, "before")
+	msgs := keyedMessages(1, perKey)
+	env.publish(t, topic, msgs...)
+
+	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
+	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
+		middleware.BatchConfig{MaxMessages: perKey})
+	var mu sync.Mutex
+	var calls [][]string
+	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
+		var seqs []string
+		failed := map[*message.Message]error{}
+		var good []*message.Message
+		for _, m := range batch {
+			seqs = append(seqs, string(m.Payload))
+			if m.UUID == msgs[4].UUID {
+				failed[m] = koto.Poison(errors.New("poison"))
+			} else {
+				good = append(good, m)
+			}
+		}
+		mu.Lock()
+		calls = append(calls, seqs)
+		mu.Unlock()
+		if err := lg.write(ctx, good); err != nil {
+			return err
+		}
+		return middleware.FailMessages(failed)
+	})
+	kafkatest.WaitFor(t, "the good messages in the ledger and the poison dead-lettered", func() bool {
+		return lg.rows() >= perKey-1 && dl.count() >= 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) < 2 || fmt.Sprint(calls[0]) != "[k0/0 k0/1 k0/2 k0/3 k0/4 k0/5 k0/6 k0/7 k0/8 k0/9]" || fmt.Sprint(calls[1]) != "[k0/0 k0/1 k0/2 k0/3]" {
+		t.Errorf("handler calls %v; want the batch of 10, then the 4 before the poison", calls)
+	}
+	if rows := lg.rows(); rows != perKey-1 || dl.count() != 1 {
+		t.Errorf("%d rows in the ledger and %d dead letters, want %d and the poison", rows, dl.count(), perKey-1)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -23,7 +22,7 @@ type run struct {
 	b       *batcher
 	ctx     context.Context // the batch's: its span, and the chain's life
 	fates   map[*member]fate
-	blocked map[lane]int64 // the offset of the first member of each lane that failed
+	blocked map[lane]int64 // lanes with a failed member: the offset of the first
 	copies  map[*member][]*member
 	calls   int // handler calls
 	outages int // attempts failed by an outage, in a row
@@ -85,7 +84,7 @@ func (r *run) settle(set []*member) {
 		case errors.Is(out.err, errGone):
 			continue
 		case r.b.cfg.classify(out.err) == koto.ClassOutage:
-			if !r.waitOut(set, out.err) {
+			if !r.waitOut(out.err) {
 				r.failAll(set, out.err)
 				return
 			}
@@ -106,8 +105,8 @@ func (r *run) settle(set []*member) {
 	}
 }
 
-// ready drops the members whose delivery gave up, and requeues those that
-// follow a failed member of their lane.
+// ready drops the members whose delivery gave up, and requeues those
+// behind a failed member of their lane; the members before it stay.
 func (r *run) ready(set []*member) []*member {
 	out := set[:0:0]
 	for _, m := range set {
@@ -160,24 +159,33 @@ func (r *run) failNamed(set []*member, named MessageErrors) bool {
 	return failed
 }
 
-// fail gives m its error, and blocks the rest of its lane for the rest
-// of the run: the messages after it wait for it. A member behind a failed
-// one is requeued instead: that one goes first.
+// fail gives m its error, and blocks its lane from m on for the rest of
+// the run: the members after m are requeued, the ones before it may still
+// commit. A member behind a failure is requeued instead: the message
+// before it that failed goes first. A failure before the lane's first
+// one requeues that one in turn.
 func (r *run) fail(m *member, err error) {
 	if r.behindFailure(m) {
 		r.fates[m] = fate{kind: fateRequeued}
 		return
 	}
+	l := m.lane()
+	if _, blocked := r.blocked[l]; blocked {
+		for o, f := range r.fates {
+			if f.kind == fateFailed && o.lane() == l && o.pos.Offset > m.pos.Offset {
+				r.fates[o] = fate{kind: fateRequeued}
+			}
+		}
+	}
 	r.fates[m] = fate{kind: fateFailed, err: err}
-	r.blocked[m.lane()] = m.pos.Offset
+	r.blocked[l] = m.pos.Offset
 }
 
-// behindFailure reports whether a member of m's lane before m failed in
-// the run. The messages before a failed one are not held: they commit
-// before it is retried or dead-lettered, as their order wants.
+// behindFailure reports whether a member before m in its lane failed in
+// this run. (A member without a position has a lane of its own.)
 func (r *run) behindFailure(m *member) bool {
-	off, ok := r.blocked[m.lane()]
-	return ok && m.pos.Offset > off
+	at, blocked := r.blocked[m.lane()]
+	return blocked && m.pos.Offset > at
 }
 
 func (r *run) failAll(set []*member, err error) {
@@ -186,38 +194,13 @@ func (r *run) failAll(set []*member, err error) {
 	}
 }
 
-// waitOut waits before an attempt of set again after an outage, and
-// reports false when the chain closed or every member's delivery ended
-// meanwhile: no one is left to wait for.
-func (r *run) waitOut(set []*member, err error) bool {
+// waitOut waits before an attempt again after an outage, and reports
+// false when there is no one left to wait for, or the chain closed.
+func (r *run) waitOut(err error) bool {
 	r.outages++
 	r.b.cfg.logger.LogAttrs(r.ctx, slog.LevelWarn, "batch failed, retrying",
 		slog.String(logattr.Error, err.Error()), slog.Int(logattr.Attempts, r.outages))
-	ctx, stop := untilAllEnd(r.b.cfg.life, set)
-	defer stop()
-	return retry.Sleep(ctx, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
-}
-
-// untilAllEnd returns a context of parent that also ends once the context
-// of every member of set has ended.
-func untilAllEnd(parent context.Context, set []*member) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	left := atomic.Int64{}
-	left.Store(int64(len(set)))
-	stops := make([]func() bool, len(set))
-	for i, m := range set {
-		stops[i] = context.AfterFunc(m.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return retry.Sleep(r.b.cfg.life, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
 }
 
 // settleCopies gives each copy its primary's fate: a copy of a handled

@@ -371,3 +371,55 @@ type discardPublisher struct{}
 
 func (discardPublisher) Publish(string, ...*message.Message) error { return nil }
 func (discardPublisher) Close() error                              { return nil }
+
+// TestBatchCheckHandleMarkOfOneMessage: check-handle-mark batches of one
+// message each (MaxMessages 1, as a retry runs alone) handle every
+// message not processed before, once, and skip those marked beforehand.
+func TestBatchCheckHandleMarkOfOneMessage(t *testing.T) {
+	const n, premarked = 20, 5
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	store := postgresStoreIn(t, pool, pgtest.Schema(t, pool))
+	topic := env.topic(t, "single")
+	var duplicates atomic.Int64
+	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{
+		OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
+	}}, middleware.BatchConfig{MaxMessages: 1})
+	msgs := keyedMessages(4, n/4)
+	for _, m := range msgs[:premarked] {
+		if err := store.MarkProcessed(t.Context(), idempotency.ScopedKey(rig.group, m.UUID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.publish(t, topic, msgs...)
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	var sizes batchSizes
+	rig.run(t, sizes.wrap(func(_ context.Context, batch []*message.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range batch {
+			handled[m.UUID]++
+		}
+		return nil
+	}))
+	kafkatest.WaitFor(t, "every message handled or skipped", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)+int(duplicates.Load()) >= n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for i, m := range msgs {
+		if want := map[bool]int{true: 0, false: 1}[i < premarked]; handled[m.UUID] != want {
+			t.Errorf("message %d reached the handler %d times, want %d", i, handled[m.UUID], want)
+		}
+	}
+	if d := duplicates.Load(); d != premarked {
+		t.Errorf("%d duplicates skipped, want %d", d, premarked)
+	}
+	if _, largest := sizes.stats(); largest != 1 {
+		t.Errorf("a batch of %d messages, want one each", largest)
+	}
+}

@@ -74,6 +74,11 @@ func allSections(quick bool, brokers []string) []section {
 				rounds: size(3, 1), brokers: brokers}, io.Discard)
 			return concurrentFigures(r), err
 		}},
+		{"batch", func(ctx context.Context) ([]figure, error) {
+			r, err := measureBatch(ctx, batchFlags{messages: size(3000, 200), batchMessages: size(30000, 2000),
+				latency: dur(2*time.Second, 300*time.Millisecond), rounds: size(3, 1), brokers: brokers}, io.Discard)
+			return batchFigures(r), err
+		}},
 		{"outbox", func(ctx context.Context) ([]figure, error) {
 			r, err := measureOutbox(ctx, outboxFlags{messages: size(20000, 2000), watermill: size(1000, 100), rounds: size(2, 1),
 				latency: size(500, 60), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
@@ -89,7 +94,7 @@ func allSections(quick bool, brokers []string) []section {
 func runAll(ctx context.Context, args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("koto-bench all")
 	quick := fs.Bool("quick", false, "small sizes: a check that everything runs, in well under 30 s; its figures are rough")
-	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,concurrent,outbox,reqreply)")
+	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,concurrent,batch,outbox,reqreply)")
 	brokers := brokersFlag(fs, "section")
 	if err := cli.Parse(fs, out, args); err != nil {
 		return err

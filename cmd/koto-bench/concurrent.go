@@ -89,27 +89,18 @@ func runConcurrent(ctx context.Context, args []string, out io.Writer) error {
 // the one-at-a-time capacity measured in the first group.
 func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (concurrentResult, error) {
 	var r concurrentResult
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
-	if err != nil {
-		return r, err
-	}
-	defer stopKafka()
 	conns := int32(benchmarks.ConcurrentLocal + 4)
-	pool, cleanup, err := benchPool(ctx, conns)
+	b, err := newE2EBench(ctx, f.brokers, conns, "koto_bench_conc")
 	if err != nil {
 		return r, err
 	}
-	defer cleanup()
-	e, err := benchmarks.NewE2E(ctx, brokers, pool, pgtest.Name("koto_bench_conc"))
-	if err != nil {
-		return r, err
-	}
-	defer e.Close()
+	defer b.stop()
+	e, pool := b.E2E, b.pool
 	fmt.Fprintf(out, "%d messages per run on %s, %d partitions, %d keys, router → middleware.Defaults → handler;\n"+
-		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
+		"PostgreSQL pools of %d connections; %d rounds per group\n\n", f.messages, b.where, benchmarks.E2EPartitions, benchmarks.E2EKeys, conns, f.rounds)
 
 	local, remote, waiting := concurrentGroups()
-	if r.local, err = compareGroup(ctx, e, local, f); err != nil {
+	if r.local, err = compareGroup(ctx, e, local, f.messages, f.rounds); err != nil {
 		return r, err
 	}
 	if r.latency, err = measureLatency(ctx, e, r.local, f.latency, f.rounds); err != nil {
@@ -121,10 +112,10 @@ func measureConcurrent(ctx context.Context, f concurrentFlags, out io.Writer) (c
 		return r, err
 	}
 	defer stopRemote()
-	if r.remote, err = compareGroup(ctx, e, remote, f); err != nil {
+	if r.remote, err = compareGroup(ctx, e, remote, f.messages, f.rounds); err != nil {
 		return r, err
 	}
-	r.waiting, err = compareGroup(ctx, e, waiting, f)
+	r.waiting, err = compareGroup(ctx, e, waiting, f.messages, f.rounds)
 	r.cpu = map[string]benchmarks.CPU{}
 	for _, v := range benchmarks.E2EConcurrentVariants() {
 		r.cpu[v.Name] = e.CPU(v.Name)
@@ -150,12 +141,12 @@ func concurrentGroups() (local, remote, waiting []benchmarks.E2EVariant) {
 
 // compareGroup warms variants up, then compares them; their CPU is that
 // of the comparison alone.
-func compareGroup(ctx context.Context, e *benchmarks.E2E, variants []benchmarks.E2EVariant, f concurrentFlags) ([]benchmarks.E2EResult, error) {
-	if err := warmUp(ctx, e.Run, variants, f.messages); err != nil {
+func compareGroup(ctx context.Context, e *benchmarks.E2E, variants []benchmarks.E2EVariant, messages, rounds int) ([]benchmarks.E2EResult, error) {
+	if err := warmUp(ctx, e.Run, variants, messages); err != nil {
 		return nil, err
 	}
 	e.ResetCPU(variants)
-	return benchmarks.CompareE2E(ctx, e.Run, variants, f.messages, f.rounds)
+	return benchmarks.CompareE2E(ctx, e.Run, variants, messages, rounds)
 }
 
 // measureLatency runs the transactional consumer, one at a time and

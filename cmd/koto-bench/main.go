@@ -11,6 +11,7 @@
 //
 //	all       every figure below, one line each, with its target and verdict (-quick: small sizes)
 //	allocs    allocations and bytes per message on the consumer path, with and without the chain
+//	batch     batch handlers vs per-message concurrent consumers and raw pgx batches (a hot key too), p99 at half capacity
 //	cleanup   PostgreSQL store Cleanup: rows/s, p99 of concurrent marks while it runs vs without
 //	concurrent  concurrent consumer vs raw pgx and one at a time (local and remote PostgreSQL, a 20 ms call), p99 latency
 //	e2e       idempotent consumer end to end vs the same without idempotency
@@ -50,6 +51,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"all":        allCommand(),
 		"allocs":     allocsCommand(),
+		"batch":      batchCommand(),
 		"cleanup":    cleanupCommand(),
 		"concurrent": concurrentCommand(),
 		"e2e":        e2eCommand(),

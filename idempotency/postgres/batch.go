@@ -29,14 +29,14 @@ func (s *Store) ProcessedKeys(ctx context.Context, keys []string) (map[string]bo
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
-	args, byUUID := keyArgs(keys)
+	ids, args := keyArgs(keys)
 	found, err := s.sendChecks(ctx, args)
 	if err != nil {
 		return nil, unavailable("check", err)
 	}
 	out := make(map[string]bool, len(found))
-	for id := range found {
-		for _, k := range byUUID[id] {
+	for i, k := range keys {
+		if found[ids[i]] { // the single-key statement answers for its key either way
 			out[k] = true
 		}
 	}
@@ -52,7 +52,7 @@ func (s *Store) MarkProcessedKeys(ctx context.Context, keys []string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	args, _ := keyArgs(keys)
+	_, args := keyArgs(keys)
 	if _, err := s.sendMarks(ctx, args); err != nil {
 		return unavailable("mark", err)
 	}
@@ -95,7 +95,7 @@ func (s *Store) TransactBatch(ctx context.Context, c idempotency.BatchClaim, fn 
 func (s *Store) beginBatch(ctx context.Context, c idempotency.BatchClaim) (pgx.Tx, []bool, error) {
 	ctx, cancel := withTimeout(ctx, c.Timeout)
 	defer cancel()
-	args, _ := keyArgs(c.Keys)
+	ids, args := keyArgs(c.Keys)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	if locks := pgschema.NonEmpty(c.LockKeys); len(locks) > 0 {
@@ -114,8 +114,8 @@ func (s *Store) beginBatch(ctx context.Context, c idempotency.BatchClaim) (pgx.T
 		return nil, nil, unavailable("begin and claim", err)
 	}
 	claimed := make([]bool, len(c.Keys))
-	for i, k := range c.Keys {
-		claimed[i] = marked[idempotency.KeyUUID(k)]
+	for i, id := range ids {
+		claimed[i] = marked[id]
 	}
 	return tx, claimed, nil
 }
@@ -141,21 +141,18 @@ func readBatchClaim(br pgx.BatchResults, prelude int) (map[[16]byte]bool, error)
 	return marked, err
 }
 
-// keyArgs returns the distinct stored UUIDs of keys, in ascending order so
-// that statements on overlapping keys lock them in the same order, and
-// the keys of each UUID.
-func keyArgs(keys []string) ([]pgtype.UUID, map[[16]byte][]string) {
-	byUUID := make(map[[16]byte][]string, len(keys))
-	args := make([]pgtype.UUID, 0, len(keys))
-	for _, k := range keys {
-		id := idempotency.KeyUUID(k)
-		if _, seen := byUUID[id]; !seen {
-			args = append(args, pgtype.UUID{Bytes: id, Valid: true})
-		}
-		byUUID[id] = append(byUUID[id], k)
+// keyArgs returns the stored UUID of each key of keys, in their order,
+// and the distinct UUIDs in ascending order, so that statements on
+// overlapping keys lock them in the same order. Each key is hashed once.
+func keyArgs(keys []string) (ids [][16]byte, args []pgtype.UUID) {
+	ids = make([][16]byte, len(keys))
+	args = make([]pgtype.UUID, len(keys))
+	for i, k := range keys {
+		ids[i] = idempotency.KeyUUID(k)
+		args[i] = pgtype.UUID{Bytes: ids[i], Valid: true}
 	}
 	slices.SortFunc(args, func(a, b pgtype.UUID) int { return bytes.Compare(a.Bytes[:], b.Bytes[:]) })
-	return args, byUUID
+	return ids, slices.CompactFunc(args, func(a, b pgtype.UUID) bool { return a.Bytes == b.Bytes })
 }
 
 // conflict marks a serialization failure or a deadlock as an outage:

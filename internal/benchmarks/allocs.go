@@ -67,30 +67,43 @@ func allocsHandler(c AllocsCase) (message.HandlerFunc, func(), error) {
 	if !c.Chain {
 		return h, func() {}, nil
 	}
-	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
-	cfg := middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)}
-	cfg.Idempotency.Scope = func(*message.Message) string { return "allocs" }
-	var store *idempotency.MemoryStore
-	if c.Store {
-		store = idempotency.NewMemoryStore(0)
-		cfg.Store = store
-	}
+	cfg, _, closeCfg := directConfig("allocs", c.Store)
 	chain, err := middleware.Defaults(cfg)
 	if err != nil {
-		return nil, nil, errors.Join(err, pub.Close())
+		closeCfg()
+		return nil, nil, err
 	}
-	mws := chain.Middlewares()
-	for i := len(mws) - 1; i >= 0; i-- {
-		h = mws[i](h)
+	return wrap(h, chain.Middlewares()), func() { _ = chain.Close(context.Background()); closeCfg() }, nil
+}
+
+// directConfig is the middleware.Config of a chain called without Kafka
+// or the router: dead letters, none expected, go to a gochannel Pub/Sub,
+// logs nowhere; the idempotency scope is scope, and with store the store
+// is a new idempotency.MemoryStore. closeAll closes the store and the
+// Pub/Sub.
+func directConfig(scope string, store bool) (cfg middleware.Config, mem *idempotency.MemoryStore, closeAll func()) {
+	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	cfg = middleware.Config{Publisher: pub, Logger: slog.New(slog.DiscardHandler)}
+	cfg.Idempotency.Scope = func(*message.Message) string { return scope }
+	if store {
+		mem = idempotency.NewMemoryStore(0)
+		cfg.Store = mem
 	}
-	closeAll := func() {
-		_ = chain.Close(context.Background())
-		if store != nil {
-			_ = store.Close()
+	return cfg, mem, func() {
+		if mem != nil {
+			_ = mem.Close()
 		}
 		_ = pub.Close()
 	}
-	return h, closeAll, nil
+}
+
+// wrap returns h wrapped in mws, the first outermost, as the router wraps
+// a handler in its middlewares.
+func wrap(h message.HandlerFunc, mws []message.HandlerMiddleware) message.HandlerFunc {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
 }
 
 // AllocsResult is what one path allocates per message.

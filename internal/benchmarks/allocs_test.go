@@ -30,3 +30,25 @@ func TestConsumerAllocsChainCosts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBatchChain reports the cost per message of the batch chain,
+// without and with check-handle-mark on a memory store (no Kafka, router
+// or database: see BatchChain).
+func BenchmarkBatchChain(b *testing.B) {
+	b.Run("no idempotency", func(b *testing.B) { BatchChain(b, false) })
+	b.Run("check-handle-mark (memory store)", func(b *testing.B) { BatchChain(b, true) })
+}
+
+// TestBatchChainHandlesEveryMessage runs BatchChain briefly on both paths
+// and checks that the handler got every message once and, with the
+// store, that every message was marked.
+func TestBatchChainHandlesEveryMessage(t *testing.T) {
+	shortBenchtime(t)
+	for _, store := range []bool{false, true} {
+		r := testing.Benchmark(func(b *testing.B) { BatchChain(b, store) })
+		marked, ok := r.Extra["marked/op"]
+		if r.N == 0 || r.Extra["handled/op"] != 1 || ok != store || store && marked != 1 {
+			t.Fatalf("store %v: N = %d, %v; want every message handled once, and marked once with the store", store, r.N, r.Extra)
+		}
+	}
+}

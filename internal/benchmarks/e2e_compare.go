@@ -22,7 +22,10 @@ type E2EResult struct {
 	// baseline in one round, each run compared with the baseline's run of
 	// the same round: how much the machine's noise moves the ratio.
 	MinRatio, MaxRatio float64
-	rounds             []float64 // the rate of each round's run
+	// AlsoRatio, AlsoMinRatio and AlsoMaxRatio are the same to
+	// Variant.Also; 0 without one.
+	AlsoRatio, AlsoMinRatio, AlsoMaxRatio float64
+	rounds                                []float64 // the rate of each round's run
 }
 
 // Rate returns messages per second.
@@ -63,34 +66,50 @@ func CompareE2E(ctx context.Context, run E2ERunner, variants []E2EVariant, n, ro
 	return out, setRatios(out)
 }
 
-// setRatios fills in each result's ratios to its baseline's.
+// setRatios fills in each result's ratios to its baseline's, and to its
+// Also's.
 func setRatios(results []E2EResult) error {
 	byName := map[string]E2EResult{}
 	for _, r := range results {
 		byName[r.Variant.Name] = r
 	}
 	for i, r := range results {
-		if r.Variant.Baseline == "" {
-			continue
-		}
-		base, ok := byName[r.Variant.Baseline]
-		if !ok {
-			return fmt.Errorf("variant %q: baseline %q was not measured", r.Variant.Name, r.Variant.Baseline)
-		}
-		if base.Rate() > 0 {
-			results[i].Ratio = r.Rate() / base.Rate()
-		}
-		perRound := make([]float64, 0, len(r.rounds))
-		for k, rate := range r.rounds {
-			if k < len(base.rounds) && base.rounds[k] > 0 {
-				perRound = append(perRound, rate/base.rounds[k])
+		for _, to := range []struct {
+			name               string
+			ratio, least, most *float64
+		}{
+			{r.Variant.Baseline, &results[i].Ratio, &results[i].MinRatio, &results[i].MaxRatio},
+			{r.Variant.Also, &results[i].AlsoRatio, &results[i].AlsoMinRatio, &results[i].AlsoMaxRatio},
+		} {
+			if to.name == "" {
+				continue
 			}
-		}
-		if len(perRound) > 0 {
-			results[i].MinRatio, results[i].MaxRatio = slices.Min(perRound), slices.Max(perRound)
+			base, ok := byName[to.name]
+			if !ok {
+				return fmt.Errorf("variant %q: baseline %q was not measured", r.Variant.Name, to.name)
+			}
+			*to.ratio, *to.least, *to.most = r.versus(base)
 		}
 	}
 	return nil
+}
+
+// versus returns r's rate over base's, and the least and the greatest of
+// that ratio in one round.
+func (r E2EResult) versus(base E2EResult) (ratio, least, most float64) {
+	if base.Rate() > 0 {
+		ratio = r.Rate() / base.Rate()
+	}
+	perRound := make([]float64, 0, len(r.rounds))
+	for k, rate := range r.rounds {
+		if k < len(base.rounds) && base.rounds[k] > 0 {
+			perRound = append(perRound, rate/base.rounds[k])
+		}
+	}
+	if len(perRound) > 0 {
+		least, most = slices.Min(perRound), slices.Max(perRound)
+	}
+	return ratio, least, most
 }
 
 // Consume starts a run of v with n messages, waits for all of them and

@@ -20,10 +20,10 @@ const fillBatch = 5000
 const E2EKeys = 1000
 
 // fill writes n small JSON records to topic, record i with partition key
-// i%E2EKeys, each with a new UUIDv7 in the Watermill UUID header as this
+// i%keys, each with a new UUIDv7 in the Watermill UUID header as this
 // project's publishers assign. It uses franz-go, not the publisher under
 // test, so that only consumption is measured.
-func fill(ctx context.Context, brokers []string, topic string, n int) error {
+func fill(ctx context.Context, brokers []string, topic string, n, keys int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
@@ -32,7 +32,7 @@ func fill(ctx context.Context, brokers []string, topic string, n int) error {
 	for start := 0; start < n; start += fillBatch {
 		recs := make([]*kgo.Record, 0, min(fillBatch, n-start))
 		for i := start; i < n && i < start+fillBatch; i++ {
-			recs = append(recs, record(i))
+			recs = append(recs, record(i, keys))
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			return fmt.Errorf("fill %s: %w", topic, err)
@@ -41,12 +41,12 @@ func fill(ctx context.Context, brokers []string, topic string, n int) error {
 	return nil
 }
 
-// record returns the i-th record of an end-to-end topic.
-func record(i int) *kgo.Record {
-	key := "key-" + strconv.Itoa(i%E2EKeys)
+// record returns the i-th record of an end-to-end topic of keys keys.
+func record(i, keys int) *kgo.Record {
+	key := "key-" + strconv.Itoa(i%keys)
 	return &kgo.Record{
 		Key:   []byte(key),
-		Value: []byte(`{"order_id":` + strconv.Itoa(i) + `,"amount":10}`),
+		Value: payload(int64(i)),
 		Headers: []kgo.RecordHeader{
 			{Key: kafka.UUIDHeaderKey, Value: []byte(uuid.Must(uuid.NewV7()).String())},
 			{Key: koto.PartitionKeyMetadataKey, Value: []byte(key)},

@@ -26,7 +26,11 @@ type latencies struct {
 }
 
 func (l *latencies) add(msg *message.Message) {
-	sent, err := strconv.ParseInt(msg.Metadata.Get(sentAtHeader), 10, 64)
+	stamp := msg.Metadata.Get(sentAtHeader)
+	if stamp == "" {
+		return // not a latency run's: no error allocated
+	}
+	sent, err := strconv.ParseInt(stamp, 10, 64)
 	if err != nil {
 		return
 	}
@@ -51,7 +55,11 @@ type LatencyResult struct {
 	Rate     float64 // offered, messages per second
 	Messages int
 	P50, P99 time.Duration
-	samples  []time.Duration // sorted
+	// CPU is what the runs cost from the producer's start to the last
+	// message's handling: the producer and the embedded broker, when
+	// there is one, count in this process's.
+	CPU     CPU
+	samples []time.Duration // sorted
 }
 
 // Add returns the result of r's runs and o's together.
@@ -60,6 +68,7 @@ func (r LatencyResult) Add(o LatencyResult) LatencyResult {
 		r.Variant, r.Rate = o.Variant, o.Rate
 	}
 	r.Messages += o.Messages
+	r.CPU = r.CPU.Add(o.CPU)
 	r.samples = slices.Concat(r.samples, o.samples)
 	slices.Sort(r.samples)
 	r.P50, r.P99 = quantile(r.samples, 0.5), quantile(r.samples, 0.99)
@@ -77,7 +86,7 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	if err != nil {
 		return res, err
 	}
-	if err := fill(ctx, e.brokers, topic, 1); err != nil {
+	if err := fill(ctx, e.brokers, topic, 1, v.keys()); err != nil {
 		return res, err
 	}
 	run, err := e.startOn(ctx, v, topic, group, n+1)
@@ -88,7 +97,9 @@ func (e *E2E) Latency(ctx context.Context, v E2EVariant, rate float64, n int) (L
 	case <-run.First():
 	case <-ctx.Done():
 	}
-	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n), wait(ctx, run))
+	start := sampleCPU()
+	err = errors.Join(produceAt(ctx, e.brokers, topic, rate, n, v.keys()), wait(ctx, run))
+	res.CPU = sampleCPU().since(start, benchBackends(ctx, e.pool))
 	run.latency.mu.Lock()
 	res.samples = slices.Sorted(slices.Values(run.latency.d))
 	run.latency.mu.Unlock()
@@ -101,9 +112,9 @@ func wait(ctx context.Context, run *E2ERun) error {
 	return err
 }
 
-// produceAt writes n records to topic at rate per second, each stamped
-// with sentAtHeader, and returns once all were acknowledged.
-func produceAt(ctx context.Context, brokers []string, topic string, rate float64, n int) error {
+// produceAt writes n records of keys keys to topic at rate per second,
+// each stamped with sentAtHeader, and returns once all were acknowledged.
+func produceAt(ctx context.Context, brokers []string, topic string, rate float64, n, keys int) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0))
 	if err != nil {
 		return err
@@ -116,7 +127,7 @@ func produceAt(ctx context.Context, brokers []string, topic string, rate float64
 	start := time.Now()
 	for i := range n {
 		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-		rec := record(i)
+		rec := record(i, keys)
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: sentAtHeader, Value: []byte(strconv.FormatInt(time.Now().UnixNano(), 10))})
 		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {

@@ -45,7 +45,7 @@ func (e *E2E) Start(ctx context.Context, v E2EVariant, n int) (*E2ERun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fill(ctx, e.brokers, topic, n); err != nil {
+	if err := fill(ctx, e.brokers, topic, n, v.keys()); err != nil {
 		return nil, err
 	}
 	return e.startOn(ctx, v, topic, group, n)
@@ -81,7 +81,7 @@ func (e *E2E) startOn(ctx context.Context, v E2EVariant, topic, group string, n 
 // route builds r's router: the clock middleware, the chain of v and its
 // handler.
 func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
-	chain, err := e.chain(v, nil)
+	chain, h, err := e.consumer(v, nil)
 	if err != nil {
 		return err
 	}
@@ -89,18 +89,37 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
-	sub, err := broker.NewSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, Concurrency: v.Concurrency})
+	cfg := broker.Config{Brokers: e.brokers, ConsumerGroup: group, Concurrency: v.Concurrency}
+	if v.Batch > 0 {
+		cfg.Ordering = broker.OrderByKeyInBatches
+	}
+	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
-	router.AddConsumerHandler(group, topic, sub, e.handler(v)).
+	router.AddConsumerHandler(group, topic, sub, h).
 		AddMiddleware(append([]message.HandlerMiddleware{r.clock}, chain.Middlewares()...)...)
 	r.router, r.chain = router, chain
 	return nil
 }
 
-// chain is the middleware chain of a variant: a *middleware.Chain, or
-// the one without telemetry.
+// consumer returns the chain of v and the handler function of its router
+// handler: v's handler, or with Batch, the batch chain's handler of v's
+// batch handler. A nil scope means the default, the handler name.
+func (e *E2E) consumer(v E2EVariant, scope func(*message.Message) string) (chain, message.NoPublishHandlerFunc, error) {
+	if v.Batch == 0 {
+		c, err := e.chain(v, scope)
+		return c, e.handler(v), err
+	}
+	c, err := e.batchChain(v, scope)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Handler(e.batchHandler(v)), nil
+}
+
+// chain is the middleware chain of a variant: a *middleware.Chain, a
+// *middleware.BatchChain, or the one without telemetry.
 type chain interface {
 	Middlewares() []message.HandlerMiddleware
 	Close(ctx context.Context) error
@@ -110,11 +129,16 @@ type chain interface {
 // v, logging to a discarding logger; a nil scope means the default, the
 // handler name.
 func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, error) {
-	logger := slog.New(slog.DiscardHandler)
 	if v.Telemetry == TelemetryNone {
-		return withoutTelemetry(e.pub, logger)
+		return withoutTelemetry(e.pub, slog.New(slog.DiscardHandler))
 	}
-	cfg := middleware.Config{Publisher: e.pub, Logger: logger}
+	return middleware.Defaults(e.config(v, scope))
+}
+
+// config is the middleware.Config of v: dead letters to e's publisher,
+// logs discarded, v's telemetry and idempotency.
+func (e *E2E) config(v E2EVariant, scope func(*message.Message) string) middleware.Config {
+	cfg := middleware.Config{Publisher: e.pub, Logger: slog.New(slog.DiscardHandler)}
 	if v.Telemetry == TelemetrySDK {
 		cfg.Telemetry = e.sdk.tel
 	}
@@ -128,7 +152,7 @@ func (e *E2E) chain(v E2EVariant, scope func(*message.Message) string) (chain, e
 	case TransactionalDeferred:
 		cfg.Store, cfg.Idempotency.Transactional, cfg.Idempotency.DeferClaim = store, true, true
 	}
-	return middleware.Defaults(cfg)
+	return cfg
 }
 
 // plainChain is middleware.Defaults without telemetry and idempotency:

@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -81,7 +82,21 @@ type E2EVariant struct {
 	// Messages, when not 0, is the messages of each run of the variant,
 	// instead of the comparison's.
 	Messages int
+	// Batch, when not 0, makes the handler a batch handler
+	// (middleware.BatchDefaults) of batches up to Batch messages, on a
+	// subscriber with broker.OrderByKeyInBatches; with RawPgx, the
+	// messages of each transaction.
+	Batch int
+	// Keys is how many partition keys the records have; 0 means E2EKeys.
+	Keys int
+	// Also names a second variant this one is compared with, beside
+	// Baseline, and AlsoTarget the least ratio to it (0: none).
+	Also       string
+	AlsoTarget float64
 }
+
+// keys returns how many partition keys the records of v have.
+func (v E2EVariant) keys() int { return cmp.Or(v.Keys, E2EKeys) }
 
 // E2ETelemetry is the telemetry of an end-to-end variant.
 type E2ETelemetry int

@@ -37,8 +37,7 @@ type CheckMarkSQL struct {
 // the same text as the store's: the test of the store's hot path checks
 // that they are what the store sends.
 func StoreSQL(store *postgres.Store) CheckMarkSQL {
-	table := store.Table()
-	window := fmt.Sprintf("interval '%d microseconds'", store.Window().Microseconds())
+	table, window := store.Table(), windowSQL(store)
 	return CheckMarkSQL{
 		Check: "SELECT EXISTS (SELECT 1 FROM " + table +
 			" WHERE message_id = $1 AND processed_at > now() - " + window + ")",
@@ -47,6 +46,11 @@ func StoreSQL(store *postgres.Store) CheckMarkSQL {
 			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
 			" WHERE m.processed_at <= now() - " + window,
 	}
+}
+
+// windowSQL writes out the window of store's marks as its statements do.
+func windowSQL(store *postgres.Store) string {
+	return fmt.Sprintf("interval '%d microseconds'", store.Window().Microseconds())
 }
 
 func storeOp(store idempotency.Store) func(ctx context.Context) error {
