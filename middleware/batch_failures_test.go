@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +200,98 @@ func (p poisons) before(m *message.Message) []string {
 		}
 	}
 	return out
+}
+
+// TestBatchNamedFailureCommitsTheMessagesBeforeIt: a batch holds six
+// messages of one key and its handler names one of them, the fourth. The
+// three before it run again at once, in the batch's own run, and commit
+// before it is dead-lettered; the two after it wait for the dead letter.
+// Were the three requeued with the two, the dead letter would free the two
+// while the three waited for a new batch, and a later message of the key
+// could commit before an earlier one. When the run again names the
+// second, the second fails in the fourth's place and the fourth waits too.
+func TestBatchNamedFailureCommitsTheMessagesBeforeIt(t *testing.T) {
+	cases := []struct {
+		name  string
+		fails func(seqs []int) int // the seq the handler names, or -1
+		dead  int                  // messages dead-lettered
+		want  []string
+	}{{
+		name:  "one",
+		fails: func(seqs []int) int { return whenIn(seqs, 3) },
+		dead:  1,
+		want:  []string{"[0 1 2 3 4 5] named 3", "[0 1 2]", "[4 5] after 3"},
+	}, {
+		name:  "an earlier one in the run again",
+		fails: func(seqs []int) int { return max(whenIn(seqs, 3), whenIn(seqs, 1)) },
+		dead:  2,
+		want:  []string{"[0 1 2 3 4 5] named 3", "[0 1 2] named 1", "[0]", "[2 3 4 5] after 1 named 3", "[2] after 1", "[4 5] after 1 3"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { namedFailureOrder(t, c.fails, c.dead, c.want) })
+	}
+}
+
+// whenIn returns seq when seqs holds it, else -1.
+func whenIn(seqs []int, seq int) int {
+	if slices.Contains(seqs, seq) {
+		return seq
+	}
+	return -1
+}
+
+func namedFailureOrder(t *testing.T, fails func([]int) int, dead int, want []string) {
+	const n = 6
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, 1, true)
+	topic := env.topic(t, "named-order")
+	msgs := keyedMessages(1, n)
+	env.publish(t, topic, msgs...)
+
+	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
+	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
+		middleware.BatchConfig{MaxMessages: n, MaxWait: 2 * time.Second})
+	var mu sync.Mutex
+	var calls []string // each call's seqs, the messages dead-lettered by then, and the one it names
+	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
+		seqs := make([]int, len(batch))
+		for i, m := range batch {
+			_, seqs[i], _ = parseEntry(m)
+		}
+		call := fmt.Sprint(seqs)
+		var dead []string
+		for seq, m := range msgs {
+			if _, ok := dl.reason(m.UUID); ok {
+				dead = append(dead, strconv.Itoa(seq))
+			}
+		}
+		if len(dead) > 0 {
+			call += " after " + strings.Join(dead, " ")
+		}
+		bad := fails(seqs)
+		if bad >= 0 {
+			call += " named " + strconv.Itoa(bad)
+		}
+		mu.Lock()
+		calls = append(calls, call)
+		mu.Unlock()
+		if bad >= 0 {
+			return middleware.FailMessages(map[*message.Message]error{batch[slices.Index(seqs, bad)]: koto.Poison(errors.New("bad message"))})
+		}
+		return lg.write(ctx, batch)
+	})
+	kafkatest.WaitFor(t, "the others in the ledger and the named ones dead-lettered", func() bool {
+		return lg.rows() >= n-dead && dl.count() >= dead
+	})
+	if rows := lg.rows(); rows != n-dead {
+		t.Errorf("ledger has %d rows, want %d", rows, n-dead)
+	}
+	lg.checkDistinct(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, want) {
+		t.Errorf("handler calls %q, want %q", calls, want)
+	}
 }

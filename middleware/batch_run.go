@@ -22,7 +22,7 @@ type run struct {
 	b       *batcher
 	ctx     context.Context // the batch's: its span, and the chain's life
 	fates   map[*member]fate
-	blocked map[lane]bool // lanes with a failed or requeued member
+	blocked map[lane]*member // the failed member of each lane that has one
 	copies  map[*member][]*member
 	calls   int // handler calls
 	outages int // attempts failed by an outage, in a row
@@ -33,7 +33,7 @@ func (b *batcher) run(bt *batch) {
 	start := time.Now()
 	members := slices.Clone(bt.members)
 	slices.SortStableFunc(members, compareMembers)
-	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]bool{}}
+	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]*member{}}
 	primaries := r.dedupe(members)
 	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), string(bt.reason), messagesOf(members))
 	r.ctx = ctx
@@ -105,8 +105,8 @@ func (r *run) settle(set []*member) {
 	}
 }
 
-// ready drops the members whose delivery gave up, and requeues those of
-// a blocked lane.
+// ready drops the members whose delivery gave up, and requeues those
+// that come after a failed member of their lane.
 func (r *run) ready(set []*member) []*member {
 	out := set[:0:0]
 	for _, m := range set {
@@ -116,7 +116,7 @@ func (r *run) ready(set []*member) []*member {
 		switch {
 		case m.gone.Load():
 			r.fates[m] = fate{kind: fateFailed, err: koto.Outage(m.ctx.Err())}
-		case r.blocked[m.lane()]:
+		case r.behind(m):
 			r.fates[m] = fate{kind: fateRequeued}
 		default:
 			out = append(out, m)
@@ -159,16 +159,28 @@ func (r *run) failNamed(set []*member, named MessageErrors) bool {
 	return failed
 }
 
-// fail gives m its error, and blocks its lane for the rest of the run. A
-// member of a lane blocked already is requeued instead: the message
-// before it that failed goes first.
+// fail gives m its error, and holds the members of its lane after it for
+// the rest of the run: they are requeued, to go after it, while those
+// before it go on and commit in this run, before it is retried or
+// dead-lettered. A member after a failed one is requeued instead; a
+// member before it fails in its place, and the one that failed first is
+// requeued: nothing was committed since, and it fails again in its turn.
 func (r *run) fail(m *member, err error) {
-	if r.blocked[m.lane()] {
+	if r.behind(m) {
 		r.fates[m] = fate{kind: fateRequeued}
 		return
 	}
+	if first, ok := r.blocked[m.lane()]; ok {
+		r.fates[first] = fate{kind: fateRequeued}
+	}
 	r.fates[m] = fate{kind: fateFailed, err: err}
-	r.blocked[m.lane()] = true
+	r.blocked[m.lane()] = m
+}
+
+// behind reports whether m comes after the failed member of its lane.
+func (r *run) behind(m *member) bool {
+	failed, ok := r.blocked[m.lane()]
+	return ok && compareMembers(m, failed) > 0
 }
 
 func (r *run) failAll(set []*member, err error) {
