@@ -32,11 +32,11 @@ type batchSpec struct {
 	Schema  string // holds the store, the ledger and the outbox
 	Topic   string
 	Group   string
-	CQRS    bool   // a cqrs batch consumer of a DurableOutbox's Service; else a router handler of middleware.BatchDefaults
-	Events  string // the topic of one event per message, published through the outbox in the batch's transaction
-	MaxWait time.Duration
-	Holds   []string // the handler holds a batch with message Holds[k] until hold k opens (see batchHolds)
-	Open    int      // the holds below it are open at the start
+	CQRS    bool          // a cqrs batch consumer of a DurableOutbox's Service; else a router handler of middleware.BatchDefaults
+	Events  string        // the topic of one event per message, published through the outbox in the batch's transaction
+	MaxWait time.Duration // BatchConfig.MaxWait; 0: its default
+	Holds   []string      // the handler holds a batch with message Holds[k] until hold k opens (see batchHolds)
+	Open    int           // the holds below it are open at the start
 }
 
 // batchMax is the scenarios' BatchConfig.MaxMessages.
