@@ -159,7 +159,7 @@ func (p *namedPoisons) checkAfterPoisons(good []*message.Message) {
 	}
 }
 
-// TestBatchNamedPoison: 20 000 messages (-short: 4 000) of 200 keys on 8
+// TestBatchNamedPoison: 10 000 messages (-short: 4 000) of 200 keys on 8
 // partitions through a router handler of middleware.BatchDefaults in the
 // transactional mode; 1 % of them, at random, are poison, and the handler names them
 // with middleware.FailMessages, half with a koto.Poison error and half
@@ -170,7 +170,7 @@ func (p *namedPoisons) checkAfterPoisons(good []*message.Message) {
 // commits before an earlier poison of its key is dead-lettered.
 func TestBatchNamedPoison(t *testing.T) {
 	r := newBatchRun(t, 8)
-	total := fullOrShort(20000, 4000)
+	total := fullOrShort(10000, 4000)
 	msgs, places := batchMessages("poison", 200, total)
 	spec, cfg := r.batchConsumer(t, "batch-poison")
 	dead := &letterLog{}

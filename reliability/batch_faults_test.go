@@ -15,7 +15,7 @@ import (
 // TestBatchPostgresOutage: a cqrs batch consumer of a DurableOutbox's
 // Service, reaching PostgreSQL through a TCP proxy, writes a ledger row
 // and publishes an event through the outbox for each message, in batches
-// of up to 500; 20 000 messages (-short: 4 000) of 500 keys, 2 % of them
+// of up to 500; 10 000 messages (-short: 4 000) of 500 keys, 2 % of them
 // re-published. The first half of the stream is published; once the
 // consumer reaches a message of it chosen at random, its batch is held
 // with its rows written, PostgreSQL is cut, the batch let go (its commit
@@ -25,7 +25,7 @@ import (
 // in offset order, and Kafka one event per message.
 func TestBatchPostgresOutage(t *testing.T) {
 	r := newBatchRun(t, 8)
-	total := fullOrShort(20000, 4000)
+	total := fullOrShort(10000, 4000)
 	msgs, places := batchMessages("outage", 500, total)
 	stream := withBatchCopies(msgs)
 	half := len(stream) / 2
@@ -78,7 +78,7 @@ func TestBatchPostgresOutage(t *testing.T) {
 	})
 }
 
-// TestBatchRebalance: 20 000 messages (-short: 4 000) of 1 000 keys on 8
+// TestBatchRebalance: 10 000 messages (-short: 4 000) of 1 000 keys on 8
 // partitions, all published at once, through three in-process router
 // handlers of middleware.BatchDefaults in one group, at full speed. Once
 // one of them reaches a message of the first third chosen at random, it
@@ -91,7 +91,7 @@ func TestBatchPostgresOutage(t *testing.T) {
 // once, each key's in offset order.
 func TestBatchRebalance(t *testing.T) {
 	r := newBatchRun(t, rebalancePartitions)
-	total := fullOrShort(20000, 4000)
+	total := fullOrShort(10000, 4000)
 	msgs, places := batchMessages("rebalance", 1000, total)
 	spec, cfg := r.batchConsumer(t, "batch-rebalance")
 	spec.Holds = holdMarks(msgs, partBounds(total, 3)[:3], rand.N)
