@@ -79,12 +79,13 @@ func TestBatchPostgresOutage(t *testing.T) {
 }
 
 // TestBatchRebalance: 10 000 messages (-short: 4 000) of 1 000 keys on 8
-// partitions, all published at once, through three in-process router
-// handlers of middleware.BatchDefaults in one group, at full speed. Once
-// one of them reaches a message of the first third chosen at random, it
-// holds that batch (rows written, not committed) while a fourth joins the
-// group; once one reaches a message of the second third, it holds that
-// batch while the first consumer leaves. Each held batch is let go once
+// partitions through three in-process router handlers of
+// middleware.BatchDefaults in one group, at full speed: two thirds of the
+// stream are published at once. Once one of them reaches a message of
+// the first third chosen at random, it holds that batch (rows written,
+// not committed) while a fourth joins the group; then the last third is
+// published, and once one reaches a message of it chosen at random, it
+// holds that batch while the first consumer leaves. Each held batch is let go once
 // the group has its new members: the messages of partitions that moved
 // meanwhile are rolled back and handed to their new owner, whose claims
 // waited for the held transaction. The ledger holds each message exactly
@@ -94,7 +95,9 @@ func TestBatchRebalance(t *testing.T) {
 	total := fullOrShort(10000, 4000)
 	msgs, places := batchMessages("rebalance", 1000, total)
 	spec, cfg := r.batchConsumer(t, "batch-rebalance")
-	spec.Holds = holdMarks(msgs, partBounds(total, 3)[:3], rand.N)
+	bounds := partBounds(total, 3)
+	marks := holdMarks(msgs, bounds, rand.N)
+	spec.Holds = []string{marks[0], marks[2]}
 	holds := newBatchHolds(spec.Holds, 0)
 	var dups kafkatest.Counter
 	stats := &batchStats{}
@@ -104,13 +107,14 @@ func TestBatchRebalance(t *testing.T) {
 	for range 3 {
 		stops = append(stops, runBatchConsumer(t, pool, spec, hooks, logger))
 	}
-	r.produce(msgs)
+	r.produce(msgs[:bounds[2]])
 
 	kafkatest.WaitFor(t, "a batch held by hold 0", func() bool { return holds.isHeld(0) })
 	_, atJoin := r.ledger()
 	stops = append(stops, runBatchConsumer(t, pool, spec, hooks, logger))
 	r.waitMembers(cfg.Group, 4)
 	holds.openTo(1)
+	r.produce(msgs[bounds[2]:])
 	kafkatest.WaitFor(t, "a batch held by hold 1", func() bool { return holds.isHeld(1) })
 	_, atLeave := r.ledger()
 	left := make(chan struct{})
