@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,6 +200,100 @@ func (p poisons) before(m *message.Message) []string {
 	return out
 }
 
+// TestBatchNamedFailureCommitsTheMessagesBeforeIt: a batch holds six
+// messages of one key and its handler names one of them, the fourth. The
+// three before it run again at once, in the batch's own run, and commit
+// before it is dead-lettered; the two after it wait for the dead letter.
+// Were the three requeued with the two, the dead letter would free the two
+// while the three waited for a new batch, and a later message of the key
+// could commit before an earlier one. When the run again names the
+// second, the second fails in the fourth's place and the fourth waits too.
+func TestBatchNamedFailureCommitsTheMessagesBeforeIt(t *testing.T) {
+	cases := []struct {
+		name  string
+		fails func(seqs []int) int // the seq the handler names, or -1
+		dead  int                  // messages dead-lettered
+		want  []string
+	}{{
+		name:  "one",
+		fails: func(seqs []int) int { return whenIn(seqs, 3) },
+		dead:  1,
+		want:  []string{"[0 1 2 3 4 5] named 3", "[0 1 2]", "[4 5] after 3"},
+	}, {
+		name:  "an earlier one in the run again",
+		fails: func(seqs []int) int { return max(whenIn(seqs, 3), whenIn(seqs, 1)) },
+		dead:  2,
+		want:  []string{"[0 1 2 3 4 5] named 3", "[0 1 2] named 1", "[0]", "[2 3 4 5] after 1 named 3", "[2] after 1", "[4 5] after 1 3"},
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { namedFailureOrder(t, c.fails, c.dead, c.want) })
+	}
+}
+
+// whenIn returns seq when seqs holds it, else -1.
+func whenIn(seqs []int, seq int) int {
+	if slices.Contains(seqs, seq) {
+		return seq
+	}
+	return -1
+}
+
+func namedFailureOrder(t *testing.T, fails func([]int) int, dead int, want []string) {
+	const n = 6
+	env := newKafkaEnv(t)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, 1, true)
+	topic := env.topic(t, "named-order")
+	msgs := keyedMessages(1, n)
+	env.publish(t, topic, msgs...)
+
+	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
+	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
+		middleware.BatchConfig{MaxMessages: n, MaxWait: 2 * time.Second})
+	var mu sync.Mutex
+	var calls []string // each call's seqs, the messages dead-lettered by then, and the one it names
+	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
+		seqs := make([]int, len(batch))
+		for i, m := range batch {
+			_, seqs[i], _ = parseEntry(m)
+		}
+		call := fmt.Sprint(seqs)
+		var dead []string
+		for seq, m := range msgs {
+			if _, ok := dl.reason(m.UUID); ok {
+				dead = append(dead, strconv.Itoa(seq))
+			}
+		}
+		if len(dead) > 0 {
+			call += " after " + strings.Join(dead, " ")
+		}
+		bad := fails(seqs)
+		if bad >= 0 {
+			call += " named " + strconv.Itoa(bad)
+		}
+		mu.Lock()
+		calls = append(calls, call)
+		mu.Unlock()
+		if bad >= 0 {
+			return middleware.FailMessages(map[*message.Message]error{batch[slices.Index(seqs, bad)]: koto.Poison(errors.New("bad message"))})
+		}
+		return lg.write(ctx, batch)
+	})
+	kafkatest.WaitFor(t, "the others in the ledger and the named ones dead-lettered", func() bool {
+		return lg.rows() >= n-dead && dl.count() >= dead
+	})
+	if rows := lg.rows(); rows != n-dead {
+		t.Errorf("ledger has %d rows, want %d", rows, n-dead)
+	}
+	lg.checkDistinct(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, want) {
+		t.Errorf("handler calls %q, want %q", calls, want)
+	}
+}
+
 // TestBatchOutageRetriesTheWholeBatch: PostgreSQL cut while batches run:
 // they fail as outages and run again once it is back; nothing is
 // dead-lettered, lost or written twice.
@@ -231,57 +326,5 @@ func TestBatchOutageRetriesTheWholeBatch(t *testing.T) {
 	lg.check(t, keys, perKey)
 	if n := dl.count(); n != 0 {
 		t.Errorf("%d dead letters, want none: an outage is waited out", n)
-	}
-}
-
-// TestBatchNamedFailureKeepsTheMessagesBeforeIt: one key's 10 messages in
-// one batch, the fifth named as poison. The four before it commit in the
-// same run, in the batch's second attempt, before the poison is
-// dead-lettered and so before the five after it, which commit next.
-func TestBatchNamedFailureKeepsTheMessagesBeforeIt(t *testing.T) {
-	const perKey = 10
-	env := newKafkaEnv(t)
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, 1, true)
-	topic := env.topic(t, "before")
-	msgs := keyedMessages(1, perKey)
-	env.publish(t, topic, msgs...)
-
-	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
-	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
-		middleware.BatchConfig{MaxMessages: perKey})
-	var mu sync.Mutex
-	var calls [][]string
-	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
-		var seqs []string
-		failed := map[*message.Message]error{}
-		var good []*message.Message
-		for _, m := range batch {
-			seqs = append(seqs, string(m.Payload))
-			if m.UUID == msgs[4].UUID {
-				failed[m] = koto.Poison(errors.New("poison"))
-			} else {
-				good = append(good, m)
-			}
-		}
-		mu.Lock()
-		calls = append(calls, seqs)
-		mu.Unlock()
-		if err := lg.write(ctx, good); err != nil {
-			return err
-		}
-		return middleware.FailMessages(failed)
-	})
-	kafkatest.WaitFor(t, "the good messages in the ledger and the poison dead-lettered", func() bool {
-		return lg.rows() >= perKey-1 && dl.count() >= 1
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(calls) < 2 || fmt.Sprint(calls[0]) != "[k0/0 k0/1 k0/2 k0/3 k0/4 k0/5 k0/6 k0/7 k0/8 k0/9]" || fmt.Sprint(calls[1]) != "[k0/0 k0/1 k0/2 k0/3]" {
-		t.Errorf("handler calls %v; want the batch of 10, then the 4 before the poison", calls)
-	}
-	if rows := lg.rows(); rows != perKey-1 || dl.count() != 1 {
-		t.Errorf("%d rows in the ledger and %d dead letters, want %d and the poison", rows, dl.count(), perKey-1)
 	}
 }

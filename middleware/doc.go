@@ -221,12 +221,13 @@
 //
 // A handler that returns [MessageErrors] ([FailMessages]) names the
 // messages that failed, each with its error. In the transactional mode the
-// batch is rolled back and run again without them, so that the others
-// commit once, having run at most twice. Each failed message then goes up
-// the chain alone: DeadLetter retries it (each retry a batch of its own),
-// dead-letters it or waits out its outage, by its class; the later
-// messages of its key wait for it, and join a batch once it is committed
-// or dead-lettered. Any other error, a panic included, names no message:
+// batch is rolled back and run again without them and the later messages
+// of their keys, so that the others, the earlier messages of those keys
+// among them, commit once, having run at most twice. Each failed message
+// then goes up the chain alone: DeadLetter retries it (each retry a batch
+// of its own), dead-letters it or waits out its outage, by its class; the
+// later messages of its key wait for it, and join a batch once it is
+// committed or dead-lettered. Any other error, a panic included, names no message:
 // the batch is run again in halves, in order, and a half that fails is
 // split again, down to the message that fails alone, which then goes up
 // the chain with the error. That costs a batch of n messages at most 2n−1

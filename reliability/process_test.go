@@ -32,6 +32,13 @@ const (
 
 // runRole plays the role roleEnv names and returns the exit code.
 func runRole(role string) int {
+	if role == roleBatchConsumer {
+		if err := runBatchProcess(); err != nil {
+			fmt.Fprintf(os.Stderr, "batch consumer: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	if role != roleConsumer {
 		fmt.Fprintf(os.Stderr, "unknown %s %q\n", roleEnv, role)
 		return 2
