@@ -18,6 +18,9 @@ type Batch struct {
 	// Messages are the batch's messages, in the order of their partition's
 	// offsets. Each has its own context, with its position.
 	Messages []*message.Message
+	// Reason says why the batch stopped filling: "count", "bytes" or
+	// "time"; it labels the batch's telemetry.
+	Reason string
 
 	settle  func(i int, acked bool)
 	settled []atomic.Bool
