@@ -142,7 +142,7 @@ func accounting(ctx context.Context, router *message.Router, durable *cqrs.Durab
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"sales"}, []string{"order_id"}, pgx.CopyFromRows(rows))
 		return err
-	}, cqrs.From("orders"), cqrs.WithBatch(middleware.BatchConfig{MaxMessages: 500})))
+	}, cqrs.From("orders"), cqrs.WithBatch(broker.BatchConfig{MaxMessages: 500})))
 }
 
 // readme: end

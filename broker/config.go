@@ -118,6 +118,10 @@ type Config struct {
 	// rebalance timeout when that is shorter.
 	DrainTimeout time.Duration
 
+	// Batch configures the batches of a batch subscriber
+	// ([NewBatchSubscriber]).
+	Batch BatchConfig
+
 	// Marshaler turns Watermill messages into Kafka records and back.
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler

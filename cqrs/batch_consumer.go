@@ -9,7 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/broker"
 )
 
 // BatchItem is one event of the batch a batch consumer handles.
@@ -23,10 +23,10 @@ type BatchItem[T any] struct {
 	Message *message.Message
 }
 
-// WithBatch sets how a batch consumer's batches fill (middleware.BatchConfig:
+// WithBatch sets how a batch consumer's batches fill (broker.BatchConfig:
 // at most 500 messages, 4 MiB, 50 ms from the first message, 2 batches
 // running at once, by default). Other consumers reject it.
-func WithBatch(cfg middleware.BatchConfig) ConsumerOption {
+func WithBatch(cfg broker.BatchConfig) ConsumerOption {
 	return func(o *consumerOptions) { o.batch = &cfg }
 }
 

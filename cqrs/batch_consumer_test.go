@@ -17,7 +17,6 @@ import (
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -64,7 +63,7 @@ func TestBatchEventConsumer(t *testing.T) {
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{e.schema, "effects"}, []string{"what"}, pgx.CopyFromRows(rows))
 		return err
-	}, cqrs.From(ordersSvc), cqrs.WithBatch(middleware.BatchConfig{MaxMessages: 100})))
+	}, cqrs.From(ordersSvc), cqrs.WithBatch(broker.BatchConfig{MaxMessages: 100})))
 	if err != nil {
 		t.Fatalf("Register payments: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	wcqrs "github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -38,7 +39,7 @@ type consumerOptions struct {
 	skipOthers bool
 	lockKeys   func(*message.Message) ([]string, error)
 	scope      *string
-	batch      *middleware.BatchConfig
+	batch      *broker.BatchConfig
 }
 
 // From names the service that publishes the events an event consumer

@@ -7,6 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -24,7 +25,7 @@ type consumerChain struct {
 	batches     *middleware.BatchChain // a batch consumer's
 }
 
-func newConsumerChain(cfg middleware.Config, p consumerPlan) (consumerChain, error) {
+func newConsumerChain(cfg middleware.Config, p consumerPlan, env *handlerEnv) (consumerChain, error) {
 	if p.batch == nil {
 		c, err := middleware.Defaults(cfg)
 		if err != nil {
@@ -32,25 +33,23 @@ func newConsumerChain(cfg middleware.Config, p consumerPlan) (consumerChain, err
 		}
 		return consumerChain{middlewares: c.Middlewares(), closer: c}, nil
 	}
-	c, err := middleware.BatchDefaults(cfg, *p.batch)
+	spec := p.spec
+	c, err := middleware.BatchDefaults(cfg, middleware.BatchConfig{
+		Prepare: func(msg *message.Message) (bool, error) { return spec.prepare(msg, env) },
+		Backoff: cfg.DeadLetter.Backoff, // an outage of a batch is waited out as one of a message
+	})
 	if err != nil {
 		return consumerChain{}, err
 	}
-	return consumerChain{middlewares: c.Middlewares(), closer: c, batches: c}, nil
+	return consumerChain{closer: c, batches: c}, nil
 }
 
 // handler is the router handler function of spec's consumer.
 func (c consumerChain) handler(spec *consumerSpec, env *handlerEnv) message.NoPublishHandlerFunc {
-	if c.batches == nil {
-		return func(msg *message.Message) error { return spec.handle(msg, env) }
+	if c.batches != nil {
+		return c.batches.Handler(spec.handleBatch)
 	}
-	batch := c.batches.Handler(spec.handleBatch)
-	return func(msg *message.Message) error {
-		if skip, err := spec.prepare(msg, env); skip || err != nil {
-			return err
-		}
-		return batch(msg)
-	}
+	return func(msg *message.Message) error { return spec.handle(msg, env) }
 }
 
 // planBatch checks a batch consumer's settings and sets their defaults.
@@ -62,12 +61,9 @@ func (p *consumerPlan) planBatch() error {
 	case !p.spec.batched():
 		return nil
 	}
-	b := middleware.BatchConfig{}
+	b := broker.BatchConfig{}
 	if cfg != nil {
 		b = *cfg
-	}
-	if err := b.Validate(); err != nil {
-		return err
 	}
 	b = b.WithDefaults()
 	p.batch = &b

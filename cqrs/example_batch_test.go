@@ -14,7 +14,6 @@ import (
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -57,7 +56,7 @@ func ExampleNewBatchEventConsumer() {
 		tx, _ := postgres.TxFromContext(ctx) // the batch's transaction, which claimed every event
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{schema, "sales"}, []string{"order_id", "total"}, pgx.CopyFromRows(rows))
 		return err
-	}, cqrs.From("orders"), cqrs.WithBatch(middleware.BatchConfig{MaxMessages: 200}))))
+	}, cqrs.From("orders"), cqrs.WithBatch(broker.BatchConfig{MaxMessages: 200}))))
 	runRouterUntil(ctx, router)
 
 	orders, err := durable.EventPublisher(cqrs.EventPublisherConfig{Service: "orders"})

@@ -175,7 +175,12 @@ func (s *Service) add(ctx context.Context, router *message.Router, plans []consu
 		return err
 	}
 	pub = s.tel.Publisher(pub) // replies and dead letters
-	chains, err := s.middlewares(pub, plans)
+	envs := make([]*handlerEnv, len(plans))
+	for i, p := range plans {
+		envs[i] = &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
+			transactional: s.transactional(p)}
+	}
+	chains, err := s.middlewares(pub, plans, envs)
 	if err != nil {
 		return err
 	}
@@ -187,9 +192,7 @@ func (s *Service) add(ctx context.Context, router *message.Router, plans []consu
 		return err
 	}
 	for i, p := range plans {
-		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
-			transactional: s.transactional(p)}
-		h := router.AddConsumerHandler(p.group, p.topic, subs[i], chains[i].handler(p.spec, env))
+		h := router.AddConsumerHandler(p.group, p.topic, subs[i], chains[i].handler(p.spec, envs[i]))
 		h.AddMiddleware(growStackMiddleware) // outermost, see there
 		h.AddMiddleware(chains[i].middlewares...)
 	}
@@ -286,13 +289,14 @@ func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error
 		bcfg := s.cfg.Broker
 		bcfg.ConsumerGroup = p.group
 		bcfg.Logger = cmp.Or(bcfg.Logger, s.logger)
+		var sub *broker.Subscriber
+		var err error
 		if p.batch != nil {
-			// A batch fills from the messages in flight: enough for the
-			// batches running and one more filling.
-			bcfg.Ordering = broker.OrderByKeyInBatches
-			bcfg.Concurrency = max(bcfg.Concurrency, (p.batch.Parallel+1)*p.batch.MaxMessages)
+			bcfg.Batch = *p.batch
+			sub, err = broker.NewBatchSubscriber(bcfg)
+		} else {
+			sub, err = broker.NewSubscriber(bcfg)
 		}
-		sub, err := broker.NewSubscriber(bcfg)
 		if err != nil {
 			for _, sub := range subs {
 				_ = sub.Close()
@@ -337,7 +341,7 @@ type consumerPlan struct {
 	group           string
 	deadLetterTopic string
 	idempotent      bool
-	batch           *middleware.BatchConfig // a batch consumer's, with its defaults
+	batch           *broker.BatchConfig // a batch consumer's, with its defaults
 }
 
 // plan resolves and checks the registration of every consumer.
@@ -416,14 +420,14 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 }
 
 // middlewares builds the chain of each plan, for Close to close.
-func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]consumerChain, error) {
+func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan, envs []*handlerEnv) ([]consumerChain, error) {
 	chains := make([]consumerChain, len(plans))
 	for i, p := range plans {
 		cfg, err := s.chainConfig(pub, p)
 		if err != nil {
 			return nil, err
 		}
-		if chains[i], err = newConsumerChain(cfg, p); err != nil {
+		if chains[i], err = newConsumerChain(cfg, p, envs[i]); err != nil {
 			return nil, err
 		}
 	}

@@ -78,7 +78,7 @@ func TestBatchNamedPoisonGoesAloneAndKeepsItsKeyWaiting(t *testing.T) {
 
 	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
 	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
-		middleware.BatchConfig{MaxMessages: 300, MaxWait: 20 * time.Millisecond})
+		broker.BatchConfig{MaxMessages: 300, MaxWait: 20 * time.Millisecond})
 	poisonOf := poisonIndex(t, msgs, poison)
 	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
 		failed := map[*message.Message]error{}
@@ -138,7 +138,7 @@ func TestBatchUnnamedErrorIsBisected(t *testing.T) {
 
 	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
 	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
-		middleware.BatchConfig{MaxMessages: n, MaxWait: time.Minute})
+		broker.BatchConfig{MaxMessages: n, MaxWait: time.Minute})
 	var calls atomic.Int64
 	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
 		calls.Add(1)
@@ -252,7 +252,7 @@ func namedFailureOrder(t *testing.T, fails func([]int) int, dead int, want []str
 
 	dl := &sentLetters{Publisher: env.pub, sent: map[string]string{}}
 	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
-		middleware.BatchConfig{MaxMessages: n, MaxWait: 2 * time.Second})
+		broker.BatchConfig{MaxMessages: n, MaxWait: 2 * time.Second})
 	var mu sync.Mutex
 	var calls []string // each call's seqs, the messages dead-lettered by then, and the one it names
 	rig.run(t, func(ctx context.Context, batch []*message.Message) error {
@@ -313,8 +313,7 @@ func TestBatchOutageRetriesTheWholeBatch(t *testing.T) {
 	logs := &logCapture{}
 	rig := newBatchRig(t, env, topic, middleware.Config{Publisher: dl, Store: store, Logger: logs.logger(),
 		Idempotency: middleware.IdempotencyConfig{Transactional: true, StoreTimeout: time.Second}},
-		middleware.BatchConfig{MaxMessages: 100, MaxWait: 10 * time.Millisecond,
-			Backoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
+		broker.BatchConfig{MaxMessages: 100, MaxWait: 10 * time.Millisecond})
 	rig.run(t, lg.write)
 	env.publish(t, topic, msgs[:500]...)
 	kafkatest.WaitFor(t, "the first messages in the ledger", func() bool { return lg.rows() > 0 })

@@ -72,7 +72,7 @@ func (t txBatch) attempt(r *run, set []*member) attempted {
 			return err
 		}
 		for _, m := range set {
-			if m.gone.Load() {
+			if m.gone() {
 				return errGone
 			}
 		}

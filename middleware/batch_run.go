@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -15,9 +16,8 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
-// run is one batch being run: every member gets a fate, handed out when
-// the run ends, so that a failed message is retried, and a requeued one
-// placed again, only once the messages before it in its key committed.
+// run is one run of a batch: every member gets a fate, which the batcher
+// then acts on, once the run has committed what it could.
 type run struct {
 	b       *batcher
 	ctx     context.Context // the batch's: its span, and the chain's life
@@ -28,22 +28,21 @@ type run struct {
 	outages int // attempts failed by an outage, in a row
 }
 
-// run runs bt until each member has a fate, and hands them out.
-func (b *batcher) run(bt *batch) {
+// run runs members, in their partitions' order, until each has a fate,
+// and returns the fates. reason labels the batch's telemetry.
+func (b *batcher) run(members []*member, reason string) map[*member]fate {
 	start := time.Now()
-	members := slices.Clone(bt.members)
+	members = slices.Clone(members)
 	slices.SortStableFunc(members, compareMembers)
 	r := &run{b: b, fates: make(map[*member]fate, len(members)), blocked: map[lane]int64{}}
 	primaries := r.dedupe(members)
-	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), string(bt.reason), messagesOf(members))
+	ctx, end := b.cfg.tel.StartBatch(b.cfg.life, handlerName(members), reason, messagesOf(members))
 	r.ctx = ctx
 	r.settle(primaries)
 	r.settleCopies()
 	end(r.batchError())
-	r.log(bt, len(members), time.Since(start))
-	for _, m := range members {
-		m.done <- r.fates[m]
-	}
+	r.log(members, reason, time.Since(start))
+	return r.fates
 }
 
 // dedupe returns the first member of each stored key, and notes the
@@ -84,7 +83,7 @@ func (r *run) settle(set []*member) {
 		case errors.Is(out.err, errGone):
 			continue
 		case r.b.cfg.classify(out.err) == koto.ClassOutage:
-			if !r.waitOut(out.err) {
+			if !r.waitOut(set, out.err) {
 				r.failAll(set, out.err)
 				return
 			}
@@ -114,7 +113,7 @@ func (r *run) ready(set []*member) []*member {
 			continue
 		}
 		switch {
-		case m.gone.Load():
+		case m.gone():
 			r.fates[m] = fate{kind: fateFailed, err: koto.Outage(m.ctx.Err())}
 		case r.behindFailure(m):
 			r.fates[m] = fate{kind: fateRequeued}
@@ -194,13 +193,38 @@ func (r *run) failAll(set []*member, err error) {
 	}
 }
 
-// waitOut waits before an attempt again after an outage, and reports
-// false when there is no one left to wait for, or the chain closed.
-func (r *run) waitOut(err error) bool {
+// waitOut waits before an attempt of set again after an outage, and
+// reports false when the chain closed or every member's delivery ended
+// meanwhile: no one is left to wait for.
+func (r *run) waitOut(set []*member, err error) bool {
 	r.outages++
 	r.b.cfg.logger.LogAttrs(r.ctx, slog.LevelWarn, "batch failed, retrying",
 		slog.String(logattr.Error, err.Error()), slog.Int(logattr.Attempts, r.outages))
-	return retry.Sleep(r.b.cfg.life, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
+	ctx, stop := untilAllEnd(r.b.cfg.life, set)
+	defer stop()
+	return retry.Sleep(ctx, r.b.cfg.batch.Backoff.Delay(r.outages-1)) == nil
+}
+
+// untilAllEnd returns a context of parent that also ends once the context
+// of every member of set has ended.
+func untilAllEnd(parent context.Context, set []*member) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	var left atomic.Int64
+	left.Store(int64(len(set)))
+	stops := make([]func() bool, len(set))
+	for i, m := range set {
+		stops[i] = context.AfterFunc(m.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // settleCopies gives each copy its primary's fate: a copy of a handled
@@ -244,7 +268,7 @@ func (r *run) batchError() error {
 }
 
 // log writes the batch's one line, at debug.
-func (r *run) log(bt *batch, size int, took time.Duration) {
+func (r *run) log(members []*member, reason string, took time.Duration) {
 	logger := r.b.cfg.logger
 	if !logger.Enabled(r.ctx, slog.LevelDebug) {
 		return
@@ -254,9 +278,9 @@ func (r *run) log(bt *batch, size int, took time.Duration) {
 		counts[f.kind]++
 	}
 	logger.LogAttrs(r.ctx, slog.LevelDebug, "batch handled",
-		slog.String(logattr.Handler, handlerName(bt.members)),
-		slog.Int("batch_size", size),
-		slog.String("batch_flush", string(bt.reason)),
+		slog.String(logattr.Handler, handlerName(members)),
+		slog.Int("batch_size", len(members)),
+		slog.String("batch_flush", reason),
 		slog.Duration(logattr.Duration, took),
 		slog.Int("handled", counts[fateOK]),
 		slog.Int("duplicates", counts[fateDuplicate]),

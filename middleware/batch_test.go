@@ -3,8 +3,6 @@ package middleware_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,136 +17,11 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
-
-// ledger is a table where a batch handler writes one row per message, in
-// the batch's transaction, and checks each key's order as it goes: a row
-// of a key whose earlier message is not in the table yet is an error. With
-// gaps, a key may skip messages (those dead-lettered), never go back.
-type ledger struct {
-	pool  *pgxpool.Pool
-	table string
-	state string // the next seq of each key
-	gaps  bool
-}
-
-// newLedger returns the ledger of keys k0…k<keys-1>.
-func newLedger(t *testing.T, pool *pgxpool.Pool, schema string, keys int, gaps bool) *ledger {
-	t.Helper()
-	l := &ledger{pool: pool, table: pgx.Identifier{schema, "ledger"}.Sanitize(), state: pgx.Identifier{schema, "ledger_next"}.Sanitize(), gaps: gaps}
-	ddl := "CREATE TABLE " + l.table + " (key text NOT NULL, seq int NOT NULL, uuid text NOT NULL);" +
-		"CREATE TABLE " + l.state + " (key text PRIMARY KEY, next int NOT NULL);" +
-		"INSERT INTO " + l.state + " SELECT 'k' || i, 0 FROM generate_series(0, " + strconv.Itoa(keys-1) + ") AS i"
-	if _, err := pool.Exec(context.Background(), ddl); err != nil {
-		t.Fatalf("create ledger: %v", err)
-	}
-	return l
-}
-
-// entry is the payload of a ledger message: "key/seq".
-func entry(key string, seq int) []byte { return []byte(key + "/" + strconv.Itoa(seq)) }
-
-func parseEntry(msg *message.Message) (key string, seq int, err error) {
-	key, s, _ := strings.Cut(string(msg.Payload), "/")
-	seq, err = strconv.Atoi(s)
-	return key, seq, err
-}
-
-// write records msgs in the transaction of ctx, in one round trip; a
-// message out of its key's order makes the whole batch fail with an error
-// that names it.
-func (l *ledger) write(ctx context.Context, msgs []*message.Message) error {
-	tx, ok := postgres.TxFromContext(ctx)
-	if !ok {
-		return koto.Poison(errors.New("no transaction in the batch's context"))
-	}
-	return l.writeTx(ctx, tx, msgs)
-}
-
-// writeTx records msgs in tx, as write does.
-func (l *ledger) writeTx(ctx context.Context, tx pgx.Tx, msgs []*message.Message) error {
-	b := &pgx.Batch{}
-	for _, m := range msgs {
-		key, seq, err := parseEntry(m)
-		if err != nil {
-			return koto.Poison(err)
-		}
-		cmp := "="
-		if l.gaps {
-			cmp = "<="
-		}
-		b.Queue("UPDATE "+l.state+" SET next = $2 + 1 WHERE key = $1 AND next "+cmp+" $2", key, seq)
-		b.Queue("INSERT INTO "+l.table+" (key, seq, uuid) VALUES ($1, $2, $3)", key, seq, m.UUID)
-	}
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	for _, m := range msgs {
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return koto.Poison(fmt.Errorf("message %s (%s) is out of its key's order", m.UUID, m.Payload))
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// check fails t unless the ledger holds exactly keys × perKey rows, each
-// key's seqs 0..perKey-1 once each.
-func (l *ledger) check(t *testing.T, keys, perKey int) {
-	t.Helper()
-	var rows, distinct, keyCount int
-	err := l.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT (key, seq)), count(DISTINCT key) FROM "+l.table).Scan(&rows, &distinct, &keyCount)
-	if err != nil {
-		t.Fatalf("read ledger: %v", err)
-	}
-	if want := keys * perKey; rows != want || distinct != want || keyCount != keys {
-		t.Errorf("ledger has %d rows, %d distinct, of %d keys; want %d of %d keys, each once", rows, distinct, keyCount, want, keys)
-	}
-}
-
-// checkDistinct fails t if a message is in the ledger twice.
-func (l *ledger) checkDistinct(t *testing.T) {
-	t.Helper()
-	var rows, distinct int
-	err := l.pool.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT uuid) FROM "+l.table).Scan(&rows, &distinct)
-	if err != nil {
-		t.Fatalf("read ledger: %v", err)
-	}
-	if rows != distinct {
-		t.Errorf("ledger has %d rows of %d distinct messages: a message was written twice", rows, distinct)
-	}
-}
-
-func (l *ledger) rows() int {
-	var n int
-	if err := l.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+l.table).Scan(&n); err != nil {
-		return -1
-	}
-	return n
-}
-
-// keyedMessages returns perKey messages for each of keys keys, in each
-// key's order, interleaved: message i has key i%keys.
-func keyedMessages(keys, perKey int) []*message.Message {
-	msgs := make([]*message.Message, 0, keys*perKey)
-	for i := range keys * perKey {
-		key := "k" + strconv.Itoa(i%keys)
-		m := message.NewMessage(watermill.NewUUID(), entry(key, i/keys))
-		m.Metadata.Set(koto.PartitionKeyMetadataKey, key)
-		msgs = append(msgs, m)
-	}
-	return msgs
-}
 
 // batchRig is a router handler of batches on a concurrent subscriber.
 type batchRig struct {
@@ -156,9 +29,10 @@ type batchRig struct {
 	topic string
 	group string
 	chain *middleware.BatchChain
+	batch broker.BatchConfig
 }
 
-func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Config, batch middleware.BatchConfig) *batchRig {
+func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Config, batch broker.BatchConfig) *batchRig {
 	t.Helper()
 	if cfg.Publisher == nil {
 		cfg.Publisher = env.pub
@@ -167,12 +41,12 @@ func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Confi
 		cfg.Logger = kafkatest.Logger(0)
 	}
 	cfg.DeadLetter.Backoff = koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
-	chain, err := middleware.BatchDefaults(cfg, batch)
+	chain, err := middleware.BatchDefaults(cfg, middleware.BatchConfig{Backoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = chain.Close(context.Background()) })
-	r := &batchRig{env: env, topic: topic, group: kafkatest.Group(t, "batches"), chain: chain}
+	r := &batchRig{env: env, topic: topic, group: kafkatest.Group(t, "batches"), chain: chain, batch: batch}
 	env.provision(t, topics.DeadLetter(r.group))
 	return r
 }
@@ -181,9 +55,13 @@ func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Confi
 func (r *batchRig) run(t *testing.T, h middleware.BatchHandlerFunc) (stop func()) {
 	t.Helper()
 	router := kafkatest.NewRouter(t, nil)
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: r.env.brokers, ConsumerGroup: r.group,
-		Concurrency: 1000, Ordering: broker.OrderByKeyInBatches, NackResendSleep: 10 * time.Millisecond})
-	router.AddConsumerHandler(r.group, r.topic, sub, r.chain.Handler(h)).AddMiddleware(r.chain.Middlewares()...)
+	sub, err := broker.NewBatchSubscriber(broker.Config{Brokers: r.env.brokers, ConsumerGroup: r.group,
+		Batch: r.batch, NackResendSleep: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	router.AddConsumerHandler(r.group, r.topic, sub, r.chain.Handler(h))
 	return kafkatest.RunRouter(t, router)
 }
 
@@ -239,7 +117,7 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Logger: logs.logger(), Idempotency: middleware.IdempotencyConfig{
 		Transactional: true,
 		OnDuplicate:   func(*message.Message, string, string) { duplicates.Add(1) },
-	}}, middleware.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
+	}}, broker.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
 	var sizes batchSizes
 	seen := map[string]int{}
 	var seenMu sync.Mutex
@@ -295,7 +173,7 @@ func TestBatchHotKey(t *testing.T) {
 	env.publish(t, topic, keyedMessages(1, perKey)...)
 
 	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{Transactional: true}},
-		middleware.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
+		broker.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
 	var sizes batchSizes
 	rig.run(t, sizes.wrap(lg.write))
 	kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= perKey })
@@ -333,7 +211,7 @@ func TestBatchCheckHandleMark(t *testing.T) {
 			var duplicates atomic.Int64
 			rig := newBatchRig(t, env, topic, middleware.Config{Store: tc.store(t, pool, schema), Idempotency: middleware.IdempotencyConfig{
 				OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
-			}}, middleware.BatchConfig{MaxMessages: 200, MaxWait: 20 * time.Millisecond})
+			}}, broker.BatchConfig{MaxMessages: 200, MaxWait: 20 * time.Millisecond})
 			rig.run(t, func(ctx context.Context, batch []*message.Message) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return lg.writeTx(ctx, tx, batch) })
 			})
@@ -361,9 +239,9 @@ func TestBatchChainClose(t *testing.T) {
 	if !errors.Is(err, middleware.ErrClosed) || koto.ClassOf(err) != koto.ClassOutage {
 		t.Errorf("a delivery after Close = %v, want an outage wrapping ErrClosed", err)
 	}
-	_, err = middleware.BatchDefaults(middleware.Config{Publisher: discardPublisher{}}, middleware.BatchConfig{MaxMessages: -1})
-	if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxMessages") {
-		t.Errorf("MaxMessages -1: %v, want an invalid configuration naming MaxMessages", err)
+	_, err = middleware.BatchDefaults(middleware.Config{Publisher: discardPublisher{}}, middleware.BatchConfig{Backoff: koto.Backoff{Multiplier: 0.5}})
+	if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "Multiplier") {
+		t.Errorf("Backoff.Multiplier 0.5: %v, want an invalid configuration naming Multiplier", err)
 	}
 }
 
@@ -384,7 +262,7 @@ func TestBatchCheckHandleMarkOfOneMessage(t *testing.T) {
 	var duplicates atomic.Int64
 	rig := newBatchRig(t, env, topic, middleware.Config{Store: store, Idempotency: middleware.IdempotencyConfig{
 		OnDuplicate: func(*message.Message, string, string) { duplicates.Add(1) },
-	}}, middleware.BatchConfig{MaxMessages: 1})
+	}}, broker.BatchConfig{MaxMessages: 1})
 	msgs := keyedMessages(4, n/4)
 	for _, m := range msgs[:premarked] {
 		if err := store.MarkProcessed(t.Context(), idempotency.ScopedKey(rig.group, m.UUID)); err != nil {

@@ -45,12 +45,14 @@ const batchMax = 500
 // batchAttempts is the scenarios' DeadLetterConfig.MaxAttempts.
 const batchAttempts = 3
 
-func (s batchSpec) batch() middleware.BatchConfig {
-	return middleware.BatchConfig{
-		MaxMessages: batchMax,
-		MaxWait:     s.MaxWait,
-		Backoff:     koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond},
-	}
+// batch is the scenarios' batch subscriber configuration.
+func (s batchSpec) batch() broker.BatchConfig {
+	return broker.BatchConfig{MaxMessages: batchMax, MaxWait: s.MaxWait}
+}
+
+// chainBatch is the scenarios' BatchConfig: short waits out of an outage.
+func chainBatch() middleware.BatchConfig {
+	return middleware.BatchConfig{Backoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 500 * time.Millisecond}}
 }
 
 func batchDeadLetters() middleware.DeadLetterConfig {
@@ -137,20 +139,18 @@ func (c *batchConsumer) addChain(pool *pgxpool.Pool, spec batchSpec, hooks batch
 		Logger:      logger,
 		Idempotency: middleware.IdempotencyConfig{Transactional: true},
 		DeadLetter:  batchDeadLetters(),
-	}, spec.batch())
+	}, chainBatch())
 	if err != nil {
 		return err
 	}
 	c.closers = append(c.closers, func() error { return chain.Close(context.Background()) })
 	bcfg := brokerConfig(spec.Brokers, spec.Group)
-	b := spec.batch().WithDefaults()
-	bcfg.Concurrency, bcfg.Ordering = (b.Parallel+1)*b.MaxMessages, broker.OrderByKeyInBatches
-	sub, err := broker.NewSubscriber(bcfg)
+	bcfg.Batch = spec.batch()
+	sub, err := broker.NewBatchSubscriber(bcfg)
 	if err != nil {
 		return err
 	}
-	h := c.router.AddConsumerHandler(spec.Group, spec.Topic, sub, chain.Handler(batchHandler(spec, hooks, box)))
-	h.AddMiddleware(chain.Middlewares()...)
+	c.router.AddConsumerHandler(spec.Group, spec.Topic, sub, chain.Handler(batchHandler(spec, hooks, box)))
 	return nil
 }
 

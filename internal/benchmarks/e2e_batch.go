@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"bytes"
 	"context"
+	"github.com/koto-dev/watermill-koto/broker"
 	"slices"
 	"strconv"
 	"time"
@@ -71,13 +72,20 @@ func E2EBatchVariants() []E2EVariant {
 // BatchMaxWait is the flush time of the batch variants' batches, the
 // default BatchConfig.MaxWait: a batch runs at the latest this long after
 // its first message arrived.
-func BatchMaxWait() time.Duration { return middleware.BatchConfig{}.WithDefaults().MaxWait }
+func BatchMaxWait() time.Duration { return broker.BatchConfig{}.WithDefaults().MaxWait }
 
 // batchChain returns middleware.BatchDefaults with v's telemetry and
-// idempotency, in batches of v.Batch, BatchParallel at once.
-func (e *E2E) batchChain(v E2EVariant, scope func(*message.Message) string) (*middleware.BatchChain, error) {
-	return middleware.BatchDefaults(e.config(v, scope), middleware.BatchConfig{MaxMessages: v.Batch, Parallel: BatchParallel})
+// idempotency; the batch subscriber sizes the batches.
+func (e *E2E) batchChain(v E2EVariant, scope func(*message.Message) string) (batchChain, error) {
+	c, err := middleware.BatchDefaults(e.config(v, scope), middleware.BatchConfig{})
+	return batchChain{c}, err
 }
+
+// batchChain is a batch chain as a chain: it has no per-message
+// middlewares.
+type batchChain struct{ *middleware.BatchChain }
+
+func (batchChain) Middlewares() []message.HandlerMiddleware { return nil }
 
 // insertBatch is the statement of the batch handlers: one row per
 // message, $1 the UUIDs and $2 the payloads.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	koto "github.com/koto-dev/watermill-koto"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -90,10 +91,13 @@ func (e *E2E) route(r *E2ERun, v E2EVariant, topic, group string) error {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
 	cfg := broker.Config{Brokers: e.brokers, ConsumerGroup: group, Concurrency: v.Concurrency}
+	newSub := broker.NewSubscriber
 	if v.Batch > 0 {
-		cfg.Ordering = broker.OrderByKeyInBatches
+		cfg.Concurrency = 0
+		cfg.Batch = broker.BatchConfig{MaxMessages: v.Batch, Parallel: BatchParallel}
+		newSub = broker.NewBatchSubscriber
 	}
-	sub, err := broker.NewSubscriber(cfg)
+	sub, err := newSub(cfg)
 	if err != nil {
 		return errors.Join(err, chain.Close(context.Background()))
 	}
@@ -171,19 +175,43 @@ func (c plainChain) Middlewares() []message.HandlerMiddleware { return c }
 func (c plainChain) Close(context.Context) error              { return nil }
 
 // clock is the outermost middleware: it starts the clock at the first
-// message and stops it when n messages have been handled.
+// message and stops it when n messages have been handled, each message
+// of a batch counting once it was acked.
 func (r *E2ERun) clock(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		r.once.Do(func() { r.cpuStart, r.start = sampleCPU(), time.Now(); close(r.first) })
 		produced, err := h(msg)
-		if err == nil {
-			r.latency.add(msg)
+		if err != nil {
+			return produced, err
 		}
-		if err == nil && r.handled.Add(1) == r.n {
-			r.end, r.cpuEnd = time.Now(), sampleCPU()
-			close(r.done)
+		msgs := []*message.Message{msg}
+		if b, ok := koto.BatchFromContext(msg.Context()); ok {
+			msgs = b.Messages
+		}
+		for _, m := range msgs {
+			if !acked(m) {
+				continue
+			}
+			r.latency.add(m)
+			if r.handled.Add(1) == r.n {
+				r.end, r.cpuEnd = time.Now(), sampleCPU()
+				close(r.done)
+			}
 		}
 		return produced, err
+	}
+}
+
+// acked reports whether a message of a batch was acked; one handled alone
+// is, when its handler returned nil.
+func acked(m *message.Message) bool {
+	select {
+	case <-m.Acked():
+		return true
+	case <-m.Nacked():
+		return false
+	default:
+		return true
 	}
 }
 
