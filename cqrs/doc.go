@@ -144,14 +144,14 @@
 // many [BatchItem]s at once, each event decoded with its message, in the
 // order of their partitions' offsets, duplicates left out, and in a
 // DurableOutbox's Service writes all their effects in one transaction that
-// claims them all (middleware's Batches). [WithBatch] sizes the batches;
-// the Service gives the consumer's subscriber broker.OrderByKeyInBatches
-// and a Concurrency of at least (Parallel+1) × MaxMessages. An event that
-// does not decode, or of another type, is dead-lettered (or skipped) alone
-// before it joins a batch. The function names the events that failed with
-// middleware.FailMessages on their Message; any other error fails the
-// batch, which is then taken apart to find the event that fails. Commands
-// have no batch consumer: a request waits for its own command's result.
+// claims them all (middleware's Batches). The Service reads them with a
+// batch subscriber (broker.NewBatchSubscriber), which [WithBatch] sizes.
+// An event that does not decode, or of another type, is dead-lettered (or
+// skipped) alone before its batch runs. The function names the events that
+// failed with middleware.FailMessages on their Message; any other error
+// fails the batch, which is then taken apart to find the event that fails.
+// Commands have no batch consumer: a request waits for its own command's
+// result.
 //
 // # Durable outbox
 //
@@ -186,7 +186,7 @@
 //
 // Each message in flight in a transactional consumer holds a connection of
 // the DurableOutbox's pool until its transaction ends; a batch consumer
-// holds one per batch running, its BatchConfig.Parallel. With
+// holds one per batch running, its broker.BatchConfig.Parallel. With
 // ServiceConfig.Broker.Concurrency N above 1, a consumer may hold N, and
 // Register refuses transactional consumers whose connections, with those
 // of the ones registered before on the same DurableOutbox (until their

@@ -189,18 +189,16 @@
 //
 // # Batches
 //
-// [BatchDefaults] builds the chain of a batch handler
-// ([BatchHandlerFunc]): Correlation, Telemetry, Logging and DeadLetter run
-// for each message, as in [Defaults], and [BatchChain.Handler] gathers the
-// messages that reach it into batches and runs the handler once per
-// batch. A batch is flushed at BatchConfig.MaxMessages (500), at MaxBytes
-// of payloads and metadata (4 MiB), or MaxWait (50 ms) after its first
-// message; Parallel batches (2) run at once, and one that waits for its
-// turn goes on filling. The subscriber feeds them: give it a Concurrency
-// of at least (Parallel+1) × MaxMessages, and broker.OrderByKeyInBatches,
-// which hands out a key's messages together, so that a stream where one
-// key dominates still fills its batches (with OrderByKey a batch holds one
-// message per key).
+// A batch subscriber (broker.NewBatchSubscriber) hands out many messages
+// at once, as one Watermill message whose context carries them
+// (koto.Batch): a partition's records in offset order, a key's records
+// together, a key's next batch only once its messages in this one are
+// settled. [BatchDefaults] builds the chain that runs them: each
+// [BatchChain.Handler] gives a router handler's batches to a batch
+// handler ([BatchHandlerFunc]) and settles every message of a batch on
+// its own, with the semantics the per-message chain gives one message:
+// its correlation ID in its context, its dead letter, retries and
+// outcome, its log lines and metrics.
 //
 // Idempotency is claimed per batch. In the transactional mode one
 // transaction claims every message of the batch in one statement
@@ -214,44 +212,46 @@
 // already processed, and copies of one message within a batch, never
 // reach the handler; they are acked as duplicates.
 //
-// Order: a batch holds its messages in the order of their partitions'
-// offsets, and a message joins a batch only with the message before it in
-// its key (koto.PredecessorFromContext) or once that one is acked, so a
-// key's messages also commit in offset order across batches.
+// Before a batch runs, a message that its record mapping could not read,
+// that BatchConfig.Prepare fails (a payload that does not decode), or
+// without an idempotency key, goes its own way at once (dead-lettered, if
+// poison); a probe of another client is acked. The handler gets the
+// others, in the order of their partitions' offsets.
 //
 // A handler that returns [MessageErrors] ([FailMessages]) names the
 // messages that failed, each with its error. In the transactional mode the
-// batch is rolled back and run again without them and the later messages
-// of their keys, so that the others, the earlier messages of those keys
-// among them, commit once, having run at most twice. Each failed message
-// then goes up the chain alone: DeadLetter retries it (each retry a batch
-// of its own), dead-letters it or waits out its outage, by its class; the
-// later messages of its key wait for it, and join a batch once it is
-// committed or dead-lettered. Any other error, a panic included, names no message:
-// the batch is run again in halves, in order, and a half that fails is
-// split again, down to the message that fails alone, which then goes up
-// the chain with the error. That costs a batch of n messages at most 2n−1
-// handler calls, and 2⌈log₂n⌉+1 when one message is the culprit; a good
-// message runs at most ⌈log₂n⌉+1 times and commits once. Check-handle-mark
-// has nothing to roll back: the messages a handler did not name are
-// marked, and the later messages of a failed one's key are not, and run
-// again after it, as at-least-once allows. An outage (a store or database
-// that cannot be reached, a serialization failure or deadlock, an error
-// marked koto.Outage) runs the whole batch again after BatchConfig.Backoff
-// until it succeeds, the chain closes or its messages' contexts end, and
-// dead-letters nothing. A message that does not decode, or that its record
-// mapping rejects, is dead-lettered before it joins a batch.
+// batch is rolled back and run again without them and without the later
+// messages of their keys, so that the others commit once, having run at
+// most twice. Each failed message then takes DeadLetter's path alone: a
+// poison one is dead-lettered, an outage waited out, a retryable one tried
+// again alone after DeadLetterConfig.Backoff, up to MaxAttempts and
+// MaxElapsedTime, then dead-lettered; the later messages of its key wait
+// for it, and run once it is committed or dead-lettered. Any other error,
+// a panic included, names no message: the batch is run again in halves,
+// in order, and a half that fails is split again, down to the message
+// that fails alone, which then goes DeadLetter's way with the error. That
+// costs a batch of n messages at most 2n−1 handler calls, and 2⌈log₂n⌉+1
+// when one message is the culprit; a good message runs at most ⌈log₂n⌉+1
+// times and commits once. Check-handle-mark has nothing to roll back: the
+// messages a handler did not name are marked, and the later messages of a
+// failed one's key are not, and run again after it, as at-least-once
+// allows. An outage (a store or database that cannot be reached, a
+// serialization failure or deadlock, an error marked koto.Outage) runs the
+// whole batch again after BatchConfig.Backoff until it succeeds, the chain
+// closes or its messages' contexts end, and dead-letters nothing.
 //
-// A message whose partition is revoked stops waiting when its context
-// ends, after the subscriber's drain; a batch that holds it is rolled back
-// before it commits and run again without it, and the partition's next
-// owner gets it again.
+// A message is acked as soon as its fate is final, so that its key's next
+// messages can go into another batch, and nacked, with the messages behind
+// it in its key, when its delivery ends before (its partition revoked and
+// drained, the chain closed): the subscriber hands them out again. A
+// message of another subscriber is run as a batch of its own.
 //
-// Logging writes one line per batch, at debug (size, flush reason,
-// duration, handled, duplicates, failed, requeued, handler calls), instead
-// of each message's ok and duplicate lines; retries and dead letters keep
-// their lines. Telemetry adds a span per batch, linked to each message's
-// span, and the koto.consumer.batch.size histogram by flush reason.
+// Log lines: one per batch run, at debug (size, flush reason, duration,
+// handled, duplicates, failed, requeued, handler calls), and a message's
+// retry and dead-letter lines as Logging writes them. Telemetry: a span per
+// batch run, linked to each message's trace, the koto.consumer.batch.size
+// histogram by flush reason, and each message's outcome, retries and dead
+// letter in the consumer metrics.
 //
 // # Conventions
 //
