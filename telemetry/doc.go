@@ -96,9 +96,13 @@
 //   - koto.request.duration (s): each cqrs Request, with
 //     koto.request.outcome; koto.request.timeouts ({request}): the ones
 //     that timed out.
-//   - koto.outbox.rows.waiting ({row}) and koto.outbox.forward.lag (s), gauges an
-//     outbox reports through [Telemetry.ObserveOutbox], with
-//     koto.outbox.table.
+//   - koto.outbox.rows.waiting ({row}), koto.outbox.forward.lag (s) and
+//     koto.outbox.scheduled ({message}, scheduled and not yet moved into
+//     the outbox), gauges an outbox reports through
+//     [Telemetry.ObserveOutbox], with koto.outbox.table.
+//   - koto.outbox.schedule.lateness (s): for each scheduled message, its
+//     fire time minus its due time, which the outbox's forwarder records
+//     through [Telemetry.ScheduleFired], with koto.outbox.table.
 //
 // With the Prometheus exporter the names become, for example,
 // messaging_client_consumed_messages_total{koto_outcome="duplicate"} and

@@ -32,6 +32,12 @@ const (
 	// metricOutboxLag is the age of the oldest outbox row not yet
 	// forwarded, observed through [Telemetry.ObserveOutbox].
 	metricOutboxLag = "koto.outbox.forward.lag"
+	// metricScheduled is the number of messages scheduled in an outbox
+	// and not yet due, observed through [Telemetry.ObserveOutbox].
+	metricScheduled = "koto.outbox.scheduled"
+	// metricLateness is how late a scheduled message was moved into the
+	// outbox: its fire time minus its due time.
+	metricLateness = "koto.outbox.schedule.lateness"
 )
 
 // Attribute keys of this project's own, on spans and metrics.

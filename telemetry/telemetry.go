@@ -80,6 +80,8 @@ type instruments struct {
 	timeouts      metric.Int64Counter
 	outboxWaiting metric.Int64ObservableGauge
 	outboxLag     metric.Float64ObservableGauge
+	scheduled     metric.Int64ObservableGauge
+	lateness      metric.Float64Histogram
 }
 
 // durationBuckets returns the bucket boundaries, in seconds, of the
@@ -111,7 +113,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 func (m *instruments) create(meter metric.Meter) error {
 	buckets := durationBuckets()
-	var errs [11]error
+	var errs [13]error
 	m.consumed, errs[0] = messagingconv.NewClientConsumedMessages(meter)
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
@@ -130,5 +132,10 @@ func (m *instruments) create(meter metric.Meter) error {
 		metric.WithDescription("Outbox rows not yet forwarded."))
 	m.outboxLag, errs[10] = meter.Float64ObservableGauge(metricOutboxLag, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest outbox row not yet forwarded."))
+	m.scheduled, errs[11] = meter.Int64ObservableGauge(metricScheduled, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages scheduled in an outbox and not yet due."))
+	m.lateness, errs[12] = meter.Float64Histogram(metricLateness, metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+		metric.WithDescription("How late a scheduled message was moved into the outbox: its fire time minus its due time."))
 	return errors.Join(errs[:]...)
 }
