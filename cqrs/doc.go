@@ -188,6 +188,21 @@
 // the commit; if the commit then fails the command is handled again and
 // its second reply is dropped.
 //
+// # Scheduled messages
+//
+// [EventPublisher.PublishAt] and [EventPublisher.PublishAfter], and
+// [CommandDispatcher.SendAt] and [CommandDispatcher.SendAfter], write
+// their message into the outbox's schedule (package outbox, Scheduling)
+// instead of the outbox, in the transaction of ctx as Publish and Send
+// write: a rollback schedules nothing. The message is the one Publish or
+// Send would write, with its type name, message ID, partition key,
+// correlation ID and trace context, and its consumers get it at or after
+// its time. They return the schedule's ID: Cancel with it, in a
+// transaction, and the message is never sent, or learn that it was sent
+// already (outbox.ErrSent). Only publishers and dispatchers on an outbox's
+// publishers (those of a DurableOutbox) schedule; others return
+// [ErrCannotSchedule].
+//
 // # Telemetry
 //
 // Each config takes a *telemetry.Telemetry (nil: OpenTelemetry's global
