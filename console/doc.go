@@ -18,7 +18,8 @@
 // committed offset), how many records its dead-letter topic holds and when
 // the newest failed; and each outbox table of Config.OutboxSchemas with
 // outbox.Status's figures: rows waiting, rows held behind an open
-// transaction, lag and the active forwarder. Its charts are of the last
+// transaction, lag, the messages scheduled and when the next is due, and
+// the active forwarder. Its charts are of the last
 // hour, as the console sampled it every Config.SampleInterval since it
 // started: nothing is stored elsewhere.
 //

@@ -12,10 +12,10 @@ import (
 // statusTable writes one line per outbox table.
 func statusTable(w io.Writer, statuses []outbox.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tWAITING\tHELD\tOLDEST\tLAG\tFORWARDER")
+	fmt.Fprintln(tw, "TABLE\tWAITING\tHELD\tOLDEST\tLAG\tSCHEDULED\tNEXT DUE\tFORWARDER")
 	for _, s := range statuses {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", s.Table, s.Waiting, s.Held, orDash(formatTime(s.Oldest)),
-			s.Lag.Round(time.Millisecond), forwarder(s.Forwarder))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", s.Table, s.Waiting, s.Held, orDash(formatTime(s.Oldest)),
+			s.Lag.Round(time.Millisecond), s.Scheduled, orDash(formatTime(s.NextDue)), forwarder(s.Forwarder))
 	}
 	return tw.Flush()
 }
@@ -38,6 +38,8 @@ type shownStatus struct {
 	Held       int64                 `json:"held"`
 	Oldest     *time.Time            `json:"oldest"`
 	LagSeconds float64               `json:"lag_seconds"`
+	Scheduled  int64                 `json:"scheduled"`
+	NextDue    *time.Time            `json:"next_due"`
 	Forwarder  *shownActiveForwarder `json:"forwarder"`
 }
 
@@ -49,14 +51,20 @@ type shownActiveForwarder struct {
 func jsonStatuses(statuses []outbox.Status) []shownStatus {
 	out := make([]shownStatus, len(statuses))
 	for i, s := range statuses {
-		out[i] = shownStatus{Table: s.Table, Waiting: s.Waiting, Held: s.Held, LagSeconds: s.Lag.Seconds()}
-		if !s.Oldest.IsZero() {
-			oldest := s.Oldest.UTC()
-			out[i].Oldest = &oldest
-		}
+		out[i] = shownStatus{Table: s.Table, Waiting: s.Waiting, Held: s.Held, LagSeconds: s.Lag.Seconds(), Scheduled: s.Scheduled,
+			Oldest: utcOrNil(s.Oldest), NextDue: utcOrNil(s.NextDue)}
 		if f := s.Forwarder; f != nil {
 			out[i].Forwarder = &shownActiveForwarder{PID: f.PID, ApplicationName: f.ApplicationName}
 		}
 	}
 	return out
+}
+
+// utcOrNil is t in UTC, or nil for the zero time.
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/outbox"
 )
 
 // errOutOfStock is the kind of error inventory answers for an unknown SKU.
@@ -57,12 +58,44 @@ func orderKey(msg *message.Message) ([]string, error) {
 	return []string{msg.Metadata.Get(koto.PartitionKeyMetadataKey)}, nil
 }
 
-// paid is the orders service's consumer of PaymentProcessed: it reports
-// each paid order on done.
-func paid(log *slog.Logger, done chan<- string) cqrs.Consumer {
+// paid is the orders service's consumer of PaymentProcessed, in the
+// transactional mode: it marks the order paid and cancels its payment
+// timeout in one transaction, and reports each paid order on done.
+func paid(log *slog.Logger, l ledger, events *cqrs.EventPublisher, done chan<- string) cqrs.Consumer {
 	return cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentProcessed) error {
+		tx, ok := postgres.TxFromContext(ctx)
+		if !ok {
+			return errors.New("orders: no transaction; register the consumer on the durable outbox's Service")
+		}
+		timeout, placed, err := l.settle(ctx, tx, ev.OrderID, "paid")
+		if err != nil || !placed {
+			return err
+		}
+		note := "its payment timeout cancelled"
+		switch err := events.Cancel(ctx, timeout); {
+		case errors.Is(err, outbox.ErrSent):
+			note = "too late: its payment timeout fired first"
+		case err != nil:
+			return err
+		}
 		log.InfoContext(ctx, "orders: paid", "order", ev.OrderID)
-		done <- fmt.Sprintf("order %s paid %d (correlation %s)", ev.OrderID, ev.Amount, correlation.FromContext(ctx))
+		done <- fmt.Sprintf("order %s paid %d (correlation %s), %s", ev.OrderID, ev.Amount, correlation.FromContext(ctx), note)
 		return nil
 	}, cqrs.From("payments"))
+}
+
+// timedOut is the orders service's consumer of its own PaymentTimedOut: an
+// order still unpaid when its timeout fires expires.
+func timedOut(log *slog.Logger, l ledger) cqrs.Consumer {
+	return cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentTimedOut) error {
+		tx, ok := postgres.TxFromContext(ctx)
+		if !ok {
+			return errors.New("orders: no transaction; register the consumer on the durable outbox's Service")
+		}
+		if _, expired, err := l.settle(ctx, tx, ev.OrderID, "expired"); err != nil || !expired {
+			return err
+		}
+		log.InfoContext(ctx, "orders: payment timed out", "order", ev.OrderID)
+		return nil
+	}, cqrs.From("orders"))
 }

@@ -117,7 +117,7 @@ func (s *shop) register(ctx context.Context) error {
 	}{
 		{"inventory", false, []cqrs.Consumer{inventory(s.log)}},
 		{"payments", true, []cqrs.Consumer{payments(s.log, s.ledger, events)}},
-		{"orders", false, []cqrs.Consumer{paid(s.log, s.paid)}},
+		{"orders", true, []cqrs.Consumer{paid(s.log, s.ledger, s.orders, s.paid), timedOut(s.log, s.ledger)}},
 	} {
 		cfg := cqrs.ServiceConfig{
 			Name:                svc.name,
@@ -235,6 +235,14 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 	if charges != orders {
 		return fmt.Errorf("payments charged %d times for %d orders", charges, orders)
 	}
+	states, err := s.ledger.states(ctx, "o-"+run+"-%")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "%d payment timeouts scheduled at checkout, %d cancelled by their payment\n", orders, states["paid"])
+	if states["paid"] != orders {
+		return fmt.Errorf("orders by state %v, want all %d paid", states, orders)
+	}
 	// Every event was written into the outbox; wait until the forwarder has
 	// sent them all on to Kafka.
 	deadline := time.Now().Add(10 * time.Second)
@@ -255,10 +263,15 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 	return nil
 }
 
+// paymentTimeout is how long an order waits for its payment before it
+// expires; a real shop would wait longer, 15 minutes say.
+const paymentTimeout = 30 * time.Second
+
 // placeOrder reserves stock, then writes the order and its OrderPlaced in
 // one transaction, twice, as a client that retries after a timeout would:
 // the order row is written once, the event (with the same message ID)
-// twice, and payments charges once.
+// twice, and payments charges once. The transaction that writes the order
+// also schedules its PaymentTimedOut, which the payment cancels.
 // It runs in the checkout span that makes the order's messages one trace.
 func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	ctx = correlation.WithID(ctx, "checkout-"+orderID)
@@ -280,8 +293,18 @@ func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 			if err := s.durable.Outbox().LockKeys(ctx, tx, orderID); err != nil {
 				return err
 			}
-			if err := s.ledger.placeOrder(ctx, tx, ev); err != nil {
+			placed, err := s.ledger.placeOrder(ctx, tx, ev)
+			if err != nil {
 				return err
+			}
+			if placed {
+				timeout, err := s.orders.PublishAfter(ctx, paymentTimeout, PaymentTimedOut{OrderID: orderID})
+				if err != nil {
+					return err
+				}
+				if err := s.ledger.setTimeout(ctx, tx, orderID, timeout); err != nil {
+					return err
+				}
 			}
 			return s.orders.Publish(ctx, ev)
 		})
