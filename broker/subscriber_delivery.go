@@ -122,8 +122,8 @@ func (p *partition) pause(d time.Duration) error {
 }
 
 // messageContext is the context of a message of rec: where it was read
-// from, the Subscribe context's values, and an end when the partition's
-// drain does.
+// from and in which generation, the Subscribe context's values, and an
+// end when the partition's drain does.
 func (p *partition) messageContext(rec *sarama.ConsumerMessage) context.Context {
-	return withPosition(p.ctx, rec)
+	return withPosition(p.ctx, rec, p.sess.GenerationID())
 }
