@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -78,7 +79,24 @@ func deadLetterMessage(msg *message.Message, cause error, class koto.Class, atte
 	md.Set(dlqmeta.Handler, message.HandlerNameFromCtx(ctx))
 	md.Set(dlqmeta.Attempts, strconv.Itoa(attempts))
 	md.Set(dlqmeta.FailedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	// Replayed with these, the message would be taken for a copy of a
+	// parked one.
+	delete(md, ParkedIDKey)
+	delete(md, ParkedGroupKey)
 	return dl
+}
+
+// withParking gives the dead letter dl of a parked message where it was
+// consumed first, which a replay returns it to, and the history of its
+// parking.
+func withParking(dl *message.Message, entry *Parked) {
+	md := dl.Metadata
+	md.Set(dlqmeta.OriginalTopic, entry.Position.Topic)
+	md.Set(dlqmeta.OriginalPartition, strconv.FormatInt(int64(entry.Position.Partition), 10))
+	md.Set(dlqmeta.OriginalOffset, strconv.FormatInt(entry.Position.Offset, 10))
+	if h, err := json.Marshal(entry.History); err == nil {
+		md.Set(dlqmeta.History, string(h))
+	}
 }
 
 // rootCauseType returns the Go type of the innermost error of err's Unwrap

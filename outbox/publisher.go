@@ -9,11 +9,11 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
 	"github.com/koto-dev/watermill-koto/internal/pgtx"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -238,8 +238,7 @@ func (o *Outbox) insertQuery(topic string, msg *message.Message) (wsql.Query, er
 
 // writeError explains an error of the insert.
 func (o *Outbox) writeError(topic string, n int, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if pgschema.UndefinedTable(err) {
 		return fmt.Errorf("%w: writing %d message(s) for %s into %s: %w; call Outbox.Setup at startup, or create the tables with outbox.SchemaSQL",
 			ErrSchemaMissing, n, topic, o.t.outbox, err)
 	}

@@ -2,14 +2,12 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
@@ -100,8 +98,7 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 	err := o.pool.QueryRow(ctx, statusSQL(o.t), forwarderGroup, pgschema.ClassForwarder, pgschema.LockObject(o.t.outbox)).
 		Scan(&s.Waiting, &s.Held, &oldest, &lagUS, &pid, &app, &s.Scheduled, &next)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		if pgschema.UndefinedTable(err) {
 			return Status{}, fmt.Errorf("%w: %s or a table beside it does not exist: %w", ErrSchemaMissing, o.t.outbox, err)
 		}
 		return Status{}, fmt.Errorf("outbox: status of %s: %w", o.t.outbox, err)

@@ -76,7 +76,7 @@
 //     and messaging.process.duration (s), the time of the whole chain
 //     inside the middleware: messaging.operation.name "process",
 //     messaging.consumer.group.name, koto.outcome ("ok", "duplicate",
-//     "dead-lettered", "nacked") and, for a nack, error.type.
+//     "parked", "dead-lettered", "nacked") and, for a nack, error.type.
 //   - messaging.client.sent.messages ({message}) and
 //     messaging.client.operation.duration (s), per Publish call of a
 //     decorated publisher: messaging.operation.name "send" (and
@@ -100,6 +100,11 @@
 //     koto.outbox.scheduled ({message}, scheduled and not yet moved into
 //     the outbox), gauges an outbox reports through
 //     [Telemetry.ObserveOutbox], with koto.outbox.table.
+//   - koto.parked.messages ({message}) and koto.parked.keys ({key}):
+//     the messages parked for each consumer group and the record keys
+//     they wait on, gauges a parking table reports through
+//     [Telemetry.ObserveParked], with koto.parked.table and
+//     messaging.consumer.group.name.
 //   - koto.outbox.schedule.lateness (s): for each scheduled message, its
 //     fire time minus its due time, which the outbox's forwarder records
 //     through [Telemetry.ScheduleFired], with koto.outbox.table.

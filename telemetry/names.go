@@ -38,12 +38,17 @@ const (
 	// metricLateness is how late a scheduled message was moved into the
 	// outbox: its fire time minus its due time.
 	metricLateness = "koto.outbox.schedule.lateness"
+	// metricParked and metricParkedKeys are the messages parked for a
+	// consumer group and the record keys they wait on, observed through
+	// [Telemetry.ObserveParked].
+	metricParked     = "koto.parked.messages"
+	metricParkedKeys = "koto.parked.keys"
 )
 
 // Attribute keys of this project's own, on spans and metrics.
 const (
 	// attrOutcome is what became of a delivery: "ok", "duplicate",
-	// "dead-lettered" or "nacked".
+	// "parked", "dead-lettered" or "nacked".
 	attrOutcome = attribute.Key("koto.outcome")
 	// attrAttempts is how many times the handler ran in one delivery, when
 	// more than once.
@@ -59,4 +64,6 @@ const (
 	attrRequestOutcome = attribute.Key("koto.request.outcome")
 	// attrOutboxTable is the outbox table of the outbox gauges.
 	attrOutboxTable = attribute.Key("koto.outbox.table")
+	// attrParkedTable is the parking table of the parked gauges.
+	attrParkedTable = attribute.Key("koto.parked.table")
 )

@@ -82,6 +82,8 @@ type instruments struct {
 	outboxLag     metric.Float64ObservableGauge
 	scheduled     metric.Int64ObservableGauge
 	lateness      metric.Float64Histogram
+	parked        metric.Int64ObservableGauge
+	parkedKeys    metric.Int64ObservableGauge
 }
 
 // durationBuckets returns the bucket boundaries, in seconds, of the
@@ -113,7 +115,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 func (m *instruments) create(meter metric.Meter) error {
 	buckets := durationBuckets()
-	var errs [13]error
+	var errs [15]error
 	m.consumed, errs[0] = messagingconv.NewClientConsumedMessages(meter)
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
@@ -137,5 +139,9 @@ func (m *instruments) create(meter metric.Meter) error {
 	m.lateness, errs[12] = meter.Float64Histogram(metricLateness, metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 		metric.WithDescription("How late a scheduled message was moved into the outbox: its fire time minus its due time."))
+	m.parked, errs[13] = meter.Int64ObservableGauge(metricParked, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages parked for a consumer group, to be tried again later."))
+	m.parkedKeys, errs[14] = meter.Int64ObservableGauge(metricParkedKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Record keys with messages parked for a consumer group, whose later messages wait behind them."))
 	return errors.Join(errs[:]...)
 }

@@ -23,6 +23,11 @@ const (
 	IdempotencyStoreError = "idempotency_store_error"
 	DeadLetterTopic       = "dead_letter_topic"
 
+	ParkedID     = "parked_id"
+	ParkedBehind = "parked_behind"
+	ParkedFor    = "parked_for"
+	RetryAt      = "retry_at"
+
 	Type        = "type"
 	OperationID = "operation_id"
 	Result      = "result"

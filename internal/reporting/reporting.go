@@ -10,7 +10,7 @@ import (
 
 // Outcome is what became of one delivery of a message.
 type Outcome struct {
-	// Outcome is "ok", "duplicate", "dead-lettered" or "nacked".
+	// Outcome is "ok", "duplicate", "parked", "dead-lettered" or "nacked".
 	Outcome string
 	// Attempts is how many times the handler ran.
 	Attempts int
