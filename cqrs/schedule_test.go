@@ -3,8 +3,10 @@ package cqrs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -175,4 +178,70 @@ func TestScheduleRefused(t *testing.T) {
 			t.Errorf("%s on the broker's publisher: %v, want ErrCannotSchedule, poison", what, err)
 		}
 	}
+}
+
+// ChargeRequested meets a flaky dependency on its first attempt.
+type ChargeRequested struct {
+	OrderID string `json:"orderId"`
+	Seq     int    `json:"seq"`
+}
+
+func (e ChargeRequested) PartitionKey() string { return e.OrderID }
+
+// TestServiceParksFailingMessages: a DurableOutbox Service with
+// DeadLetter.Parking.Delays parks a consumer's failing event in the
+// DurableOutbox's parking table, its key's next event behind it, and
+// both run later, in order, once each.
+func TestServiceParksFailingMessages(t *testing.T) {
+	e := newDurableEnv(t)
+	orders := kafkatest.ServiceName(t, "orders")
+	events, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.d.Service(cqrs.ServiceConfig{
+		Name: orders, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
+		Broker: broker.Config{Brokers: e.brokers},
+		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1, Backoff: koto.Backoff{InitialInterval: time.Millisecond},
+			Parking: middleware.ParkingConfig{Delays: []time.Duration{100 * time.Millisecond}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, svc)
+	var calls atomic.Int64
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	ctx := kafkatest.Context(t)
+	err = svc.Register(ctx, r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ChargeRequested) error {
+		if calls.Add(1) == 1 {
+			return errors.New("flaky dependency")
+		}
+		return e.effect(ctx, fmt.Sprintf("captured %s/%d", ev.OrderID, ev.Seq))
+	}, cqrs.From(orders)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.RunRouter(t, r)
+	err = e.d.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return errors.Join(events.Publish(ctx, ChargeRequested{OrderID: "o-1", Seq: 1}), events.Publish(ctx, ChargeRequested{OrderID: "o-1", Seq: 2}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kafkatest.WaitFor(t, "both effects", func() bool { return e.effects("captured o-1/1")+e.effects("captured o-1/2") == 2 })
+	var order []string
+	rows, _ := e.pool.Query(ctx, "SELECT what FROM "+e.schema+".effects WHERE what LIKE 'captured%' ORDER BY id")
+	for rows.Next() {
+		var w string
+		_ = rows.Scan(&w)
+		order = append(order, w)
+	}
+	rows.Close()
+	if fmt.Sprint(order) != "[captured o-1/1 captured o-1/2]" {
+		t.Errorf("effects %v, want o-1/1 then o-1/2", order)
+	}
+	kafkatest.WaitFor(t, "nothing parked", func() bool {
+		st, err := e.d.Parking().Status(ctx)
+		return err == nil && len(st) == 0
+	})
 }
