@@ -8,6 +8,9 @@
 //	koto dlq show   -group G [-json] PARTITION/OFFSET | UUID
 //	koto dlq replay -group G [filters] [-dry-run] [-progress] [-json]
 //	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
+//	koto parked status [-database-url URL] [-schema S] [-table T] [-json]
+//	koto parked list -group G [-database-url URL] [-schema S] [-table T] [-limit N] [-json]
+//	koto parked run|dead-letter [-database-url URL] [-schema S] [-table T] [-outbox O] ID
 //	koto console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-database-url URL] [-schema S]
 //
 // The dlq commands connect with the same Kafka settings as the services:
@@ -28,11 +31,20 @@
 // table of -schema, found by its columns: the committed rows waiting, how
 // many of them are held behind an older running transaction, when the
 // oldest was written, the forwarder's lag and the active forwarder's
-// backend. Forwarded rows are deleted as the forwarder records its
+// backend, and the messages scheduled and when the next is due. Forwarded rows are deleted as the forwarder records its
 // position, so the rows waiting are the table's rows and the lag is the
 // age of the oldest: the outbox package documents the reading
 // (Outbox.Status). It reads with one statement per table, read-only, and
 // gives up after 5 s waiting for a table lock or 30 s running.
+//
+// parked status prints, for each parking table of -schema (or -table) and
+// consumer group, the keys with parked messages, the messages, when the
+// oldest was parked and when the next comes back; parked list a group's
+// parked messages, each key's in the order they come back. parked run
+// brings the first of a key back now, parked dead-letter brings it back to
+// be dead-lettered by its consumer without a handler call; both schedule
+// it in the outbox table -outbox (default outbox) of -schema. The parking
+// package documents them.
 //
 // console serves the console package's pages on -listen (default
 // 127.0.0.1:8080) until interrupted: consumer lag, dead letters grouped by
@@ -86,6 +98,7 @@ func commands() map[string]command {
 		"console": consoleCommand(),
 		"dlq":     dlqCommand(),
 		"outbox":  outboxCommand(),
+		"parked":  parkedCommand(),
 	}
 }
 
