@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	koto "github.com/koto-dev/watermill-koto"
 
@@ -34,16 +36,49 @@ func inventory(log *slog.Logger) cqrs.Consumer {
 	})
 }
 
+// gatewayBusyFor is how long the card gateway asks a payment it is too
+// busy for to wait.
+const gatewayBusyFor = time.Second
+
+// cardGateway is the payments service's flaky dependency: too busy for the
+// first charge of the second order, it asks to be tried again in a second
+// (koto.RetryAfter), and the payment is parked that long, its slot free,
+// and charged when it comes back.
+type cardGateway struct {
+	mu    sync.Mutex
+	tries map[string]int // charges asked, by order
+	busy  atomic.Int64   // charges it was too busy for
+}
+
+// charge charges orderID, or says when to try again.
+func (g *cardGateway) charge(orderID string, n int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tries == nil {
+		g.tries = map[string]int{}
+	}
+	if g.tries[orderID]++; n == 2 && g.tries[orderID] == 1 {
+		g.busy.Add(1)
+		return koto.RetryAfter(fmt.Errorf("card gateway busy charging %s", orderID), gatewayBusyFor)
+	}
+	return nil
+}
+
 // payments charges each placed order once, however often it is delivered,
 // and announces the payment. It runs in the transactional mode of the
 // durable outbox: the ledger row and PaymentProcessed are written in the
 // transaction that claims the message, and commit or roll back together.
 // The order's key is locked first, so its events keep their commit order.
-func payments(log *slog.Logger, l ledger, events *cqrs.EventPublisher) cqrs.Consumer {
+// A charge the card gateway is too busy for is parked, and its order's
+// later events wait behind it.
+func payments(log *slog.Logger, l ledger, events *cqrs.EventPublisher, gateway *cardGateway) cqrs.Consumer {
 	return cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
 		tx, ok := postgres.TxFromContext(ctx)
 		if !ok {
 			return errors.New("payments: no transaction; register the consumer on the durable outbox's Service")
+		}
+		if err := gateway.charge(ev.OrderID, ev.Total/100); err != nil {
+			return err
 		}
 		if err := l.charge(ctx, tx, ev.OrderID, ev.Total); err != nil {
 			return err
