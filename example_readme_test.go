@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
@@ -40,6 +41,8 @@ type StockReserved struct{ ReservationID string }
 type PaymentTimedOut struct{ OrderID string }
 
 func refundLatePayment(context.Context) error { return nil }
+
+func gatewayCharge(context.Context, string) (time.Duration, error) { return 0, nil }
 
 func handleOrderPlaced(*message.Message) error { return nil }
 
@@ -201,6 +204,33 @@ func paymentArrived(ctx context.Context, events *cqrs.EventPublisher, timeout st
 
 // readme: end
 
+// readme: parking
+// paymentsService parks what keeps failing: three attempts in place,
+// then later ones a minute, 5, 30 and 120 minutes on, with the message's
+// slot free and its key's later messages waiting behind it, in order; then
+// the dead letter.
+func paymentsService(durable *cqrs.DurableOutbox, cfg broker.Config) (*cqrs.Service, error) {
+	return durable.Service(cqrs.ServiceConfig{
+		Name:   "payments",
+		Broker: cfg,
+		DeadLetter: middleware.DeadLetterConfig{
+			MaxAttempts: 3,
+			Parking:     middleware.ParkingConfig{Delays: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour}},
+		},
+	})
+}
+
+// chargeCard parks the message for as long as the gateway asks.
+func chargeCard(ctx context.Context, orderID string) error {
+	retryIn, err := gatewayCharge(ctx, orderID)
+	if err != nil && retryIn > 0 {
+		return koto.RetryAfter(err, retryIn)
+	}
+	return err
+}
+
+// readme: end
+
 // readme: metrics
 // serveMetrics exports every metric on /metrics in Prometheus's format, and
 // propagates the W3C trace context through the messages.
@@ -219,4 +249,4 @@ func serveMetrics(addr string) error {
 // readme: end
 
 // The README's functions are called by no test: they show how to call.
-var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, placeOrderWithTimeout, paymentArrived, serveMetrics}
+var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics}

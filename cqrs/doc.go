@@ -115,6 +115,12 @@
 // the scope). Event consumers are idempotent by default, command consumers
 // not ([Idempotent] changes it).
 //
+// With ServiceConfig.DeadLetter.Parking.Delays a consumer parks a message
+// whose attempts failed and tries it again later, its key's later
+// messages waiting behind it (middleware's Parking); a DurableOutbox's
+// Service parks in the DurableOutbox's table ([DurableOutbox.Parking]), a
+// Service of NewService in the parking.Store that Parking.Store names.
+//
 // A consumer handles one type. A payload that does not decode is poison
 // and dead-lettered at once; so is a message on its topic with another type
 // name ([ErrUnexpectedType]), unless the consumer was given

@@ -44,26 +44,29 @@ func (p *parker) before(ctx context.Context, msg *message.Message, group string)
 		})
 		return entry, gateRun, err
 	}
-	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
-	if !pos.kafka || len(pos.Key) == 0 {
+	pos, ok := koto.PositionFromContext(ctx)
+	if !ok || len(pos.Key) == 0 {
+		return nil, gateRun, nil
+	}
+	if parked, known := p.keys.known(group, pos); known && !parked {
 		return nil, gateRun, nil
 	}
 	var parked bool
 	err = p.store(ctx, func(ctx context.Context) (err error) {
-		parked, err = p.keys.parked(ctx, group, pos.Position, func(ctx context.Context) ([][]byte, error) {
+		parked, err = p.keys.parked(ctx, group, pos, func(ctx context.Context) ([][]byte, error) {
 			return p.cfg.Store.ParkedKeys(ctx, group, pos.Topic, pos.Partition)
 		})
 		if err != nil || !parked {
 			return err
 		}
-		parked, err = p.cfg.Store.ParkBehind(ctx, newParked(msg, group, pos.Position))
+		parked, err = p.cfg.Store.ParkBehind(ctx, newParked(msg, group, pos))
 		return err
 	})
 	switch {
 	case err != nil:
 		return nil, gateRun, err
 	case !parked:
-		p.keys.remove(group, pos.Position)
+		p.keys.remove(group, pos)
 		return nil, gateRun, nil
 	}
 	reportFrom(ctx).set(outcomeParked, slog.Bool(logattr.ParkedBehind, true))

@@ -48,6 +48,21 @@ func (k *parkedKeys) of(group string, pos koto.Position) *partitionKeys {
 	return p
 }
 
+// known reports whether pos's key may have messages parked for group,
+// when the keys of pos's generation are loaded: ok is false when they
+// must be read first. It takes no store call, for the path of a message
+// whose key nothing is parked for.
+func (k *parkedKeys) known(group string, pos koto.Position) (parked, ok bool) {
+	p := k.of(group, pos)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded || pos.Generation > p.generation {
+		return false, false
+	}
+	_, parked = p.keys[string(pos.Key)]
+	return parked, true
+}
+
 // parked reports whether pos's key may have messages parked for group,
 // loading the partition's keys with load first when pos is of a newer
 // generation than those known. The other messages of the partition wait

@@ -198,7 +198,7 @@ func (r *parkingRun) check(t *testing.T, keys, n int) ordered {
 		}
 		if idx != next[key] {
 			if o.outOfOrder++; o.outOfOrder <= 5 {
-				t.Errorf("key %s: message %d written after message %d", key, idx, next[key]-1)
+				t.Errorf("key %s: message %d written where message %d was due", key, idx, next[key])
 			}
 		}
 		next[key] = idx + 1

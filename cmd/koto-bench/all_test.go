@@ -91,8 +91,8 @@ func TestAllQuickWithoutKafka(t *testing.T) {
 		t.Fatalf("all: %v\n%s", err, out.String())
 	}
 	lines := figureLines(out.String())
-	if len(lines) != 5+4 {
-		t.Fatalf("%d figure lines, want 5 memory and 4 allocation figures:\n%s", len(lines), out.String())
+	if len(lines) != 5+6 {
+		t.Fatalf("%d figure lines, want 5 memory and 6 allocation figures:\n%s", len(lines), out.String())
 	}
 	for _, l := range lines[:4] {
 		verdict := strings.HasSuffix(l, " met") || strings.HasSuffix(l, "not met")

@@ -31,9 +31,10 @@
 // table of -schema, found by its columns: the committed rows waiting, how
 // many of them are held behind an older running transaction, when the
 // oldest was written, the forwarder's lag and the active forwarder's
-// backend, and the messages scheduled and when the next is due. Forwarded rows are deleted as the forwarder records its
-// position, so the rows waiting are the table's rows and the lag is the
-// age of the oldest: the outbox package documents the reading
+// backend, and the messages scheduled and when the next is due. Forwarded
+// rows are deleted as the forwarder records its position, so the rows
+// waiting are the table's rows and the lag is the age of the oldest: the
+// outbox package documents the reading
 // (Outbox.Status). It reads with one statement per table, read-only, and
 // gives up after 5 s waiting for a table lock or 30 s running.
 //
@@ -48,14 +49,16 @@
 //
 // console serves the console package's pages on -listen (default
 // 127.0.0.1:8080) until interrupted: consumer lag, dead letters grouped by
-// cause, their replay, the outbox backlog of -schema's tables (default
-// koto; comma-separated for several). It connects with the same Kafka
+// cause, their replay, the outbox backlog and schedule of -schema's tables
+// (default koto; comma-separated for several), and the messages parked
+// there, which it runs now or dead-letters as parked run and dead-letter
+// do. It connects with the same Kafka
 // flags as dlq and the same -database-url as outbox status. Beyond
 // localhost it needs a token, -token NAME:SECRET (repeatable) or
 // $KOTO_CONSOLE_TOKEN (NAME:SECRET,...); on localhost without one it
 // answers only requests addressed to localhost. -read-only removes every
-// action; -metrics serves /metrics; each replay is logged on stderr with
-// the token's name.
+// action; -metrics serves /metrics; each replay, run and dead letter is
+// logged on stderr with the token's name.
 //
 // Exit status: 0 on success and for -h, which prints the usage on stdout;
 // 2 for a usage error, printed on stderr with the -h that explains it; 1
