@@ -153,10 +153,13 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 		if d.park != nil && group != "" {
 			var g gate
 			var err error
-			if entry, g, err = d.park.before(ctx, msg, group); err != nil || g == gateParked {
+			switch entry, g, err = d.park.before(ctx, msg, group); {
+			case err != nil && koto.ClassOf(err) == koto.ClassPoison:
+				// It cannot wait behind its key's parked messages.
+				return d.send(msg, err, koto.ClassPoison, 0, nil)
+			case err != nil || g == gateParked:
 				return nil, err
-			}
-			if entry != nil && entry.DeadLetter {
+			case entry != nil && entry.DeadLetter:
 				return d.deadLetterParked(msg, ErrDeadLetterRequested, koto.ClassPoison, 0, entry)
 			}
 		}
@@ -173,7 +176,11 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, err
 		case *s.dead == koto.ClassRetryable && d.park != nil && group != "":
 			if delay, ok := d.park.next(entry, err); ok {
-				return nil, d.park.park(ctx, msg, group, entry, s.attempts, err, delay)
+				perr := d.park.park(ctx, msg, group, entry, s.attempts, err, delay)
+				if perr == nil || koto.ClassOf(perr) != koto.ClassPoison {
+					return nil, perr
+				}
+				err = errors.Join(err, perr) // it cannot be parked: its dead letter says why
 			}
 		}
 		return d.deadLetterParked(msg, err, *s.dead, s.attempts, entry)

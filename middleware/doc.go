@@ -148,7 +148,10 @@
 // again it is parked for the next delay; after the last it is
 // dead-lettered. A handler that knows when to come back returns
 // koto.RetryAfter and is parked at once for that long. Outages are never
-// parked: they hold everything anyway, and are retried in place.
+// parked: they hold everything anyway, and are retried in place, as are
+// the store's own errors. A message the store cannot keep (one with a
+// header that is not UTF-8, which the outbox refuses: a poison error of
+// the store) is dead-lettered at once, its reason saying why.
 //
 // A key keeps its order. While a key (the record key, per consumer group
 // and partition) has a parked message, its later messages are parked

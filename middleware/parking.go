@@ -52,8 +52,9 @@ func (c ParkingConfig) validate(p *config.Problems) {
 // one consumer group's partition key (see Parking in the package doc), and
 // brings each queue's first back through its topic at its time, with the
 // metadata keys ParkedIDKey and ParkedGroupKey. parking.Store implements
-// it on PostgreSQL and the outbox's schedule. Its errors are outages:
-// DeadLetter retries them in place.
+// it on PostgreSQL and the outbox's schedule. DeadLetter retries its
+// errors in place, as outages, but for a poison one (koto.Poison): the
+// message cannot be parked, and DeadLetter dead-letters it, saying why.
 type ParkingStore interface {
 	// ParkedKeys returns the record keys of topic's partition that have
 	// messages parked for group.
@@ -111,5 +112,5 @@ type ParkedAttempt struct {
 }
 
 // ErrDeadLetterRequested is the cause of the dead letter of a parked
-// message that an operator dead-lettered (ParkedAttempt.DeadLetter).
+// message that an operator dead-lettered (Parked.DeadLetter).
 var ErrDeadLetterRequested = errors.New("middleware: dead-lettered by an operator while parked")

@@ -118,13 +118,17 @@ func (p *parker) release(ctx context.Context, entry *Parked) error {
 	return p.store(ctx, func(ctx context.Context) error { return p.cfg.Store.Release(ctx, entry) })
 }
 
-// store calls fn until it succeeds, retrying its errors, outages all, with
-// the backoff while ctx lives; each retry is reported as one.
+// store calls fn until it succeeds, retrying its errors, outages all,
+// with the backoff while ctx lives; each retry is reported as one. A
+// poison error (a message the store cannot keep) ends it at once.
 func (p *parker) store(ctx context.Context, fn func(ctx context.Context) error) error {
 	rep := reportFrom(ctx)
 	stopped := func(err error) error { return koto.Outage(fmt.Errorf("middleware: parking: %w", err)) }
 	return retry.Do(ctx, p.backoff.Delay, func() error { return fn(ctx) }, func(f retry.Failure) error {
-		if ctx.Err() != nil {
+		switch {
+		case koto.ClassOf(f.Err) == koto.ClassPoison:
+			return fmt.Errorf("middleware: parking: %w", f.Err)
+		case ctx.Err() != nil:
 			return stopped(f.Err)
 		}
 		rep.retry(retryNote{err: f.Err, class: koto.ClassOutage, attempt: f.Retry, delay: f.Delay})

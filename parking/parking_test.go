@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
@@ -287,4 +289,33 @@ func TestParkedMessagesHoldNoSlot(t *testing.T) {
 	}
 	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 	inOrder(t, e.effects(group), parked, 6)
+}
+
+// TestUnparkableMessageIsDeadLettered: a failing message whose header is
+// not UTF-8 cannot come back through the outbox; rather than retried for
+// ever, it is dead-lettered at once with the handler's error and the
+// reason it could not be parked, and its key's next message runs.
+func TestUnparkableMessageIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic("unparkable", 1)
+	group := kafkatest.Group(t, "unparkable")
+	dlq := watchDeadLetters(t, e.brokers, group)
+	e.run(consumer{group: group, topic: topic, maxAttempts: 1, delays: []time.Duration{time.Minute},
+		fail: func(it item, _ int) error {
+			if it.Idx == 0 {
+				return errFlaky
+			}
+			return nil
+		}})
+	bad := kafkatest.Record(topic, "01900000-0000-7000-8000-0000000000b1", "k", []byte(`{"key":"k","idx":0}`))
+	bad.Headers = append(bad.Headers, kgo.RecordHeader{Key: "note", Value: []byte{0xff, 0xfe}})
+	kafkatest.Produce(t, e.brokers, []*kgo.Record{bad, kafkatest.Record(topic, "01900000-0000-7000-8000-0000000000b2", "k", []byte(`{"key":"k","idx":1}`))})
+	dl := kafkatest.Receive(t, dlq, "the dead letter")
+	if r := dl.Metadata.Get(dlqmeta.Reason); !strings.Contains(r, "flaky dependency") || !strings.Contains(r, "not valid UTF-8") {
+		t.Errorf("dead letter's reason %q, want the handler's error and why it could not be parked", r)
+	}
+	kafkatest.WaitFor(t, "the key's next message", func() bool { return e.count(group) == 1 })
+	if n := e.parkedRows(); n != 0 {
+		t.Errorf("%d rows in the parking table", n)
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
@@ -57,10 +59,21 @@ func (s *Store) inQueue(ctx context.Context, p *middleware.Parked, fn func(tx pg
 		}
 		return fn(tx, q)
 	})
-	if err != nil {
+	switch {
+	case dataException(err):
+		// Not a message this table can keep, however often it tries.
+		return koto.Poison(fmt.Errorf("parking: %s: %w", s.table, err))
+	case err != nil:
 		return fmt.Errorf("parking: %s: %w", s.table, err)
 	}
 	return nil
+}
+
+// dataException reports PostgreSQL's class 22: a value the table cannot
+// hold, such as a NUL in a text column.
+func dataException(err error) bool {
+	var state interface{ SQLState() string }
+	return errors.As(err, &state) && strings.HasPrefix(state.SQLState(), "22")
 }
 
 // ParkedKeys returns the record keys of topic's partition that have
