@@ -148,8 +148,9 @@
 //
 // [NewDurableOutbox], given the pool of a PostgreSQL database and the
 // broker configuration, sets up the database's outbox (package outbox) and
-// processed-messages store (idempotency/postgres), starts the outbox's
-// forwarder, and makes the facades of this package go through the outbox:
+// processed-messages store (idempotency/postgres) and the table of parked
+// messages (package parking), starts the outbox's forwarder, and makes
+// the facades of this package go through the outbox:
 //
 //   - [DurableOutbox.EventPublisher]'s Publish and the Send of
 //     [DurableOutbox.CommandDispatcher] write into the outbox in the
