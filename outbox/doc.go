@@ -183,7 +183,8 @@
 // true lag. [FindTables] lists the outbox tables of a schema by their
 // columns, and `koto outbox status` (cmd/koto) prints the status of each.
 //
-// Status also reads the scheduled messages not yet moved (Scheduled) and
+// Status also reads the scheduled messages not yet moved (Scheduled),
+// when the one scheduled longest ago was scheduled (OldestScheduled) and
 // when the earliest is due (NextDue).
 //
 // Every running [Forwarder], standing by or active, reports its table's

@@ -299,8 +299,8 @@ func TestScheduleErrors(t *testing.T) {
 		t.Errorf("Cancel through ContextPublisher without a transaction: %v, want ErrNoTransaction", err)
 	}
 	s := e.status()
-	if s.Scheduled != 1 || s.NextDue.IsZero() || time.Since(s.NextDue) < 0 {
-		t.Errorf("status: %d scheduled, next due %v; want 1, due now", s.Scheduled, s.NextDue)
+	if s.Scheduled != 1 || s.NextDue.IsZero() || time.Since(s.NextDue) < 0 || s.OldestScheduled.IsZero() {
+		t.Errorf("status: %d scheduled since %v, next due %v; want 1, due now", s.Scheduled, s.OldestScheduled, s.NextDue)
 	}
 	r := newReader(t, e.brokers, topic)
 	e.startForwarder(e.forwarderConfig())

@@ -39,6 +39,9 @@ type Status struct {
 	// NextDue is when the earliest of them is due; zero when none is
 	// scheduled.
 	NextDue time.Time
+	// OldestScheduled is when the one scheduled longest ago was
+	// scheduled; zero when none is.
+	OldestScheduled time.Time
 }
 
 // ActiveForwarder is the forwarder that holds an outbox table's lock.
@@ -77,9 +80,10 @@ func statusSQL(t tables) string {
 SELECT waiting.n, waiting.held, waiting.oldest::timestamptz,
     coalesce((extract(epoch FROM localtimestamp - waiting.oldest) * 1e6)::bigint, 0),
     fwd.pid, fwd.app,
-    (SELECT count(*) FROM ` + t.scheduled + `),
+    scheduled.n, scheduled.oldest,
     (SELECT due_at FROM ` + t.scheduled + ` ORDER BY id LIMIT 1)
-FROM waiting LEFT JOIN fwd ON true`
+FROM waiting LEFT JOIN fwd ON true,
+    (SELECT count(*) AS n, min(created_at) AS oldest FROM ` + t.scheduled + `) AS scheduled`
 }
 
 // Status reads the backlog of the outbox table and of its schedule, in one read-only
@@ -94,9 +98,10 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 		pid    *int32
 		app    *string
 		next   *time.Time
+		since  *time.Time
 	)
 	err := o.pool.QueryRow(ctx, statusSQL(o.t), forwarderGroup, pgschema.ClassForwarder, pgschema.LockObject(o.t.outbox)).
-		Scan(&s.Waiting, &s.Held, &oldest, &lagUS, &pid, &app, &s.Scheduled, &next)
+		Scan(&s.Waiting, &s.Held, &oldest, &lagUS, &pid, &app, &s.Scheduled, &since, &next)
 	if err != nil {
 		if pgschema.UndefinedTable(err) {
 			return Status{}, fmt.Errorf("%w: %s or a table beside it does not exist: %w", ErrSchemaMissing, o.t.outbox, err)
@@ -112,6 +117,9 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 	}
 	if next != nil {
 		s.NextDue = *next
+	}
+	if since != nil {
+		s.OldestScheduled = *since
 	}
 	return s, nil
 }

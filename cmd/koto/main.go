@@ -31,12 +31,12 @@
 // table of -schema, found by its columns: the committed rows waiting, how
 // many of them are held behind an older running transaction, when the
 // oldest was written, the forwarder's lag and the active forwarder's
-// backend, and the messages scheduled and when the next is due. Forwarded
-// rows are deleted as the forwarder records its position, so the rows
-// waiting are the table's rows and the lag is the age of the oldest: the
-// outbox package documents the reading
-// (Outbox.Status). It reads with one statement per table, read-only, and
-// gives up after 5 s waiting for a table lock or 30 s running.
+// backend, and the messages scheduled, since when and when the next is
+// due. Forwarded rows are deleted as the forwarder records its position,
+// so the rows waiting are the table's rows and the lag is the age of the
+// oldest: the outbox package documents the reading (Outbox.Status). It
+// reads with one statement per table, read-only, and gives up after 5 s
+// waiting for a table lock or 30 s running.
 //
 // parked status prints, for each parking table of -schema (or -table) and
 // consumer group, the keys with parked messages, the messages, when the
