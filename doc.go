@@ -1,7 +1,8 @@
 // Package koto is the vocabulary every package of watermill-koto shares:
 // what a failed message's error means, how long to wait before trying
-// again, the metadata keys the packages read and write, and where a
-// message was read from. It talks to nothing.
+// again, the metadata keys the packages read and write, where a message
+// was read from and the record it was read from ([Record]). It talks to
+// nothing.
 //
 // # Error classes
 //

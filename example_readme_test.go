@@ -135,6 +135,27 @@ func checkout(ctx context.Context, events *cqrs.EventPublisher, commands *cqrs.C
 
 // readme: end
 
+// readme: batches
+// accounting loads every OrderPlaced into its sales table, many per
+// transaction: the transaction claims its events, so each is loaded once.
+func accounting(ctx context.Context, router *message.Router, durable *cqrs.DurableOutbox, cfg broker.Config) (*cqrs.Service, error) {
+	svc, err := durable.Service(cqrs.ServiceConfig{Name: "accounting", Broker: cfg})
+	if err != nil {
+		return nil, err
+	}
+	return svc, svc.Register(ctx, router, cqrs.NewBatchEventConsumer(func(ctx context.Context, batch []cqrs.BatchItem[OrderPlaced]) error {
+		tx, _ := postgres.TxFromContext(ctx) // the batch's transaction
+		rows := make([][]any, len(batch))
+		for i, it := range batch {
+			rows[i] = []any{it.Event.OrderID}
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"sales"}, []string{"order_id"}, pgx.CopyFromRows(rows))
+		return err
+	}, cqrs.From("orders"), cqrs.WithBatch(middleware.BatchConfig{MaxMessages: 500})))
+}
+
+// readme: end
+
 // readme: dispatcher
 func newCommands(ctx context.Context, pub message.Publisher, cfg broker.Config) (*cqrs.CommandDispatcher, error) {
 	commands, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
@@ -249,4 +270,4 @@ func serveMetrics(addr string) error {
 // readme: end
 
 // The README's functions are called by no test: they show how to call.
-var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics}
+var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, accounting, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics}

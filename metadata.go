@@ -23,6 +23,21 @@ const (
 	// and headers; the dead-letter middleware dead-letters it as poison
 	// without calling the handler.
 	InvalidRecordMetadataKey = "koto_invalid_record"
+	// IdempotencyKeyMetadataKey holds the idempotency key that a record
+	// mapping derives for a message whose identity is more than its UUID:
+	// a CloudEvent's source and id. middleware.MessageKey prefers it to
+	// the UUID. Only the mapping that reads a record sets it; the mappings
+	// of package broker neither write it as a header nor read it from one.
+	IdempotencyKeyMetadataKey = "koto_idempotency_key"
+	// ProbeMetadataKey is set, to the kind of probe, on a message whose
+	// record is no message but another client's check that the topic takes
+	// writes: "wolverine-ping", the envelope a Wolverine sender writes
+	// when it recovers from a failed send, or "wolverine-resources-check",
+	// the record of Wolverine's resources check. middleware.DeadLetter
+	// acks such a message without calling the handler. As with
+	// IdempotencyKeyMetadataKey, only the mapping that reads a record sets
+	// it.
+	ProbeMetadataKey = "koto_probe"
 )
 
 // InvalidRecord returns the error of a message marked with

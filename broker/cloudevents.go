@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,11 @@ type CloudEventsConfig struct {
 	// "correlationid". Wolverine's CloudEvents write it as
 	// "traceid".
 	CorrelationExtension string
+	// DeduplicateByID makes ce_id alone the idempotency key of the events
+	// read, for an estate whose consumers deduplicate by the id. By
+	// default the key is ce_source and ce_id, an event's identity in
+	// CloudEvents 1.0 (see Record mappings in the package documentation).
+	DeduplicateByID bool
 }
 
 func (c *CloudEventsConfig) setDefaults() {
@@ -164,9 +170,16 @@ func newRecord(topic string, msg *message.Message) *sarama.ProducerMessage {
 
 // Unmarshal reads a binary- or structured-mode CloudEvent. It never fails:
 // a record that is not a valid CloudEvent gives a message with the record's
-// value and headers, marked with [koto.InvalidRecordMetadataKey].
+// value and headers, marked with [koto.InvalidRecordMetadataKey], and a
+// probe of Wolverine's one marked with [koto.ProbeMetadataKey].
 func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, error) {
 	md := recordHeaders(rec)
+	if probe := probeOf(rec, md); probe != "" {
+		msg := message.NewMessage(take(md, wolverineIDHeader), rec.Value)
+		md.Set(koto.ProbeMetadataKey, probe)
+		msg.Metadata = md
+		return msg, nil
+	}
 	ev, err := readCloudEvent(rec, md)
 	if err == nil {
 		err = ev.validate()
@@ -174,7 +187,11 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 	if err != nil {
 		return invalidRecord(rec, ev.attrs["id"], "CloudEvents: "+err.Error()), nil
 	}
-	msg := message.NewMessage(take(ev.attrs, "id"), ev.data)
+	id := take(ev.attrs, "id")
+	msg := message.NewMessage(id, ev.data)
+	if !m.cfg.DeduplicateByID {
+		md.Set(koto.IdempotencyKeyMetadataKey, eventIdentity(ev.attrs["source"], id))
+	}
 	delete(md, koto.InvalidRecordMetadataKey)
 	delete(ev.attrs, "specversion")
 	md.Set(koto.TypeNameMetadataKey, m.names.name(take(ev.attrs, "type")))
@@ -188,6 +205,13 @@ func (m cloudEventsMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.M
 	}
 	msg.Metadata = md
 	return msg, nil
+}
+
+// eventIdentity is the idempotency key of the CloudEvent with source and
+// id: the source, quoted, so that no other pair gives the same key, a
+// space, and the id.
+func eventIdentity(source, id string) string {
+	return strconv.Quote(source) + " " + id
 }
 
 // invalidRecord returns the message of a record that its mapping cannot

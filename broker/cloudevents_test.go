@@ -107,6 +107,7 @@ func TestCloudEventsUnmarshalBinary(t *testing.T) {
 		"name": "order-placed", "correlation_id": "corr-1", "traceparent": ceTraceParent, "tracestate": "vendor=1",
 		"partition_key": "o-7", "content-type": "application/json", "ce_source": "/orders",
 		"ce_time": "2026-03-04T05:06:07Z", "ce_myext": "x", "tenant": "acme",
+		koto.IdempotencyKeyMetadataKey: `"/orders" ` + ceID,
 	})
 	out, err := m.Marshal("t", msg)
 	if err != nil {
@@ -146,7 +147,7 @@ func TestCloudEventsUnmarshalStructured(t *testing.T) {
 			}
 			assertMessage(t, msg, "e-1", tc.payload, map[string]string{
 				"name": "order-placed", "correlation_id": "corr-1", "partition_key": "o-7", "content-type": tc.contentType,
-				"ce_source": "/orders", "ce_priority": "3", "tenant": "acme",
+				"ce_source": "/orders", "ce_priority": "3", "tenant": "acme", koto.IdempotencyKeyMetadataKey: `"/orders" e-1`,
 			})
 		})
 	}
@@ -246,5 +247,65 @@ func TestCloudEventsReadsWolverineStructured(t *testing.T) {
 		"name": "order-placed", "correlation_id": "corr-1", "traceparent": ceTraceParent, "partition_key": wolverineID,
 		"content-type": "application/json; charset=utf-8", "ce_source": "orders-api", "ce_time": "2026-03-04T05:06:07.1234567+00:00",
 		"ce_topic": "orders", "id": wolverineID, "message-type": "Shop.Contracts.OrderPlaced",
+		koto.IdempotencyKeyMetadataKey: `"orders-api" ` + wolverineID,
 	})
+}
+
+// TestCloudEventsIdempotencyKey: an event read gets the idempotency key
+// of its source and id, which no other pair of source and id gives, or
+// none with DeduplicateByID; a header of that name from the producer is
+// not believed by any mapping, and no mapping writes one.
+func TestCloudEventsIdempotencyKey(t *testing.T) {
+	event := func(source, id string) *sarama.ConsumerMessage {
+		return record("", "{}", header{"ce_specversion", "1.0"}, header{"ce_id", id}, header{"ce_source", source},
+			header{"ce_type", "order-placed"}, header{koto.IdempotencyKeyMetadataKey, "forged"})
+	}
+	bySource := newCloudEvents(t, broker.CloudEventsConfig{Source: "/payments"})
+	keys := map[string]string{}
+	for _, ev := range [][2]string{{"/a/b", "c"}, {"/a", "b/c"}, {"/a b", "c"}, {"/a", "b c"}, {`/a" `, "c"}, {"/a", `" c`}} {
+		msg, err := bySource.Unmarshal(event(ev[0], ev[1]))
+		if err != nil {
+			t.Fatalf("Unmarshal: %v", err)
+		}
+		key := msg.Metadata.Get(koto.IdempotencyKeyMetadataKey)
+		if other, dup := keys[key]; dup || key == "" || key == "forged" {
+			t.Errorf("source %q, id %q: key %q, also of %s; want a key of its own", ev[0], ev[1], key, other)
+		}
+		keys[key] = ev[0] + "|" + ev[1]
+		if msg.UUID != ev[1] {
+			t.Errorf("UUID %q, want the id %q", msg.UUID, ev[1])
+		}
+	}
+
+	byID := newCloudEvents(t, broker.CloudEventsConfig{Source: "/payments", DeduplicateByID: true})
+	msg, err := byID.Unmarshal(event("/orders", "1001"))
+	if err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if key, ok := msg.Metadata[koto.IdempotencyKeyMetadataKey]; ok {
+		t.Errorf("DeduplicateByID: key %q, want none, so that the id is the key", key)
+	}
+
+	for name, m := range map[string]kafka.MarshalerUnmarshaler{
+		"CloudEvents": bySource, "Wolverine": newWolverine(t),
+		"Watermill": broker.NewPartitionKeyMarshaler(),
+	} {
+		msg := message.NewMessage(ceID, nil)
+		msg.Metadata.Set("name", "order-placed")
+		msg.Metadata.Set(koto.IdempotencyKeyMetadataKey, "k")
+		rec, err := m.Marshal("t", msg)
+		if err != nil {
+			t.Fatalf("%s: Marshal: %v", name, err)
+		}
+		if slices.ContainsFunc(rec.Headers, func(h sarama.RecordHeader) bool { return string(h.Key) == koto.IdempotencyKeyMetadataKey }) {
+			t.Errorf("%s mapping wrote the header %s", name, koto.IdempotencyKeyMetadataKey)
+		}
+		in, err := m.Unmarshal(record("", "{}", header{kafka.UUIDHeaderKey, ceID}, header{koto.IdempotencyKeyMetadataKey, "forged"}))
+		if err != nil {
+			t.Fatalf("%s: Unmarshal: %v", name, err)
+		}
+		if key := in.Metadata.Get(koto.IdempotencyKeyMetadataKey); key == "forged" {
+			t.Errorf("%s mapping took the key from the header", name)
+		}
+	}
 }

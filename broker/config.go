@@ -64,6 +64,15 @@ type Config struct {
 	// conventional name.
 	ConsumerGroup string
 
+	// GroupInstanceID, if set, makes each subscription of a subscriber a
+	// static member of its consumer group (KIP-345), so that a consumer
+	// restarted within the group's session timeout gets its partitions
+	// back at once, not after that timeout (see Restarts in the package
+	// documentation). It names this instance of the service: unique among
+	// the instances, the same across restarts, such as a StatefulSet pod's
+	// name. Letters, digits, '.', '_' and '-'. Empty: dynamic membership.
+	GroupInstanceID string
+
 	// InitialOffset is where a consumer group without a committed offset
 	// starts: sarama.OffsetOldest or sarama.OffsetNewest. Default:
 	// sarama.OffsetOldest.
@@ -112,6 +121,12 @@ type Config struct {
 	// Marshaler turns Watermill messages into Kafka records and back.
 	// Default: NewPartitionKeyMarshaler().
 	Marshaler kafka.MarshalerUnmarshaler
+
+	// Partitioner picks the partition of a record with a key, as the other
+	// producers of the topics do (see Partitioners in the package
+	// documentation). Default: [PartitionByCRC32], librdkafka's, the
+	// partitioner of Confluent.Kafka's .NET services.
+	Partitioner Partitioner
 
 	// Provision configures the topics ProvisionTopics creates.
 	Provision ProvisionConfig
@@ -199,6 +214,8 @@ func (c Config) validate(p *config.Problems) {
 		p.Add("InitialOffset", "is %d; use sarama.OffsetOldest (%d) or sarama.OffsetNewest (%d), or 0 for the default (%d)",
 			c.InitialOffset, sarama.OffsetOldest, sarama.OffsetNewest, defaultInitialOffset)
 	}
+	c.Partitioner.validate(p)
+	c.validateGroupInstanceID(p)
 	c.SASL.validate(p)
 	c.Provision.validate(p)
 	c.validateConsume(p)

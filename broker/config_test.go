@@ -28,6 +28,11 @@ func TestConstructorsRejectBadConfig(t *testing.T) {
 		}, "broker.Config.SASL.Mechanism"},
 		{"SASL password without user", func(c *broker.Config) { c.SASL.Password = "p" }, "broker.Config.SASL.User"},
 		{"negative partitions", func(c *broker.Config) { c.Provision.Partitions = -2 }, "broker.Config.Provision.Partitions"},
+		{"unknown partitioner", func(c *broker.Config) { c.Partitioner = 7 }, "broker.Config.Partitioner is Partitioner(7)"},
+		{"group instance ID with a space", func(c *broker.Config) { c.GroupInstanceID = "pod 0" }, `broker.Config.GroupInstanceID is "pod 0"`},
+		{"static membership before Kafka 2.3", func(c *broker.Config) {
+			c.GroupInstanceID, c.KafkaVersion = "pod-0", sarama.V2_2_0_0
+		}, "broker.Config.GroupInstanceID is set, but KafkaVersion 2.2.0 predates"},
 		{"sarama hook breaks idempotence", func(c *broker.Config) {
 			c.Sarama = func(sc *sarama.Config) { sc.Net.MaxOpenRequests = 5; sc.Producer.Idempotent = true }
 		}, "broker.Config.Sarama"},

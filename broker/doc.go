@@ -23,8 +23,26 @@
 //     their Kafka record key, so one aggregate's events land on one partition
 //     and stay in order. Messages without it have no key and spread over the
 //     partitions.
+//   - A key's partition is the one librdkafka's default partitioner picks,
+//     as Confluent.Kafka's .NET services do (see Partitioners), not
+//     sarama's.
 //   - sarama is set to Kafka protocol version 3.6 and negotiates each request
 //     down to what the broker supports.
+//
+// # Partitioners
+//
+// A key keeps its order only if every producer of the topic puts it on
+// the same partition, and each Kafka client hashes keys its own way.
+// [Config.Partitioner] chooses the hash of every client of the Config (the
+// publisher, the producer, and with them the outbox forwarder and the
+// dead-letter replay): [PartitionByCRC32], librdkafka's consistent_random
+// and the default, for topics shared with Confluent.Kafka (.NET services
+// on Wolverine), confluent-kafka-python, confluent-kafka-go or kcat;
+// [PartitionByMurmur2] for Kafka's Java client, Kafka Streams and
+// franz-go; [PartitionByFNV1a] for Go services on sarama's default
+// partitioner, watermill-kafka's included. A record without a key goes to
+// a random partition with each. A partitioner set in Config.Sarama
+// replaces this one.
 //
 // # Security
 //
@@ -92,7 +110,11 @@
 //   - Order: with [OrderByKey], the default, at most one message per Kafka
 //     record key is in flight, so each key's messages are handled, and
 //     acked, in offset order; records without a key are one key of their
-//     partition. [Unordered] promises no order.
+//     partition. [Unordered] promises no order. [OrderByKeyInBatches]
+//     hands out a key's messages together, each with the one before it
+//     that is not acked yet in its context (koto.PredecessorFromContext),
+//     for a batch handler (middleware.BatchDefaults) that keeps their
+//     order by committing a message with its predecessor or after it.
 //   - Redelivery: a nacked message is handed out again after
 //     Config.NackResendSleep, and the later messages of its key wait for
 //     it; other keys go on. A message whose partition moved or whose
@@ -101,6 +123,13 @@
 //     low-water mark, and the partition's next owner skips them. A record
 //     that Config.Marshaler cannot decode holds its key and is tried again
 //     every Config.ReconnectRetrySleep: it is never skipped.
+//   - Fairness: no partition can take every slot. Each assigned partition
+//     has Concurrency/(2 × partitions) slots of its own (at least one
+//     when there are at least as many slots as partitions); the other
+//     half is shared, first come first served. A partition whose handlers
+//     all block thus holds at most its own slots and the shared ones, and
+//     every other partition keeps its own. With fewer slots than
+//     partitions, a partition has at most one message in flight.
 //   - Back-pressure: each partition holds at most
 //     [Config.PartitionBufferRecords] records fetched and not acked, and at
 //     most [Config.PartitionBufferBytes] of their keys, values and headers
@@ -120,6 +149,32 @@
 // it receives in a goroutine of its own, so the subscriber alone decides
 // what is in flight. A transactional idempotent handler holds a database
 // connection for each message in flight: size the pool to Concurrency.
+//
+// # Restarts
+//
+// A consumer that crashes (SIGKILL, the OOM killer, a lost node) does not
+// leave its consumer group: the group waits for its session to time out,
+// 10 seconds with sarama's default Consumer.Group.Session.Timeout, before
+// it gives the partitions to a restarted or another member, and nothing of
+// them is handled meanwhile. A consumer that stops on Close leaves its
+// group, which hands its partitions over at once.
+//
+// [Config.GroupInstanceID] makes the subscriptions static members
+// (KIP-345): a restarted instance that joins with the same ID takes its
+// dead predecessor's place and partitions at once, without a rebalance.
+// Each subscription's member is the ID and its topic, "pod-0.orders" (and
+// a number for a second subscription to the topic in one subscriber), so
+// one ID serves every consumer group of a service; give each instance its
+// own, stable across its restarts (a StatefulSet pod's name, say): two
+// instances with one ID fence each other out of the group. The cost: a
+// static member does not leave its group on Close either, so the
+// partitions of an instance that stops for good, or is scaled away, wait
+// for its session timeout. Without static membership, a shorter session
+// timeout (Consumer.Group.Session.Timeout in Config.Sarama, at least the
+// broker's group.min.session.timeout.ms, 6 seconds by default, with
+// Heartbeat.Interval a third of it) shortens every pause, and makes a
+// member that misses heartbeats for that long, in a long GC pause or a
+// network hiccup, lose its partitions to a rebalance.
 //
 // # Publishing and deadlines
 //
@@ -163,7 +218,14 @@
 //     are kept in the metadata as ce_<name> and written back as they were.
 //     A record that is no valid CloudEvent (not one at all, specversion
 //     other than 1.0, id, source or type missing, time not RFC 3339,
-//     undecodable structured data) is poison.
+//     undecodable structured data) is poison. An event's idempotency key
+//     (koto.IdempotencyKeyMetadataKey, which middleware.MessageKey takes)
+//     is its source and id: CloudEvents 1.0 makes only the pair unique, so
+//     two producers may give different events one id. In an estate whose
+//     consumers deduplicate by the id alone, as a .NET consumer storing it
+//     in processed_messages does, CloudEventsConfig.DeduplicateByID makes
+//     the id the key, and an event of one source whose id another source
+//     used within the window is skipped as a duplicate.
 //   - [NewWolverineMarshaler], the envelope of Wolverine's default Kafka
 //     mapper, for estates of .NET services on Wolverine: the id header is
 //     the message UUID (a Guid, the value a .NET Koto consumer stores as
@@ -179,13 +241,29 @@
 //     in the metadata under its own name and written back.
 //
 // The metadata of a message read by a mapping holds every header of its
-// record that the mapping did not translate, so a dead letter or a
-// republished message carries what came in. An unmarshaler never returns
+// record that the mapping did not translate, so a republished message
+// carries what came in. An unmarshaler never returns
 // an error, which would stop the partition: a record its mapping cannot
 // read becomes a message with the record's value, headers and key, marked
 // with koto.InvalidRecordMetadataKey and the reason; middleware.DeadLetter
 // dead-letters it as poison without calling the handler, and the mapping
 // writes it back as it was read.
+//
+// Wolverine checks that it can write to a topic with records that are no
+// messages: a sender that recovers from a failed send writes a ping
+// envelope (message-type wolverine-ping), and its resources check a record
+// with key and value "ping" and no header. The Wolverine and CloudEvents
+// mappings mark them with koto.ProbeMetadataKey, and middleware.DeadLetter
+// acks them without calling the handler or writing a dead letter.
+//
+// A subscriber also puts each record as it was, key, headers and value,
+// in its message's context (koto.ConsumedRecordFromContext), and the
+// publisher writes a message that its context marks with
+// koto.ContextWithVerbatim as that record, byte for byte, whatever
+// Config.Marshaler is: that is how a dead letter stays the record its
+// consumer read, in the consumer's mapping (middleware.DeadLetter). The
+// tools that read records of any mapping, such as package deadletter,
+// read each in the mapping its headers show with a [MappingReader].
 //
 // # Tail readers
 //

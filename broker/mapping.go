@@ -95,11 +95,12 @@ func (w wireNames) name(wire string) string {
 }
 
 // recordHeaders returns the headers of rec as metadata, the last of equal
-// keys winning, as watermill-kafka's marshaler reads them.
+// keys winning, as watermill-kafka's marshaler reads them, without the
+// keys that only the mapping reading a record sets ([readerOnly]).
 func recordHeaders(rec *sarama.ConsumerMessage) message.Metadata {
 	md := make(message.Metadata, len(rec.Headers)+2)
 	for _, h := range rec.Headers {
-		if h != nil {
+		if h != nil && !readerOnly(string(h.Key)) {
 			md[string(h.Key)] = string(h.Value)
 		}
 	}
@@ -124,10 +125,11 @@ func (h *headerList) add(key, value string) {
 }
 
 // addRest appends the entries of md, whatever they hold, in a stable
-// order, except those whose keys skip names.
+// order, except those whose keys skip names and those of the message as
+// read ([readerOnly]).
 func (h *headerList) addRest(md message.Metadata, skip func(key string) bool) {
 	for _, k := range slices.Sorted(maps.Keys(md)) {
-		if !skip(k) {
+		if !skip(k) && !readerOnly(k) {
 			*h = append(*h, sarama.RecordHeader{Key: []byte(k), Value: []byte(md[k])})
 		}
 	}

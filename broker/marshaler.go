@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -11,10 +14,10 @@ import (
 // partitioning marshaler keyed by koto.PartitionKeyMetadataKey.
 //
 // Marshal copies the UUID into the _watermill_message_uuid header and every
-// metadata entry (the partition key included) into a header. A message
-// without a partition key gets no record key at all, not an empty one, so
-// sarama spreads such messages over the partitions instead of hashing them
-// all to one.
+// metadata entry (the partition key included, koto.IdempotencyKeyMetadataKey
+// and koto.ProbeMetadataKey excepted) into a header. A message without a partition key gets no
+// record key at all, not an empty one, so sarama spreads such messages
+// over the partitions instead of hashing them all to one.
 //
 // Unmarshal restores the UUID and metadata from the headers. A record from a
 // non-Watermill producer that has a key but no partition_key header gets the
@@ -43,6 +46,7 @@ func (m partitionKeyMarshaler) Marshal(topic string, msg *message.Message) (*sar
 	if msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
 		rec.Key = nil
 	}
+	rec.Headers = slices.DeleteFunc(rec.Headers, func(h sarama.RecordHeader) bool { return readerOnly(string(h.Key)) })
 	return rec, nil
 }
 
@@ -54,5 +58,6 @@ func (m partitionKeyMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.
 	if len(rec.Key) > 0 && msg.Metadata.Get(koto.PartitionKeyMetadataKey) == "" {
 		msg.Metadata.Set(koto.PartitionKeyMetadataKey, string(rec.Key))
 	}
+	maps.DeleteFunc(msg.Metadata, func(k, _ string) bool { return readerOnly(k) })
 	return msg, nil
 }

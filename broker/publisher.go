@@ -92,7 +92,7 @@ func (p *Publisher) publish(topic string, msg *message.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("broker: message %s to %s not sent: %w", msg.UUID, topic, err)
 	}
-	rec, err := p.marshaler.Marshal(topic, msg)
+	rec, err := marshal(p.marshaler, topic, msg)
 	if err != nil {
 		return fmt.Errorf("broker: cannot marshal message %s: %w", msg.UUID, err)
 	}

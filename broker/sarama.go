@@ -31,7 +31,8 @@ func (c Config) baseSarama() *sarama.Config {
 
 // publisherSarama configures a producer that does not lose or duplicate
 // acknowledged writes: acks from all in-sync replicas, and idempotence so
-// that retries cannot duplicate or reorder records of a partition. Batching
+// that retries cannot duplicate or reorder records of a partition. Keys are
+// partitioned by Config.Partitioner. Batching
 // is left to sarama's defaults (flush as soon as the previous request
 // returns), which batches concurrent publishers without adding latency.
 func (c Config) publisherSarama() (*sarama.Config, error) {
@@ -42,6 +43,7 @@ func (c Config) publisherSarama() (*sarama.Config, error) {
 	sc.Producer.Idempotent = true
 	sc.Net.MaxOpenRequests = 1 // required by sarama for idempotence
 	sc.Producer.Retry.Max = 10
+	sc.Producer.Partitioner = c.Partitioner.constructor()
 	return c.finishSarama(sc)
 }
 

@@ -29,6 +29,7 @@ type Subscriber struct {
 	sarama *sarama.Config
 	logger watermill.LoggerAdapter
 	work   chan job // with Config.Concurrency above 1: taken by that many workers
+	slots  *slots   // with it: which partition may offer work next
 
 	life context.Context // ends at Close, and every subscription with it
 	stop context.CancelFunc
@@ -37,6 +38,8 @@ type Subscriber struct {
 	closed  bool
 	working bool           // the workers of work run: since the first Subscribe that connected
 	wg      sync.WaitGroup // subscriptions and workers
+
+	instanceIDs instanceIDs // with Config.GroupInstanceID: those of the live subscriptions
 }
 
 // NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup. It
@@ -55,6 +58,7 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	s.life, s.stop = context.WithCancel(context.Background())
 	if cfg.concurrent() {
 		s.work = make(chan job)
+		s.slots = newSlots(cfg.Concurrency)
 	}
 	return s, nil
 }
@@ -72,13 +76,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
-	conn, err := s.connect()
+	id, err := s.instanceIDs.acquire(s.cfg.GroupInstanceID, topic)
 	if err != nil {
+		s.wg.Done()
+		return nil, err
+	}
+	conn, err := s.connect(id)
+	if err != nil {
+		s.instanceIDs.release(id)
 		s.wg.Done()
 		return nil, err
 	}
 	s.startWorkersOnce()
 	sub := newSubscription(ctx, s, topic)
+	sub.instanceID = id
 	go sub.run(conn)
 	return sub.output, nil
 }
@@ -121,8 +132,10 @@ type groupConn struct {
 	group  sarama.ConsumerGroup
 }
 
-func (s *Subscriber) connect() (*groupConn, error) {
-	client, err := sarama.NewClient(s.cfg.Brokers, s.sarama)
+// connect joins the group as a member with the group instance ID id, or
+// as a dynamic member when id is empty.
+func (s *Subscriber) connect(id string) (*groupConn, error) {
+	client, err := sarama.NewClient(s.cfg.Brokers, s.memberSarama(id))
 	if err != nil {
 		return nil, connectError(s.cfg, fmt.Sprintf("subscribe in group %q", s.cfg.ConsumerGroup), err)
 	}

@@ -8,13 +8,14 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
 // job is a record handed to a worker of the subscriber.
 type job struct {
-	p   *partition
-	rec *sarama.ConsumerMessage
+	p *partition
+	h handout
 }
 
 // startWorkersOnce starts, in the concurrent mode, the workers that bound
@@ -36,7 +37,7 @@ func (s *Subscriber) startWorkersOnce() {
 			for {
 				select {
 				case j := <-s.work:
-					j.p.deliver(j.rec)
+					j.p.deliver(j.h)
 					j.p.wg.Done()
 				case <-s.life.Done():
 					return
@@ -46,10 +47,10 @@ func (s *Subscriber) startWorkersOnce() {
 	}
 }
 
-// deliver hands rec out until it is acked or the partition stops, and
-// reports which.
-func (p *partition) deliver(rec *sarama.ConsumerMessage) {
-	d := delivered{rec: rec, acked: p.handOut(rec)}
+// deliver hands a record out until it is acked or the partition stops,
+// and reports which.
+func (p *partition) deliver(h handout) {
+	d := delivered{rec: h.rec, acked: p.handOut(h)}
 	select {
 	case p.results <- d:
 	case <-p.gone:
@@ -60,10 +61,10 @@ func (p *partition) deliver(rec *sarama.ConsumerMessage) {
 // for its ack; a nack sends it again after Config.NackResendSleep. It
 // returns false when the partition stopped first. The message's context
 // ends once it is acked or nacked, as Watermill's subscribers do.
-func (p *partition) handOut(rec *sarama.ConsumerMessage) bool {
-	msg, ok := p.decode(rec)
+func (p *partition) handOut(h handout) bool {
+	msg, ok := p.decode(h.rec)
 	for ok {
-		ctx, done := context.WithCancel(p.messageContext(rec))
+		ctx, done := context.WithCancel(p.messageContext(h))
 		msg.SetContext(ctx)
 		acked, again := p.offer(msg)
 		done()
@@ -121,9 +122,14 @@ func (p *partition) pause(d time.Duration) error {
 	return retry.Sleep(p.stopCtx, d)
 }
 
-// messageContext is the context of a message of rec: where it was read
-// from and in which generation, the Subscribe context's values, and an
-// end when the partition's drain does.
-func (p *partition) messageContext(rec *sarama.ConsumerMessage) context.Context {
-	return withPosition(p.ctx, rec, p.sess.GenerationID())
+// messageContext is the context of the message of a record: where it was
+// read from and in which generation, its predecessor in the chain mode,
+// the Subscribe context's values, and an end when the partition's drain
+// does.
+func (p *partition) messageContext(h handout) context.Context {
+	ctx := withPosition(p.ctx, h.rec, p.sess.GenerationID())
+	if h.after != nil {
+		ctx = koto.ContextWithPredecessor(ctx, *h.after)
+	}
+	return ctx
 }

@@ -13,26 +13,53 @@ type groupHandler struct {
 	sub  *subscription
 	conn *groupConn
 
-	mu   sync.Mutex
-	done map[int32][]offsetRange // acked above the committed offsets, as Setup read them; each claim takes its own
+	mu     sync.Mutex
+	done   map[int32][]offsetRange // acked above the committed offsets, as Setup read them; each claim takes its own
+	joined int                     // partitions Setup counted in the subscriber's slots that no claim took yet
 }
 
 // Setup reads, in the concurrent mode, which offsets earlier owners acked
 // above the committed ones of the claimed partitions, in one request for
-// them all.
+// them all, and counts them in the subscriber's slots before any starts,
+// so that the first to start cannot take the others' share.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	if !h.sub.cfg.concurrent() {
 		return nil
 	}
-	done := h.fetchDone(sess.Claims()[h.sub.topic])
+	claimed := sess.Claims()[h.sub.topic]
+	done := h.fetchDone(claimed)
+	h.sub.slots.join(len(claimed))
 	h.mu.Lock()
-	h.done = done
+	h.done, h.joined = done, h.joined+len(claimed)
 	h.mu.Unlock()
 	return nil
 }
 
-// Cleanup has nothing to release: each partition did when it ended.
-func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+// Cleanup counts out of the slots the partitions Setup counted in that
+// were never consumed; each consumed partition did when it ended.
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	h.mu.Lock()
+	n := h.joined
+	h.joined = 0
+	h.mu.Unlock()
+	for range n {
+		h.sub.slots.leave(0)
+	}
+	return nil
+}
+
+// joinSlots counts a claimed partition in the subscriber's slots, unless
+// Setup did: with a cooperative strategy, a partition assigned later
+// comes without a Setup.
+func (h *groupHandler) joinSlots() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.joined > 0 {
+		h.joined--
+		return
+	}
+	h.sub.slots.join(1)
+}
 
 // ConsumeClaim hands out the messages of one partition until it is
 // revoked or the session ends, then drains and marks what was acked.
@@ -42,6 +69,9 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	// and ends resumed.
 	h.conn.group.Resume(tp)
 	defer h.conn.group.Resume(tp)
+	if h.sub.cfg.concurrent() {
+		h.joinSlots()
+	}
 	newPartition(h.sub, sess, claim, h.conn.group, h.claimDone(claim.Partition())).run()
 	return nil
 }

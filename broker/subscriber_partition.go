@@ -52,8 +52,15 @@ type partition struct {
 	offsets  offsets
 	maxAhead int64                     // offsets received from the low-water mark on, at most
 	backlog  []*sarama.ConsumerMessage // read from the claim beyond maxAhead, in offset order
-	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
+	ready    []handout                 // free to go, waiting for a worker
 	inFlight int                       // handed to a delivery, not reported back
+
+	// In the concurrent mode: which slot ready[0] is to take, how many of
+	// those in flight took a shared one, and, while no slot is free, when
+	// to look again.
+	ticket    ticket
+	borrowed  int
+	slotFreed <-chan struct{}
 
 	held, heldBytes int // records fetched and not acked, and their size
 	paused          bool
@@ -94,6 +101,9 @@ func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sar
 // drains the deliveries and marks what was acked.
 func (p *partition) run() {
 	defer p.markTimer.Stop()
+	if s := p.sub.slots; s != nil {
+		defer func() { s.leave(p.borrowed + p.ticket.shared()) }()
+	}
 	p.consume()
 	p.stop()
 	p.drain()
@@ -120,8 +130,13 @@ func (p *partition) consume() {
 			// The worker reports to results before it is done, and only
 			// this goroutine reads results: the Add comes first.
 			p.wg.Add(1)
+			p.ready[0] = handout{}
 			p.ready = p.ready[1:]
 			p.inFlight++
+			p.borrowed += p.ticket.shared()
+			p.ticket = noTicket
+		case <-p.slotFreed:
+			p.slotFreed = nil
 		case d := <-p.results:
 			p.finish(d)
 		case <-p.markDue:
@@ -183,8 +198,8 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 	}
 	p.held++
 	p.heldBytes += recordSize(rec)
-	if p.lanes.push(rec) {
-		p.launch(rec)
+	if h, free := p.lanes.push(rec); free {
+		p.launch(h)
 	}
 	p.throttle()
 }
@@ -193,41 +208,67 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 // its lane.
 func (p *partition) finish(d delivered) {
 	p.inFlight--
+	if p.borrowed > 0 {
+		p.borrowed--
+		p.sub.slots.giveBack(1)
+	}
 	p.held--
 	p.heldBytes -= recordSize(d.rec)
 	if d.acked {
 		p.offsets.done(d.rec.Offset)
 		p.markSoon()
 	}
-	if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
-		p.launch(next)
+	if next := p.lanes.finish(d.rec, d.acked); next != nil && !p.isStopping() {
+		p.launch(handout{rec: next})
 	}
 	p.catchUp()
 	p.throttle()
 }
 
-// launch hands rec to a delivery: a worker of the subscriber in the
+// launch hands a record to a delivery: a worker of the subscriber in the
 // concurrent mode, a goroutine of its own otherwise.
-func (p *partition) launch(rec *sarama.ConsumerMessage) {
+func (p *partition) launch(h handout) {
 	if p.sub.work != nil {
-		p.ready = append(p.ready, rec)
+		p.ready = append(p.ready, h)
 		return
 	}
 	p.inFlight++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.deliver(rec)
+		p.deliver(h)
 	}()
 }
 
 // nextWork returns the worker channel and the job to offer on it, or a
-// nil channel when no record is ready.
+// nil channel when no record is ready or the partition may not take
+// another slot now.
 func (p *partition) nextWork() (chan<- job, job) {
-	if len(p.ready) == 0 {
+	if len(p.ready) == 0 || !p.takeSlot() {
 		return nil, job{}
 	}
-	return p.sub.work, job{p: p, rec: p.ready[0]}
+	return p.sub.work, job{p: p, h: p.ready[0]}
+}
+
+// takeSlot reports whether the partition holds a slot for its next
+// record: one of its own, or a shared one; when none is free, it arranges
+// for consume to look again once one is given back.
+func (p *partition) takeSlot() bool {
+	if p.ticket != noTicket {
+		return true
+	}
+	s := p.sub.slots
+	if p.inFlight-p.borrowed < s.own() {
+		p.ticket = ownTicket
+		return true
+	}
+	ok, wait := s.borrow(p.inFlight)
+	if !ok {
+		p.slotFreed = wait
+		return false
+	}
+	p.ticket = sharedTicket
+	return true
 }
 
 func (p *partition) isStopping() bool {

@@ -25,6 +25,8 @@ type subscription struct {
 	release func() bool // detaches ctx from the subscriber's life
 
 	msgBase context.Context // the Subscribe context's values, without its end
+
+	instanceID string // the member's group instance ID, with Config.GroupInstanceID
 }
 
 func newSubscription(ctx context.Context, s *Subscriber, topic string) *subscription {
@@ -44,6 +46,7 @@ func newSubscription(ctx context.Context, s *Subscriber, topic string) *subscrip
 // until the subscription ends.
 func (sub *subscription) run(conn *groupConn) {
 	defer sub.wg.Done()
+	defer sub.instanceIDs.release(sub.instanceID)
 	defer close(sub.output) // after every partition ended: nothing sends on it any more
 	defer sub.cancel()
 	defer sub.release()
@@ -93,7 +96,7 @@ func (sub *subscription) reconnect() *groupConn {
 	}
 	var conn *groupConn
 	err := retry.Do(sub.ctx, pause,
-		func() (err error) { conn, err = sub.connect(); return err },
+		func() (err error) { conn, err = sub.connect(sub.instanceID); return err },
 		func(f retry.Failure) error {
 			sub.logger.Error("Cannot reconnect the consumer", f.Err, watermill.LogFields{"retry_in": f.Delay.String()})
 			return nil

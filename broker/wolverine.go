@@ -118,9 +118,11 @@ func wolverineWritten(key string) bool {
 
 // Unmarshal reads a Wolverine envelope. It never fails: a record without
 // an id gets an empty UUID, which the idempotency middleware replaces with
-// the record's topic, partition and offset.
+// the record's topic, partition and offset. Wolverine's probes are marked
+// with koto.ProbeMetadataKey.
 func (m wolverineMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, error) {
 	md := recordHeaders(rec)
+	probe := probeOf(rec, md)
 	id := take(md, wolverineIDHeader)
 	msg := message.NewMessage(id, rec.Value)
 	setIf(md, correlation.MetadataKey, take(md, wolverineCorrelationHeader))
@@ -129,6 +131,7 @@ func (m wolverineMarshaler) Unmarshal(rec *sarama.ConsumerMessage) (*message.Mes
 	if key := string(rec.Key); key != "" && key != id {
 		md.Set(koto.PartitionKeyMetadataKey, key)
 	}
+	setIf(md, koto.ProbeMetadataKey, probe)
 	msg.Metadata = md
 	return msg, nil
 }

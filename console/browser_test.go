@@ -20,11 +20,16 @@ import (
 // counts and lag, the causes of both groups, a replay of one cause from
 // its page (each of its dead letters sent once, checked on Kafka, and the
 // page's result), a second replay that sends nothing, and a <script>
-// payload shown as text. It saves a screenshot of each page in
+// payload shown as text. On CloudEvents dead letters, which carry no
+// Watermill UUID, a replay of one cause sends exactly that cause (the
+// confirmation giving the koto command of the same selection), a discard
+// of the other shows its dead letters discarded, and a replay of
+// everything then skips them. It saves a screenshot of each page in
 // $KOTO_CONSOLE_SCREENSHOTS, or in the test's temporary directory.
 func TestBrowser(t *testing.T) {
 	b := newBrowser(t)
 	w := newWorld(t)
+	billing := w.seedCloudEvents(t)
 	h, _ := w.console(t, Config{})
 	mux := http.NewServeMux()
 	mux.Handle("/koto/", http.StripPrefix("/koto", h))
@@ -93,6 +98,73 @@ func TestBrowser(t *testing.T) {
 		b.expectText(t, "#already", "3")
 		if got := w.replayed(t, w.orders.topic); len(got) != 3 {
 			t.Errorf("after a second replay, %d replayed records on %s, want still 3", len(got), w.orders.topic)
+		}
+	})
+
+	causeOf := func(t *testing.T, reason string) string {
+		t.Helper()
+		return b.eval(t, `Array.from(document.querySelectorAll("#causes tr.cause")).find(r => r.querySelector(".reason a").textContent === `+jsString(reason)+`).dataset.cause`)
+	}
+	// plan clicks button on the current page and waits for its
+	// confirmation, which must offer to take count dead letters.
+	plan := func(t *testing.T, button, count string) {
+		t.Helper()
+		b.click(t, button)
+		b.wait(t, "#confirm")
+		if got := b.text(t, "#plan-count"); !strings.HasPrefix(got, count) {
+			t.Errorf("the confirmation counts %q, want %s", got, count)
+		}
+	}
+	start := func(t *testing.T, name string) {
+		t.Helper()
+		b.screenshot(t, name+"-confirm")
+		b.click(t, "#start")
+		b.wait(t, ".state-done")
+		b.screenshot(t, name+"-result")
+	}
+
+	t.Run("replay a cause without Watermill UUIDs", func(t *testing.T) {
+		b.open(t, base+"/groups/"+billing.group)
+		id := causeOf(t, negativeReason)
+		plan(t, `tr[data-cause="`+id+`"] button.replay-cause`, "3")
+		if got, want := b.text(t, "#cli"), "koto dlq replay -group "+billing.group+" -cause "+id; got != want {
+			t.Errorf("the confirmation's command is %q, want %q", got, want)
+		}
+		start(t, "replay-cloudevents")
+		b.expectText(t, "#sent", "3")
+		if got, want := w.replayed(t, billing.topic), sorted(billing.failed["negative"]); !slices.Equal(got, want) {
+			t.Errorf("replayed on %s: %v, want each of the cause's %v once", billing.topic, got, want)
+		}
+	})
+
+	t.Run("discard a cause", func(t *testing.T) {
+		b.open(t, base+"/groups/"+billing.group)
+		id := causeOf(t, `sku "…" not found`)
+		plan(t, `tr[data-cause="`+id+`"] button.discard-cause`, "2")
+		start(t, "discard")
+		b.expectText(t, "#discarded", "2")
+		b.open(t, base+"/groups/"+billing.group)
+		b.expectText(t, `tr[data-cause="`+id+`"] .pending`, "0")
+		b.open(t, base+"/groups/"+billing.group+"/letters")
+		states := b.eval(t, `Array.from(document.querySelectorAll("#letters tr.letter")).map(r => r.querySelector(".uuid").textContent + "=" + r.querySelector(".state").textContent.trim()).sort().join(" ")`)
+		var want []string
+		for kind, state := range map[string]string{"negative": "replayed", "sku": "discarded"} {
+			for _, uuid := range billing.failed[kind] {
+				want = append(want, uuid+"="+state)
+			}
+		}
+		slices.Sort(want)
+		if states != strings.Join(want, " ") {
+			t.Errorf("the list shows %q, want %q", states, strings.Join(want, " "))
+		}
+		b.screenshot(t, "discarded")
+		plan(t, "#replay-matching", "Nothing to send")
+		start(t, "replay-after-discard")
+		b.expectText(t, "#sent", "0")
+		b.expectText(t, "#already", "3")
+		b.expectText(t, "#already-discarded", "2")
+		if got := w.replayed(t, billing.topic); len(got) != 3 {
+			t.Errorf("after the discard and a replay of everything, %d replayed records on %s, want still 3", len(got), billing.topic)
 		}
 	})
 

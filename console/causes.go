@@ -2,8 +2,6 @@ package console
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
@@ -17,15 +15,9 @@ type cause struct {
 	Reason string // masked
 	// ErrorTypes and TypeNames are those of its dead letters, sorted.
 	ErrorTypes, TypeNames []string
-	Count, Pending        int // all, and those not replayed
+	Count, Pending        int // all, and those neither replayed nor discarded
 	First, Last           time.Time
 	letters               []*letter
-}
-
-// causeID names the cause of l.
-func causeID(l *letter) string {
-	sum := sha256.Sum256([]byte(l.ErrorClass + "\x00" + maskReason(l.Reason)))
-	return hex.EncodeToString(sum[:8])
 }
 
 // groupByCause returns the causes of letters, the most recent failure
@@ -34,11 +26,10 @@ func groupByCause(letters []*letter) []*cause {
 	byID := map[string]*cause{}
 	var out []*cause
 	for _, l := range letters {
-		id := causeID(l)
-		c := byID[id]
+		c := byID[l.Cause]
 		if c == nil {
-			c = &cause{ID: id, Class: l.ErrorClass, Reason: maskReason(l.Reason)}
-			byID[id] = c
+			c = &cause{ID: l.Cause, Class: l.ErrorClass, Reason: maskReason(l.Reason)}
+			byID[l.Cause] = c
 			out = append(out, c)
 		}
 		c.add(l)
@@ -58,7 +49,7 @@ func (c *cause) add(l *letter) {
 		c.Last = t
 	}
 	c.Count++
-	if !l.Replayed {
+	if !l.Replayed && !l.Discarded {
 		c.Pending++
 	}
 	c.ErrorTypes = insertSorted(c.ErrorTypes, l.ErrorType)

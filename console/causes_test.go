@@ -4,7 +4,7 @@ import "testing"
 
 func TestGroupByCause(t *testing.T) {
 	l := func(class, reason string, replayed bool) *letter {
-		return &letter{ErrorClass: class, Reason: reason, Replayed: replayed, TypeName: "order-placed"}
+		return &letter{ErrorClass: class, Reason: reason, Cause: causeOf(class, reason), Replayed: replayed, TypeName: "order-placed"}
 	}
 	causes := groupByCause([]*letter{
 		l("poison", "order 1: amount -5 is negative", false),

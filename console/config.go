@@ -30,6 +30,12 @@ type Config struct {
 	// ConsumerGroup and InitialOffset in it are not used.
 	Broker broker.Config
 
+	// Mapping is the record mapping dead letters are read in
+	// (deadletter.Config.Mapping). Default: each record's own, found from
+	// its headers; Broker.Marshaler, if set, reads the records of its
+	// mapping.
+	Mapping broker.Mapping
+
 	// Groups are the consumer groups to show. Empty: every group of the
 	// cluster and every group with a dead-letter topic (see the package
 	// documentation).
@@ -42,7 +48,8 @@ type Config struct {
 	// outbox.DefaultSchema.
 	OutboxSchemas []string
 
-	// ReadOnly removes every action: the pages show, nothing replays.
+	// ReadOnly removes every action: the pages show, nothing replays or
+	// discards.
 	ReadOnly bool
 	// Tokens, when set, are required on every request (see Security in
 	// the package documentation); their names say who replayed what.
@@ -84,6 +91,7 @@ func (c Config) Validate() error {
 	c.setDefaults()
 	p := config.For("console.Config")
 	p.Nest("Broker", c.Broker.Validate())
+	p.Nest("Mapping", c.Mapping.Validate())
 	if c.SampleInterval < 0 {
 		p.Add("SampleInterval", "is negative (%s); use 0 for the default (%s)", c.SampleInterval, DefaultSampleInterval)
 	}

@@ -1,6 +1,7 @@
 // Package console is the operations console of a watermill-koto
 // deployment, an http.Handler: what is failing and why, how far behind
-// each consumer is, the outbox backlog, and the replay of fixed messages.
+// each consumer is, the outbox backlog, and the replay of fixed messages
+// (or the discard of those that must never be replayed).
 // A service mounts it on its admin server,
 //
 //	h, err := console.NewHandler(console.Config{Broker: brokerCfg, Pool: pool})
@@ -32,15 +33,19 @@
 // that is down, or whose offsets expired, still shows with its dead
 // letters.
 //
-// A group's page groups its dead letters by cause: the same error class,
-// and the same reason once its variable parts (UUIDs, times, quoted
-// values, numbers that are not part of a word) are masked, newest first.
-// A cause leads to the list of its dead letters, which filters by time,
-// type, class and reason text, and each dead letter shows whole: its
-// metadata, its payload (indented when JSON, as text, or as a hex dump),
-// where it was consumed from and whether it was replayed. The grouped view
-// and the list read at most Config.ListLimit dead letters, and say so when
-// there are more.
+// A group's page groups its dead letters by cause (deadletter's
+// Letter.Cause): the same error class, and the same reason once its
+// variable parts (UUIDs, times, quoted values, numbers that are not part
+// of a word) are masked, newest first. A cause leads to the list of its
+// dead letters, which filters by time, type, UUID, correlation ID, class
+// and reason text, and each dead letter shows whole: its mapping, UUID,
+// type and correlation ID, its metadata, its payload (indented when JSON,
+// as text, or as a hex dump), where it was consumed from and whether it
+// was replayed or discarded. Dead letters are read in the record mapping
+// each one's headers show, whatever the services publish in
+// (deadletter.Config.Mapping; Config.Mapping reads them all in one). The
+// grouped view and the list read at most Config.ListLimit dead letters,
+// and say so when there are more.
 //
 // A group's parked page lists its parked messages, each key's in the
 // order they come back, with the error that parked each, and runs the
@@ -48,23 +53,28 @@
 // DeadLetter, which schedule it in the default outbox table of its
 // schema); the console logs each with who asked.
 //
-// # Replay
+// # Replay and discard
 //
 // One dead letter, a selection, everything a list shows or a whole cause
 // replays through deadletter's Queue.Replay, with its guarantees: each
-// dead letter is sent once (the replay group records it), an interrupted
-// replay resumes, and other groups of the topic skip it with
-// deadletter.OnlyOwnReplays. A replay first runs dry and asks for a
-// confirmation that says how many go where, which are skipped as already
-// replayed or unroutable, and which other groups read the topic; then it
-// runs in the background, one at a time per group, its page following its
-// progress to the result. It reads the dead-letter topic only as far as
-// its dry run did, so it sends no dead letter that the confirmation did
-// not count, not even a matching one that arrived meanwhile. A cause is
-// selected by the UUIDs, class and time span of its dead letters, as a
-// deadletter.Filter cannot say a masked reason. The console logs each
-// replay it starts and ends with who started it (the token's name) and
-// what it selects, and remembers the last 200 replays until it stops.
+// dead letter is sent once (the replay group records it), as it was
+// consumed, to the partition it was consumed from, an interrupted replay
+// resumes, and other groups of the topic skip it with
+// deadletter.OnlyOwnReplays. The same selections discard through
+// Queue.Discard: recorded as discarded in the replay group, shown so, and
+// passed over by every later replay; nothing is deleted. Either first runs
+// dry and asks for a confirmation that says how many go where, which are
+// skipped as already replayed, already discarded or unroutable, which
+// other groups read the topic, and the koto dlq command line of the same
+// selection; then it runs in the background, one at a time per group, its
+// page following its progress to the result. It reads the dead-letter
+// topic only as far as its dry run did, so it takes no dead letter that
+// the confirmation did not count, not even a matching one that arrived
+// meanwhile. A selection is a deadletter.Filter, the one koto dlq's flags
+// make: a cause by its ID, dead letters by their positions, a list by its
+// query. The console logs each replay and discard it starts and ends with
+// who started it (the token's name) and what it selects, and remembers
+// the last 200 until it stops.
 //
 // # Security
 //
@@ -85,5 +95,6 @@
 // unless given one.
 //
 // With Config.Metrics the handler serves /metrics in Prometheus's format:
-// the figures of its last snapshot and counts of its replays.
+// the figures of its last snapshot and counts of its replays and
+// discards.
 package console

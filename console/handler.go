@@ -49,7 +49,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	qs := &queues{broker: cfg.Broker}
+	qs := &queues{cfg: cfg}
 	h := &Handler{cfg: cfg, offsets: r, queues: qs, newest: &newest{queues: qs}, pages: p, key: []byte(rand.Text() + rand.Text())}
 	if cfg.Metrics {
 		h.metrics = newMetrics(h)

@@ -16,6 +16,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
@@ -234,4 +235,48 @@ func (w *world) replayed(t *testing.T, topic string) []string {
 	}
 	slices.Sort(uuids)
 	return uuids
+}
+
+// seedCloudEvents adds to w a topic of CloudEvents whose consumer sends
+// its dead letters in the CloudEvents mapping too, so that they carry no
+// Watermill UUID: two causes of one class, their dead letters interleaved
+// in time, kinds "negative" and "sku" with the ce_ids of each.
+func (w *world) seedCloudEvents(t *testing.T) seeded {
+	t.Helper()
+	s := seeded{topic: kafkatest.Topic(t, "invoices"), group: kafkatest.Group(t, "billing"), failed: map[string][]string{}}
+	kafkatest.Provision(t, w.cfg, s.topic, topics.DeadLetter(s.group))
+	ce, err := broker.NewCloudEventsMarshaler(broker.CloudEventsConfig{Source: "/billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i, kind := range []string{"negative", "sku", "negative", "sku", "negative"} {
+		id := watermill.NewUUID()
+		recs = append(recs, &kgo.Record{Topic: s.topic, Key: []byte("billing"), Value: fmt.Appendf(nil, `{"kind":%q,"order":%d}`, kind, 300+i),
+			Headers: []kgo.RecordHeader{{Key: "ce_specversion", Value: []byte("1.0")}, {Key: "ce_id", Value: []byte(id)},
+				{Key: "ce_source", Value: []byte("/shop")}, {Key: "ce_type", Value: []byte("invoice-due")}}})
+		s.failed[kind] = append(s.failed[kind], id)
+	}
+	kafkatest.Produce(t, w.cfg.Brokers, recs)
+	cfg := broker.Config{Brokers: w.cfg.Brokers, Marshaler: ce}
+	chain, err := middleware.Defaults(middleware.Config{
+		Publisher: kafkatest.NewPublisher(t, cfg), Logger: slog.New(slog.DiscardHandler),
+		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConsumerGroup = s.group
+	router := kafkatest.NewRouter(t, nil)
+	router.AddConsumerHandler(s.group, s.topic, kafkatest.NewSubscriber(t, cfg), handleOrder).AddMiddleware(chain.Middlewares()...)
+	stop := kafkatest.RunRouter(t, router)
+	kafkatest.WaitFor(t, "dead letters of "+s.group, func() bool {
+		return kafkatest.Records(t, w.cfg.Brokers, topics.DeadLetter(s.group)) == int64(len(recs))
+	})
+	kafkatest.WaitCommitted(t, w.cfg.Brokers, s.group, s.topic, int64(len(recs)))
+	stop()
+	if err := chain.Close(kafkatest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

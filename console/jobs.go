@@ -8,8 +8,16 @@ import (
 	"time"
 )
 
-// jobState is where a replay is: planned by a dry run and waiting for
-// its confirmation, running, or ended.
+// jobKind is what a job does with the dead letters it selects.
+type jobKind string
+
+const (
+	kindReplay  jobKind = "replay"
+	kindDiscard jobKind = "discard"
+)
+
+// jobState is where a job is: planned by a dry run and waiting for its
+// confirmation, running, or ended.
 type jobState string
 
 const (
@@ -19,14 +27,15 @@ const (
 	jobFailed  jobState = "failed"
 )
 
-// maxJobs is how many replays the console remembers; the oldest ended or
-// unconfirmed ones go first.
+// maxJobs is how many replays and discards the console remembers; the
+// oldest ended or unconfirmed ones go first.
 const maxJobs = 200
 
-// job is one replay: what it selects, what its dry run found, and what
-// it did.
+// job is one replay, or discard: what it selects, what its dry run found,
+// and what it did.
 type job struct {
 	ID, Group, Who, What string
+	Kind                 jobKind
 	Filter               filter
 	Created              time.Time
 	// Ends are the end offsets that the dry run and the replay read up to.
@@ -35,6 +44,7 @@ type job struct {
 	Plan     replayResult
 	Targets  []target
 	AlsoRead []string // other groups that consume the targets
+	Command  string   // the koto command line of the same job
 
 	mu       sync.Mutex
 	state    jobState
@@ -61,24 +71,26 @@ func targets(counts map[string]int) []target {
 
 // jobStatus is a job's progress, as the page and its script read it.
 type jobStatus struct {
-	State           jobState  `json:"state"`
-	ToScan          int64     `json:"to_scan"`
-	Scanned         int64     `json:"scanned"`
-	Sent            int       `json:"sent"`
-	AlreadyReplayed int       `json:"already_replayed"`
-	Unroutable      int       `json:"unroutable"`
-	SentTo          []target  `json:"-"`
-	Error           string    `json:"error,omitempty"`
-	Finished        time.Time `json:"finished,omitzero"`
+	State            jobState  `json:"state"`
+	ToScan           int64     `json:"to_scan"`
+	Scanned          int64     `json:"scanned"`
+	Sent             int       `json:"sent"`
+	Discarded        int       `json:"discarded"`
+	AlreadyReplayed  int       `json:"already_replayed"`
+	AlreadyDiscarded int       `json:"already_discarded"`
+	Unroutable       int       `json:"unroutable"`
+	SentTo           []target  `json:"-"`
+	Error            string    `json:"error,omitempty"`
+	Finished         time.Time `json:"finished,omitzero"`
 }
 
 func (j *job) status() jobStatus {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := j.result
-	return jobStatus{State: j.state, ToScan: r.ToScan, Scanned: r.Scanned, Sent: r.Sent,
-		AlreadyReplayed: r.AlreadyReplayed, Unroutable: r.Unroutable, SentTo: targets(j.sentTo),
-		Error: j.err, Finished: j.finished}
+	return jobStatus{State: j.state, ToScan: r.ToScan, Scanned: r.Scanned, Sent: r.Sent, Discarded: r.Discarded,
+		AlreadyReplayed: r.AlreadyReplayed, AlreadyDiscarded: r.AlreadyDiscarded, Unroutable: r.Unroutable,
+		SentTo: targets(j.sentTo), Error: j.err, Finished: j.finished}
 }
 
 func (j *job) progress(p replayProgress) {
@@ -102,7 +114,7 @@ func (j *job) finish(r replayResult, err error) {
 	}
 }
 
-// jobs are the replays the console remembers.
+// jobs are the replays and discards the console remembers.
 type jobs struct {
 	mu   sync.Mutex
 	list []*job // oldest first
@@ -142,21 +154,21 @@ func (js *jobs) all() []*job {
 	return out
 }
 
-// start marks j running, unless it was started already or another
-// replay of its group runs: deadletter runs one replay of a replay group
-// at a time.
+// start marks j running, unless it was started already or another job
+// of its group runs: deadletter runs one replay, or discard, of a replay
+// group at a time.
 func (js *jobs) start(j *job) error {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	for _, o := range js.list {
 		if o != j && o.Group == j.Group && o.status().State == jobRunning {
-			return &httpError{code: 409, msg: "a replay of " + j.Group + " is running; wait for it to end"}
+			return &httpError{code: 409, msg: "a " + string(o.Kind) + " of " + j.Group + " is running; wait for it to end"}
 		}
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.state != jobPlanned {
-		return &httpError{code: 409, msg: "this replay was started already"}
+		return &httpError{code: 409, msg: "this " + string(j.Kind) + " was started already"}
 	}
 	j.state = jobRunning
 	return nil

@@ -36,7 +36,7 @@ func (h *Handler) letterPage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d := letterData{Group: group, Letter: l, Cause: causeID(l), Payload: viewPayload(l.Payload), From: l.ReplayedFrom}
+	d := letterData{Group: group, Letter: l, Cause: l.Cause, Payload: viewPayload(l.Payload), From: l.ReplayedFrom}
 	for _, k := range slices.Sorted(maps.Keys(l.Metadata)) {
 		d.Metadata = append(d.Metadata, [2]string{k, l.Metadata[k]})
 	}

@@ -9,11 +9,11 @@ import (
 )
 
 // metrics serves /metrics: the figures of the last snapshot, and counts
-// of the replays the console ran.
+// of the replays and discards the console ran.
 type metrics struct {
 	http.Handler
-	replays *prometheus.CounterVec
-	sent    *prometheus.CounterVec
+	replays, discards *prometheus.CounterVec
+	sent, discarded   *prometheus.CounterVec
 }
 
 var (
@@ -28,22 +28,29 @@ var (
 func newMetrics(h *Handler) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
-		Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		replays: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_replays_total", Help: "Replays the console ran, by group and outcome (done, failed)."}, []string{"group", "outcome"}),
-		sent:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_replayed_total", Help: "Dead letters the console's replays sent back."}, []string{"group"}),
+		Handler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		replays:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_replays_total", Help: "Replays the console ran, by group and outcome (done, failed)."}, []string{"group", "outcome"}),
+		sent:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_replayed_total", Help: "Dead letters the console's replays sent back."}, []string{"group"}),
+		discards:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_discards_total", Help: "Discards the console ran, by group and outcome (done, failed)."}, []string{"group", "outcome"}),
+		discarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "koto_console_discarded_total", Help: "Dead letters the console's discards recorded as discarded."}, []string{"group"}),
 	}
-	reg.MustRegister(m.replays, m.sent, snapshotCollector{h: &h.history})
+	reg.MustRegister(m.replays, m.sent, m.discards, m.discarded, snapshotCollector{h: &h.history})
 	return m
 }
 
-// replayed counts a replay that ended; m may be nil.
-func (m *metrics) replayed(group string, res replayResult, err error) {
+// ended counts a replay, or discard, that ended; m may be nil.
+func (m *metrics) ended(k jobKind, group string, res replayResult, err error) {
 	if m == nil {
 		return
 	}
 	outcome := string(jobDone)
 	if err != nil {
 		outcome = string(jobFailed)
+	}
+	if k == kindDiscard {
+		m.discards.WithLabelValues(group, outcome).Inc()
+		m.discarded.WithLabelValues(group).Add(float64(res.Discarded))
+		return
 	}
 	m.replays.WithLabelValues(group, outcome).Inc()
 	m.sent.WithLabelValues(group).Add(float64(res.Sent))

@@ -3,15 +3,13 @@ package console
 import (
 	"errors"
 	"sync"
-
-	"github.com/koto-dev/watermill-koto/broker"
 )
 
 // queues keeps one open dead-letter queue per group for the pages, which
 // read it one call at a time; a replay opens one of its own, so that it
 // does not hold the pages up.
 type queues struct {
-	broker broker.Config
+	cfg    Config
 	mu     sync.Mutex
 	open   map[string]*queue
 	closed bool
@@ -29,7 +27,7 @@ func (qs *queues) get(group string) (*queue, error) {
 	if q := qs.open[group]; q != nil {
 		return q, nil
 	}
-	q, err := openQueue(qs.broker, group)
+	q, err := openQueue(qs.cfg, group)
 	if err != nil {
 		return nil, err
 	}

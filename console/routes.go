@@ -21,7 +21,8 @@ func (h *Handler) routes() []route {
 		{pattern: "GET /groups/{group}", handle: h.groupPage},
 		{pattern: "GET /groups/{group}/letters", handle: h.lettersPage},
 		{pattern: "GET /groups/{group}/letters/{partition}/{offset}", handle: h.letterPage},
-		{pattern: "POST /groups/{group}/replay", action: true, handle: h.planReplay},
+		{pattern: "POST /groups/{group}/replay", action: true, handle: h.plan(kindReplay)},
+		{pattern: "POST /groups/{group}/discard", action: true, handle: h.plan(kindDiscard)},
 		{pattern: "GET /replays", handle: h.replaysPage},
 		{pattern: "GET /replays/{id}", handle: h.replayPage},
 		{pattern: "GET /replays/{id}/status", handle: h.replayStatus},
@@ -33,7 +34,7 @@ func (h *Handler) routes() []route {
 }
 
 // errReadOnly refuses an action in read-only mode.
-var errReadOnly = &httpError{code: http.StatusForbidden, msg: "the console is read-only: it replays, runs and dead-letters nothing"}
+var errReadOnly = &httpError{code: http.StatusForbidden, msg: "the console is read-only: it replays, discards, runs and dead-letters nothing"}
 
 // mux routes the requests to the pages, actions and assets.
 func (h *Handler) mux() *http.ServeMux {

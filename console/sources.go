@@ -24,6 +24,7 @@ import (
 type (
 	letter         = deadletter.Letter
 	filter         = deadletter.Filter
+	position       = deadletter.Position
 	queue          = deadletter.Queue
 	replayResult   = deadletter.ReplayResult
 	replayProgress = deadletter.ReplayProgress
@@ -63,10 +64,13 @@ func newOffsetReader(cfg broker.Config) (*offsets.Reader, error) {
 	return r, nil
 }
 
-// openQueue opens the dead-letter topic of group.
-func openQueue(cfg broker.Config, group string) (*queue, error) {
-	return deadletter.NewQueue(deadletter.Config{Broker: readerConfig(cfg), ConsumerGroup: group})
+// openQueue opens the dead-letter topic of group, read as cfg says.
+func openQueue(cfg Config, group string) (*queue, error) {
+	return deadletter.NewQueue(deadletter.Config{Broker: readerConfig(cfg.Broker), Mapping: cfg.Mapping, ConsumerGroup: group})
 }
+
+// parsePosition reads a dead letter's position, PARTITION/OFFSET.
+func parsePosition(s string) (position, error) { return deadletter.ParsePosition(s) }
 
 // readerConfig is cfg for the console's clients, which only read: they
 // create no topic by asking for it, and give up on a broker that does not
@@ -83,6 +87,12 @@ func readerConfig(cfg broker.Config) broker.Config {
 	return cfg
 }
 
+// maskReason masks the variable parts of a reason, as a cause reads it.
+func maskReason(reason string) string { return deadletter.MaskReason(reason) }
+
+// causeOf names the cause of a failure of class with reason.
+func causeOf(class, reason string) string { return deadletter.CauseOf(class, reason) }
+
 func listLetters(ctx context.Context, q *queue, f filter) ([]*letter, error) {
 	return q.List(ctx, f)
 }
@@ -95,8 +105,11 @@ func showLetter(ctx context.Context, q *queue, partition int32, offset int64) (*
 // no dead letter.
 func isNotFound(err error) bool { return errors.Is(err, deadletter.ErrNotFound) }
 
-// replay runs deadletter's Replay.
-func replay(ctx context.Context, q *queue, f filter, opts replayOptions) (replayResult, error) {
+// resolve runs deadletter's Replay, or its Discard.
+func resolve(ctx context.Context, q *queue, k jobKind, f filter, opts replayOptions) (replayResult, error) {
+	if k == kindDiscard {
+		return q.Discard(ctx, f, opts)
+	}
 	return q.Replay(ctx, f, opts)
 }
 

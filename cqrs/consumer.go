@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/internal/logattr"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -37,6 +38,7 @@ type consumerOptions struct {
 	skipOthers bool
 	lockKeys   func(*message.Message) ([]string, error)
 	scope      *string
+	batch      *middleware.BatchConfig
 }
 
 // From names the service that publishes the events an event consumer
@@ -124,7 +126,14 @@ type consumerSpec struct {
 	opts     consumerOptions
 	// handle handles one message; env is the registration's.
 	handle func(msg *message.Message, env *handlerEnv) error
+	// A batch consumer has prepare, which checks and decodes a message
+	// before it joins a batch (skip acks it as it is), and handleBatch.
+	prepare     func(msg *message.Message, env *handlerEnv) (skip bool, err error)
+	handleBatch middleware.BatchHandlerFunc
 }
+
+// batched reports whether s is a batch consumer.
+func (s *consumerSpec) batched() bool { return s.handleBatch != nil }
 
 func (s *consumerSpec) TypeName() string    { return s.typeName }
 func (s *consumerSpec) spec() *consumerSpec { return s }

@@ -144,6 +144,21 @@
 // dead-letters the command. A command sent with Send is handled as an
 // event is.
 //
+// # Batch consumers
+//
+// [NewBatchEventConsumer] handles events in batches: its function gets
+// many [BatchItem]s at once, each event decoded with its message, in the
+// order of their partitions' offsets, duplicates left out, and in a
+// DurableOutbox's Service writes all their effects in one transaction that
+// claims them all (middleware's Batches). [WithBatch] sizes the batches;
+// the Service gives the consumer's subscriber broker.OrderByKeyInBatches
+// and a Concurrency of at least (Parallel+1) × MaxMessages. An event that
+// does not decode, or of another type, is dead-lettered (or skipped) alone
+// before it joins a batch. The function names the events that failed with
+// middleware.FailMessages on their Message; any other error fails the
+// batch, which is then taken apart to find the event that fails. Commands
+// have no batch consumer: a request waits for its own command's result.
+//
 // # Durable outbox
 //
 // [NewDurableOutbox], given the pool of a PostgreSQL database and the
@@ -177,7 +192,8 @@
 // own: durable, and in order with the rest.
 //
 // Each message in flight in a transactional consumer holds a connection of
-// the DurableOutbox's pool until its transaction ends. With
+// the DurableOutbox's pool until its transaction ends; a batch consumer
+// holds one per batch running, its BatchConfig.Parallel. With
 // ServiceConfig.Broker.Concurrency N above 1, a consumer may hold N, and
 // Register refuses transactional consumers whose connections, with those
 // of the ones registered before on the same DurableOutbox (until their

@@ -21,7 +21,6 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -115,11 +114,16 @@ func (e *durableEnv) service(name string) *cqrs.Service {
 // concurrentService is service with Broker.Concurrency concurrency.
 func (e *durableEnv) concurrentService(name string, concurrency int) *cqrs.Service {
 	e.t.Helper()
-	svc, err := e.d.Service(cqrs.ServiceConfig{
-		Name: name, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
-		Broker:     broker.Config{Brokers: e.brokers, Concurrency: concurrency},
-		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
-	})
+	return e.serviceWith(cqrs.ServiceConfig{Name: name, Broker: broker.Config{Concurrency: concurrency}})
+}
+
+// serviceWith is service with cfg, its brokers, logger, topic provisioning
+// and fast retries set.
+func (e *durableEnv) serviceWith(cfg cqrs.ServiceConfig) *cqrs.Service {
+	e.t.Helper()
+	cfg.AutoProvisionTopics, cfg.Logger, cfg.Broker.Brokers = true, kafkatest.Logger(slog.LevelError), e.brokers
+	cfg.DeadLetter.Backoff = koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}
+	svc, err := e.d.Service(cfg)
 	if err != nil {
 		e.t.Fatalf("DurableOutbox.Service: %v", err)
 	}

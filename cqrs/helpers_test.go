@@ -7,10 +7,28 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/cqrs"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/internal/pgtest"
 )
+
+// newPostgresStore returns a PostgreSQL store on a schema of the test's
+// own, without background cleanup, closed when the test ends, and its pool
+// and schema.
+func newPostgresStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	store, err := postgres.NewStore(pool, postgres.Config{Schema: schema, CleanupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store, pool, schema
+}
 
 // newService returns a Service that cfg configures, with the test's
 // brokers, logger and fast retries filled in, closed when the test ends.

@@ -25,9 +25,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -272,11 +270,11 @@ func produceRecord(t *testing.T, brokers []string, topic, key, value string, hea
 	}
 }
 
-// PaymentCaptured is a .NET contract: System.Text.Json matches property
-// names case-sensitively by default, so the Go struct uses the .NET names.
+// PaymentCaptured is a .NET contract as Wolverine's default serializer
+// writes it: System.Text.Json with Wolverine's options, camelCase names.
 type PaymentCaptured struct {
-	PaymentID string  `json:"PaymentId"`
-	Amount    float64 `json:"Amount"`
+	PaymentID string  `json:"paymentId"`
+	Amount    float64 `json:"amount"`
 }
 
 // TestWolverineEnvelopeDeduplicatedLikeDotnet delivers an envelope as
@@ -286,13 +284,7 @@ type PaymentCaptured struct {
 // Koto consumer stores, message_id = the envelope's Guid.
 func TestWolverineEnvelopeDeduplicatedLikeDotnet(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t, pool)
-	store, err := postgres.NewStore(pool, postgres.Config{Schema: schema, CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store, pool, schema := newPostgresStore(t)
 	payments, ledger := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "ledger")
 	topic := topics.Event(payments, "payment-captured")
 	wolverine, err := broker.NewWolverineMarshaler(broker.WolverineConfig{Source: ledger, Types: broker.TypeNames{

@@ -108,8 +108,8 @@ type Service struct {
 	ownPub   message.Publisher
 	store    idempotency.Store // cfg.Store or memStore
 	memStore *idempotency.MemoryStore
-	chains   []*middleware.Chain
-	conns    int // reserved in the DurableOutbox by the registered consumers
+	chains   []closer // the middleware chains of the registered consumers
+	conns    int      // reserved in the DurableOutbox by the registered consumers
 }
 
 // NewService returns a Service for cfg. It does not connect to Kafka.
@@ -189,12 +189,9 @@ func (s *Service) add(ctx context.Context, router *message.Router, plans []consu
 	for i, p := range plans {
 		env := &handlerEnv{handlerName: p.group, pub: pub, backoff: s.cfg.DeadLetter.Backoff, logger: s.logger,
 			transactional: s.transactional(p)}
-		handle := p.spec.handle
-		h := router.AddConsumerHandler(p.group, p.topic, subs[i], func(msg *message.Message) error {
-			return handle(msg, env)
-		})
+		h := router.AddConsumerHandler(p.group, p.topic, subs[i], chains[i].handler(p.spec, env))
 		h.AddMiddleware(growStackMiddleware) // outermost, see there
-		h.AddMiddleware(chains[i].Middlewares()...)
+		h.AddMiddleware(chains[i].middlewares...)
 	}
 	return nil
 }
@@ -208,15 +205,17 @@ func (s *Service) transactional(p consumerPlan) bool { return s.cfg.durable != n
 // each when it is above 1, and refuses plans that do not fit its pool
 // (see Durable outbox in the package doc).
 func (s *Service) reserveConns(plans []consumerPlan) (int, error) {
-	concurrency := s.cfg.Broker.Concurrency
-	consumers := 0
+	concurrency, n := s.cfg.Broker.Concurrency, 0
 	for _, p := range plans {
-		if s.transactional(p) {
-			consumers++
+		switch {
+		case !s.transactional(p):
+		case p.batch != nil:
+			n += p.batch.Parallel
+		case concurrency > 1:
+			n += concurrency
 		}
 	}
-	n := consumers * concurrency
-	if concurrency <= 1 || n == 0 {
+	if n == 0 {
 		return 0, nil
 	}
 	before, maxConns, ok := s.cfg.durable.reserveConns(n)
@@ -226,10 +225,22 @@ func (s *Service) reserveConns(plans []consumerPlan) (int, error) {
 			"is %d, so the %d transactional consumer(s) being registered may hold %d connections of the DurableOutbox's pool at once; "+
 				"with the %d of those registered before and %d to spare, %d, more than the pool's MaxConns (%d): "+
 				"their messages would wait for connections until they time out; raise MaxConns to at least %d "+
-				"(pool_max_conns in the database URL), or lower Concurrency",
-			concurrency, consumers, n, before, spareConns, need, maxConns, need)
+				"(pool_max_conns in the database URL), or lower Concurrency, or a batch consumer's BatchConfig.Parallel "+
+				"(it holds one connection per batch running)",
+			concurrency, countTransactional(s, plans), n, before, spareConns, need, maxConns, need)
 	}
 	return n, nil
+}
+
+// countTransactional counts the transactional consumers of plans.
+func countTransactional(s *Service, plans []consumerPlan) int {
+	n := 0
+	for _, p := range plans {
+		if s.transactional(p) {
+			n++
+		}
+	}
+	return n
 }
 
 // keepConns makes n connections reserved for registered consumers the
@@ -275,6 +286,12 @@ func (s *Service) subscribers(plans []consumerPlan) ([]message.Subscriber, error
 		bcfg := s.cfg.Broker
 		bcfg.ConsumerGroup = p.group
 		bcfg.Logger = cmp.Or(bcfg.Logger, s.logger)
+		if p.batch != nil {
+			// A batch fills from the messages in flight: enough for the
+			// batches running and one more filling.
+			bcfg.Ordering = broker.OrderByKeyInBatches
+			bcfg.Concurrency = max(bcfg.Concurrency, (p.batch.Parallel+1)*p.batch.MaxMessages)
+		}
 		sub, err := broker.NewSubscriber(bcfg)
 		if err != nil {
 			for _, sub := range subs {
@@ -320,6 +337,7 @@ type consumerPlan struct {
 	group           string
 	deadLetterTopic string
 	idempotent      bool
+	batch           *middleware.BatchConfig // a batch consumer's, with its defaults
 }
 
 // plan resolves and checks the registration of every consumer.
@@ -364,6 +382,9 @@ func (s *Service) planOne(spec *consumerSpec) (consumerPlan, error) {
 	if spec.opts.idempotent != nil {
 		p.idempotent = *spec.opts.idempotent
 	}
+	if err := p.planBatch(); err != nil {
+		return p, err
+	}
 	if spec.opts.lockKeys != nil && (!p.idempotent || s.cfg.durable == nil) {
 		return p, fmt.Errorf("%w: %s consumer of %s: LockKeys orders what the consumer writes into the outbox in its transaction; "+
 			"it needs an idempotent consumer of a DurableOutbox's Service", koto.ErrInvalidConfig, spec.kind, spec.typeName)
@@ -395,37 +416,49 @@ func (s *Service) topicOf(spec *consumerSpec) (string, error) {
 }
 
 // middlewares builds the chain of each plan, for Close to close.
-func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]*middleware.Chain, error) {
-	chains := make([]*middleware.Chain, len(plans))
+func (s *Service) middlewares(pub message.Publisher, plans []consumerPlan) ([]consumerChain, error) {
+	chains := make([]consumerChain, len(plans))
 	for i, p := range plans {
-		cfg := middleware.Config{Publisher: pub, Logger: s.logger, DeadLetter: s.cfg.DeadLetter, Telemetry: s.tel}
-		if p.idempotent {
-			var err error
-			if cfg.Store, err = s.idempotencyStore(); err != nil {
-				return nil, err
-			}
-			if d := s.cfg.durable; d != nil {
-				cfg.Idempotency.Transactional = true
-				cfg.Idempotency.Outbox = d.box.ContextPublisher()
-			}
-			cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
-			if scope := p.spec.opts.scope; scope != nil {
-				cfg.Idempotency.Scope = func(*message.Message) string { return *scope }
-			}
-		}
-		chain, err := middleware.Defaults(cfg)
+		cfg, err := s.chainConfig(pub, p)
 		if err != nil {
 			return nil, err
 		}
-		chains[i] = chain
+		if chains[i], err = newConsumerChain(cfg, p); err != nil {
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	s.chains = append(s.chains, chains...)
+	for _, c := range chains {
+		s.chains = append(s.chains, c.closer)
+	}
 	return chains, nil
+}
+
+// chainConfig is the middleware configuration of p's consumer.
+func (s *Service) chainConfig(pub message.Publisher, p consumerPlan) (middleware.Config, error) {
+	cfg := middleware.Config{Publisher: pub, Logger: s.logger, DeadLetter: s.cfg.DeadLetter, Telemetry: s.tel}
+	if !p.idempotent {
+		return cfg, nil
+	}
+	var err error
+	if cfg.Store, err = s.idempotencyStore(); err != nil {
+		return cfg, err
+	}
+	if d := s.cfg.durable; d != nil {
+		cfg.Idempotency.Transactional = true
+		if p.batch == nil { // a batch handler publishes through the outbox itself
+			cfg.Idempotency.Outbox = d.box.ContextPublisher()
+		}
+	}
+	cfg.Idempotency.LockKeys = p.spec.opts.lockKeys
+	if scope := p.spec.opts.scope; scope != nil {
+		cfg.Idempotency.Scope = func(*message.Message) string { return *scope }
+	}
+	return cfg, nil
 }
 
 // publisher returns the configured publisher, or creates the service's own.

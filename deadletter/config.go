@@ -26,6 +26,13 @@ type Config struct {
 	// InitialOffset in it are not used.
 	Broker broker.Config
 
+	// Mapping is the record mapping the dead letters are read in. Default:
+	// each record's own, as broker.DetectMapping finds it from its
+	// headers, so that the dead letters of consumers on any mapping read
+	// alike. Broker.Marshaler, if set, reads the records of its mapping,
+	// with its type names (broker.NewMappingReader).
+	Mapping broker.Mapping
+
 	// ConsumerGroup is the group whose dead letters these are, the handler
 	// name of the consumer that failed them. Required.
 	ConsumerGroup string
@@ -77,6 +84,7 @@ func (c Config) Validate() error {
 	if c.BatchSize < 0 {
 		p.Add("BatchSize", "is negative (%d); use 0 for the default (%d) or a positive count", c.BatchSize, defaultBatchSize)
 	}
+	p.Nest("Mapping", c.Mapping.Validate())
 	p.Nest("Broker", c.Broker.Validate())
 	return p.Err()
 }

@@ -92,6 +92,48 @@ func ExampleQueue_Replay_dryRun() {
 	// dry run: 1 of the selected would go
 }
 
+// Discard a dead letter that must never be replayed, found by its
+// position: a replay of everything then passes over it, and the listing
+// shows it discarded. Nothing is deleted from Kafka.
+func ExampleQueue_Discard() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, fixed, stop := runPayments(ctx)
+	defer stop()
+	group := topics.ConsumerGroup("payments", "order-placed")
+
+	q, err := deadletter.NewQueue(deadletter.Config{Broker: cfg, ConsumerGroup: group})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	junk := waitForLetters(ctx, q, 2)[0].Position() // say, a test order
+	res, err := q.Discard(ctx, deadletter.Filter{Positions: []deadletter.Position{junk}}, deadletter.ReplayOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("discarded %d\n", res.Discarded)
+
+	fixed.Store(true)
+	res, err = q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("replay sent %d, passed over %d discarded\n", res.Sent, res.AlreadyDiscarded)
+	letters, err := q.List(ctx, deadletter.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range letters {
+		fmt.Printf("replayed %v, discarded %v\n", l.Replayed, l.Discarded)
+	}
+	// Output:
+	// discarded 1
+	// replay sent 1, passed over 1 discarded
+	// replayed false, discarded true
+	// replayed true, discarded false
+}
+
 // runPayments starts an embedded Kafka broker and payments' consumer of
 // order-placed behind middleware.Defaults, publishes two orders that it
 // cannot handle until fixed is set, and returns the broker's configuration,

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 )
 
@@ -26,9 +27,15 @@ type Letter struct {
 	// Timestamp is the record's Kafka timestamp.
 	Timestamp time.Time `json:"timestamp"`
 
-	// UUID is the Watermill message UUID, the consumer's idempotency key.
+	// Mapping is the record mapping it was read in (Config.Mapping);
+	// empty when Config.Broker.Marshaler is not one of package broker.
+	Mapping broker.Mapping `json:"mapping,omitempty"`
+	// UUID is the message UUID, the consumer's idempotency key, as the
+	// mapping reads it: _watermill_message_uuid, ce_id, Wolverine's id.
 	UUID string `json:"uuid"`
-	// TypeName is the cqrs type name (koto.TypeNameMetadataKey).
+	// TypeName is the type name (koto.TypeNameMetadataKey) as the mapping
+	// reads it: ce_type and Wolverine's message-type as they are on the
+	// wire, unless Config.Broker.Marshaler maps them.
 	TypeName string `json:"type_name,omitempty"`
 	// CorrelationID is the correlation ID (correlation.MetadataKey).
 	CorrelationID string `json:"correlation_id,omitempty"`
@@ -44,6 +51,10 @@ type Letter struct {
 	ErrorType string `json:"error_type,omitempty"`
 	// Reason is the error's text (dead_letter_reason).
 	Reason string `json:"reason,omitempty"`
+	// Cause names the cause of the failure, [CauseOf] its class and
+	// reason: the same for the dead letters of one error class whose
+	// reasons read the same once masked. [Filter].Cause selects it.
+	Cause string `json:"cause"`
 	// ConsumerGroup and Handler are those that failed it.
 	ConsumerGroup string `json:"consumer_group,omitempty"`
 	Handler       string `json:"handler,omitempty"`
@@ -71,6 +82,9 @@ type Letter struct {
 	// Replayed is true when the replay group records it as sent, or as
 	// passed over (below an offset that Kafka's tools moved the group to).
 	Replayed bool `json:"replayed"`
+	// Discarded is true when the replay group records it as discarded
+	// ([Queue.Discard]): no replay sends it.
+	Discarded bool `json:"discarded"`
 
 	// Key is the record key, nil when it has none.
 	Key []byte `json:"-"`
@@ -80,6 +94,16 @@ type Letter struct {
 	Payload []byte `json:"-"`
 
 	headers []sarama.RecordHeader // as read, for a replay
+}
+
+// Position returns where l is in the dead-letter topic.
+func (l *Letter) Position() Position { return Position{Partition: l.Partition, Offset: l.Offset} }
+
+// setResolved sets Replayed and Discarded from what the replay group
+// records of l's partition.
+func (l *Letter) setResolved(pr *progress) {
+	l.Discarded = pr.isDiscarded(l.Offset)
+	l.Replayed = pr.has(l.Offset) && !l.Discarded
 }
 
 // FailedAtOrTimestamp is FailedAt, or the record's timestamp for a record
@@ -92,14 +116,15 @@ func (l *Letter) FailedAtOrTimestamp() time.Time {
 }
 
 // newLetter decodes a dead-letter record. Metadata comes from the headers
-// through the marshaler the services use; a record it cannot decode still
-// shows, with its headers taken as they are.
-func newLetter(rec *sarama.ConsumerMessage, um kafka.Unmarshaler) *Letter {
+// through r; a record it cannot decode still shows, with its headers taken
+// as they are.
+func newLetter(rec *sarama.ConsumerMessage, r *broker.MappingReader) *Letter {
 	l := &Letter{
 		Partition: rec.Partition,
 		Offset:    rec.Offset,
 		Timestamp: rec.Timestamp,
 		Payload:   rec.Value,
+		Mapping:   r.Mapping(rec),
 	}
 	if len(rec.Key) > 0 {
 		l.Key = rec.Key
@@ -109,7 +134,7 @@ func newLetter(rec *sarama.ConsumerMessage, um kafka.Unmarshaler) *Letter {
 			l.headers = append(l.headers, *h)
 		}
 	}
-	if msg, err := um.Unmarshal(rec); err == nil {
+	if msg, err := r.Unmarshal(rec); err == nil {
 		l.UUID, l.Metadata = msg.UUID, msg.Metadata
 	} else {
 		l.UUID, l.Metadata = rawMetadata(l.headers)
@@ -140,6 +165,7 @@ func (l *Letter) readMetadata() {
 	l.ErrorClass = md.Get(dlqmeta.ErrorClass)
 	l.ErrorType = md.Get(dlqmeta.ErrorType)
 	l.Reason = md.Get(dlqmeta.Reason)
+	l.Cause = CauseOf(l.ErrorClass, l.Reason)
 	l.Dropped = md.Get(dlqmeta.Dropped)
 	l.ReplayedFrom = md.Get(dlqmeta.ReplayedFrom)
 	l.ConsumerGroup = md.Get(dlqmeta.ConsumerGroup)

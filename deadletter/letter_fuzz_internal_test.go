@@ -44,11 +44,15 @@ func FuzzNewLetter(f *testing.F) {
 			k, v, _ := bytes.Cut(line, []byte("="))
 			rec.Headers = append(rec.Headers, &sarama.RecordHeader{Key: k, Value: v})
 		}
-		var um kafka.Unmarshaler = broker.NewPartitionKeyMarshaler()
+		var configured kafka.Unmarshaler
 		if reject {
-			um = rejectingUnmarshaler{}
+			configured = rejectingUnmarshaler{}
 		}
-		l := newLetter(rec, um)
+		r, err := broker.NewMappingReader(broker.MappingWatermill, configured)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newLetter(rec, r)
 
 		if l.Partition != 1 || l.Offset != 5 || string(l.Payload) != "payload" || len(l.headers) != len(rec.Headers) {
 			t.Fatalf("letter lost its record: partition %d offset %d payload %q headers %d of %d",

@@ -8,13 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
-// progressPrefix starts the offset metadata this package commits; the rest
-// is the replayed-offset bitmap, deflated and base64url-encoded.
-const progressPrefix = "dlq1:"
+// The offset metadata this package commits starts with a prefix that
+// says its format, and the rest is base64url-encoded, deflated bitmaps:
+// progressPrefix the replayed offsets; discardPrefix the same, then a dot,
+// the first discarded offset in decimal, a dot, and the discarded offsets
+// from there. Progress without discards is written in the first format,
+// which every version of this package reads.
+const (
+	progressPrefix = "dlq1:"
+	discardPrefix  = "dlq2:"
+)
 
 // maxProgressMetadata bounds the committed metadata, below Kafka's default
 // offset.metadata.max.bytes (4096).
@@ -37,12 +46,15 @@ var errProgressFull = errors.New("deadletter: the replay group cannot record mor
 var errForeignProgress = errors.New("deadletter: the replay group's committed metadata is not this package's")
 
 // progress is what the replay group records of one partition of the
-// dead-letter topic: the dead letters below next were replayed (or passed
-// over on purpose by moving the group's offset), and so were those in
-// done, which all lie above next.
+// dead-letter topic: the dead letters below next were resolved, replayed
+// or discarded (or passed over on purpose by moving the group's offset),
+// and so were those in done, which all lie above next. discarded are the
+// resolved ones that were discarded rather than replayed, above next or
+// not.
 type progress struct {
-	next int64
-	done []span // sorted, disjoint and not touching
+	next      int64
+	done      []span // sorted, disjoint and not touching
+	discarded []span // likewise
 }
 
 // span is the offsets lo..hi-1.
@@ -51,15 +63,21 @@ type span struct{ lo, hi int64 }
 // clone returns a copy that shares nothing with p.
 func (p progress) clone() progress {
 	p.done = slices.Clone(p.done)
+	p.discarded = slices.Clone(p.discarded)
 	return p
 }
 
-// has reports whether the dead letter at off was replayed.
+// has reports whether the dead letter at off was resolved.
 func (p *progress) has(off int64) bool {
-	if off < p.next {
-		return true
-	}
-	_, found := slices.BinarySearchFunc(p.done, off, func(s span, off int64) int {
+	return off < p.next || inSpans(p.done, off)
+}
+
+// isDiscarded reports whether the dead letter at off was discarded.
+func (p *progress) isDiscarded(off int64) bool { return inSpans(p.discarded, off) }
+
+// inSpans reports whether off is in one of spans.
+func inSpans(spans []span, off int64) bool {
+	_, found := slices.BinarySearchFunc(spans, off, func(s span, off int64) int {
 		switch {
 		case s.hi <= off:
 			return -1
@@ -77,54 +95,79 @@ func (p *progress) add(off int64) {
 	if p.has(off) {
 		return
 	}
-	i, _ := slices.BinarySearchFunc(p.done, off, func(s span, off int64) int { return cmp.Compare(s.lo, off) })
-	joinPrev := i > 0 && p.done[i-1].hi == off
-	joinNext := i < len(p.done) && p.done[i].lo == off+1
-	switch {
-	case joinPrev && joinNext:
-		p.done[i-1].hi = p.done[i].hi
-		p.done = slices.Delete(p.done, i, i+1)
-	case joinPrev:
-		p.done[i-1].hi++
-	case joinNext:
-		p.done[i].lo--
-	default:
-		p.done = slices.Insert(p.done, i, span{off, off + 1})
-	}
+	p.done = addSpan(p.done, off)
 	if len(p.done) > 0 && p.done[0].lo == p.next {
 		p.next = p.done[0].hi
 		p.done = p.done[1:]
 	}
 }
 
+// discard records the dead letter at off as discarded, unless it was
+// resolved already.
+func (p *progress) discard(off int64) {
+	if p.has(off) {
+		return
+	}
+	p.add(off)
+	p.discarded = addSpan(p.discarded, off)
+}
+
+// addSpan returns spans with off, which it does not hold, added.
+func addSpan(spans []span, off int64) []span {
+	i, _ := slices.BinarySearchFunc(spans, off, func(s span, off int64) int { return cmp.Compare(s.lo, off) })
+	joinPrev := i > 0 && spans[i-1].hi == off
+	joinNext := i < len(spans) && spans[i].lo == off+1
+	switch {
+	case joinPrev && joinNext:
+		spans[i-1].hi = spans[i].hi
+		return slices.Delete(spans, i, i+1)
+	case joinPrev:
+		spans[i-1].hi++
+	case joinNext:
+		spans[i].lo--
+	default:
+		return slices.Insert(spans, i, span{off, off + 1})
+	}
+	return spans
+}
+
 // union adds what other records.
 func (p *progress) union(other progress) {
 	p.next = max(p.next, other.next)
 	p.done = append(p.done, other.done...)
-	slices.SortFunc(p.done, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	p.discarded = mergeSpans(append(p.discarded, other.discarded...), math.MinInt64)
 	p.normalize()
 }
 
 // floor moves next up to oldest, the first offset the topic still holds:
-// what retention deleted can no longer be replayed.
+// what retention deleted can no longer be replayed, nor shown discarded.
 func (p *progress) floor(oldest int64) {
 	if p.next < oldest {
 		p.next = oldest
 		p.normalize()
 	}
+	p.discarded = mergeSpans(p.discarded, oldest)
 }
 
 // normalize merges touching spans, drops those below next and moves next
 // over a span that starts at it.
 func (p *progress) normalize() {
-	out := p.done[:0]
-	for _, s := range p.done {
-		s.lo = max(s.lo, p.next)
+	p.done = mergeSpans(p.done, p.next)
+	for len(p.done) > 0 && p.done[0].lo <= p.next {
+		p.next = max(p.next, p.done[0].hi)
+		p.done = p.done[1:]
+	}
+}
+
+// mergeSpans sorts spans, cuts them below from and merges those that
+// overlap or touch.
+func mergeSpans(spans []span, from int64) []span {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	out := spans[:0]
+	for _, s := range spans {
+		s.lo = max(s.lo, from)
 		switch {
 		case s.hi <= s.lo:
-			continue
-		case s.lo == p.next:
-			p.next = s.hi
 			continue
 		case len(out) > 0 && out[len(out)-1].hi >= s.lo:
 			out[len(out)-1].hi = max(out[len(out)-1].hi, s.hi)
@@ -132,29 +175,50 @@ func (p *progress) normalize() {
 		}
 		out = append(out, s)
 	}
-	p.done = out
-	// A merge may have made the first span start at next.
-	for len(p.done) > 0 && p.done[0].lo <= p.next {
-		p.next = max(p.next, p.done[0].hi)
-		p.done = p.done[1:]
-	}
+	return out
 }
 
-// metadata encodes done for an offset commit: "" when empty, otherwise
-// progressPrefix and the bitmap of offsets next.., bit i (least
-// significant first) standing for offset next+i.
+// metadata encodes done and discarded for an offset commit: "" when both
+// are empty, otherwise in one of the formats of progressPrefix and
+// discardPrefix, a bitmap's bit i (least significant first) standing for
+// offset base+i.
 func (p *progress) metadata() (string, error) {
-	if len(p.done) == 0 {
+	done, err := encodeSpans(p.next, p.done)
+	if err != nil {
+		return "", err
+	}
+	var md string
+	switch {
+	case len(p.discarded) > 0:
+		base := p.discarded[0].lo
+		discarded, err := encodeSpans(base, p.discarded)
+		if err != nil {
+			return "", err
+		}
+		md = discardPrefix + done + "." + strconv.FormatInt(base, 10) + "." + discarded
+	case len(p.done) > 0:
+		md = progressPrefix + done
+	}
+	if len(md) > maxProgressMetadata {
+		return "", errProgressFull
+	}
+	return md, nil
+}
+
+// encodeSpans returns the bitmap of spans from base, deflated and
+// base64url-encoded; "" for no spans.
+func encodeSpans(base int64, spans []span) (string, error) {
+	if len(spans) == 0 {
 		return "", nil
 	}
-	bits := p.done[len(p.done)-1].hi - p.next
+	bits := spans[len(spans)-1].hi - base
 	if bits > maxProgressBits {
 		return "", errProgressFull
 	}
 	bitmap := make([]byte, (bits+7)/8)
-	for _, s := range p.done {
+	for _, s := range spans {
 		for off := s.lo; off < s.hi; off++ {
-			i := off - p.next
+			i := off - base
 			bitmap[i/8] |= 1 << (i % 8)
 		}
 	}
@@ -169,11 +233,7 @@ func (p *progress) metadata() (string, error) {
 	if err := zw.Close(); err != nil {
 		return "", err
 	}
-	md := progressPrefix + base64.RawURLEncoding.EncodeToString(buf.Bytes())
-	if len(md) > maxProgressMetadata {
-		return "", errProgressFull
-	}
-	return md, nil
+	return base64.RawURLEncoding.EncodeToString(buf.Bytes()), nil
 }
 
 // parseProgress decodes a committed offset and its metadata. offset is -1
@@ -182,34 +242,67 @@ func (p *progress) metadata() (string, error) {
 // group's offset with Kafka's tools gets.
 func parseProgress(offset int64, metadata string) (progress, error) {
 	p := progress{next: max(offset, 0)}
-	if metadata == "" {
-		return p, nil
+	var done string
+	var err error
+	if encoded, ok := strings.CutPrefix(metadata, progressPrefix); ok {
+		done = encoded
+	} else if encoded, ok := strings.CutPrefix(metadata, discardPrefix); ok {
+		done, p.discarded, err = parseDiscarded(encoded)
+	} else if metadata != "" {
+		err = fmt.Errorf("%w: %.40q", errForeignProgress, metadata)
 	}
-	encoded, ok := strings.CutPrefix(metadata, progressPrefix)
-	if !ok {
-		return p, fmt.Errorf("%w: %.40q", errForeignProgress, metadata)
+	if err == nil {
+		p.done, err = decodeSpans(p.next, done)
+	}
+	if err != nil {
+		return progress{next: p.next}, err
+	}
+	p.done = append(p.done, p.discarded...) // what was discarded is resolved
+	p.normalize()
+	return p, nil
+}
+
+// parseDiscarded splits the rest of a discardPrefix metadata into the
+// encoded replayed bitmap and the discarded spans.
+func parseDiscarded(encoded string) (done string, discarded []span, err error) {
+	parts := strings.Split(encoded, ".")
+	if len(parts) != 3 {
+		return "", nil, fmt.Errorf("%w: %d parts after %s, want 3", errForeignProgress, len(parts), discardPrefix)
+	}
+	base, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || base < 0 {
+		return "", nil, fmt.Errorf("%w: first discarded offset %q", errForeignProgress, parts[1])
+	}
+	discarded, err = decodeSpans(base, parts[2])
+	return parts[0], discarded, err
+}
+
+// decodeSpans reads what encodeSpans wrote for base.
+func decodeSpans(base int64, encoded string) ([]span, error) {
+	if encoded == "" {
+		return nil, nil
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(encoded)
 	if err != nil {
-		return p, fmt.Errorf("%w: %v", errForeignProgress, err)
+		return nil, fmt.Errorf("%w: %v", errForeignProgress, err)
 	}
 	bitmap, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(raw)), maxProgressBits/8+1))
 	if err != nil || len(bitmap) > maxProgressBits/8 {
-		return p, fmt.Errorf("%w: bitmap does not inflate (%v)", errForeignProgress, err)
+		return nil, fmt.Errorf("%w: bitmap does not inflate (%v)", errForeignProgress, err)
 	}
+	var spans []span
 	for i, b := range bitmap {
 		for bit := range 8 {
 			if b&(1<<bit) == 0 {
 				continue
 			}
-			off := p.next + int64(i)*8 + int64(bit)
-			if n := len(p.done); n > 0 && p.done[n-1].hi == off {
-				p.done[n-1].hi++
+			off := base + int64(i)*8 + int64(bit)
+			if n := len(spans); n > 0 && spans[n-1].hi == off {
+				spans[n-1].hi++
 			} else {
-				p.done = append(p.done, span{off, off + 1})
+				spans = append(spans, span{off, off + 1})
 			}
 		}
 	}
-	p.normalize()
-	return p, nil
+	return spans, nil
 }

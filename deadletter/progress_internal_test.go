@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -135,11 +136,66 @@ func TestParseProgress(t *testing.T) {
 	}
 }
 
+// TestProgressDiscards: discarded offsets are resolved, told apart from
+// replayed ones, kept below next, dropped below the topic's oldest offset,
+// merged by union, and written in the dlq2 format, which reads back;
+// progress without discards keeps the dlq1 format that older versions
+// read.
+func TestProgressDiscards(t *testing.T) {
+	p := progress{next: 10}
+	p.add(12)
+	if md, err := p.metadata(); err != nil || !strings.HasPrefix(md, progressPrefix) {
+		t.Fatalf("metadata without discards: %q, %v; want the %s format", md, err, progressPrefix)
+	}
+	p.discard(11)
+	p.discard(12) // replayed already: stays replayed
+	p.discard(20)
+	p.discard(10)
+	if p.next != 13 || !slices.Equal(p.done, []span{{20, 21}}) || !slices.Equal(p.discarded, []span{{10, 12}, {20, 21}}) {
+		t.Fatalf("after discards: next %d done %v discarded %v", p.next, p.done, p.discarded)
+	}
+	for off, want := range map[int64][2]bool{9: {true, false}, 10: {true, true}, 11: {true, true}, 12: {true, false}, 13: {false, false}, 20: {true, true}} {
+		if p.has(off) != want[0] || p.isDiscarded(off) != want[1] {
+			t.Errorf("offset %d: resolved %v discarded %v, want %v", off, p.has(off), p.isDiscarded(off), want)
+		}
+	}
+	md, err := p.metadata()
+	if err != nil || !strings.HasPrefix(md, discardPrefix) {
+		t.Fatalf("metadata with discards: %q, %v; want the %s format", md, err, discardPrefix)
+	}
+	decoded, err := parseProgress(p.next, md)
+	if err != nil || decoded.next != p.next || !slices.Equal(decoded.done, p.done) || !slices.Equal(decoded.discarded, p.discarded) {
+		t.Fatalf("round trip of %q: %+v, %v; want %+v", md, decoded, err, p)
+	}
+	other := progress{next: 13, discarded: []span{{11, 12}, {30, 31}}, done: []span{{30, 31}}}
+	decoded.union(other)
+	if !slices.Equal(decoded.discarded, []span{{10, 12}, {20, 21}, {30, 31}}) || !slices.Equal(decoded.done, []span{{20, 21}, {30, 31}}) {
+		t.Fatalf("union: done %v discarded %v", decoded.done, decoded.discarded)
+	}
+	decoded.floor(11)
+	if !slices.Equal(decoded.discarded, []span{{11, 12}, {20, 21}, {30, 31}}) {
+		t.Fatalf("floor(11): discarded %v, want what is below 11 dropped", decoded.discarded)
+	}
+	// Discards that a foreign commit does not count as resolved are.
+	if odd, err := parseProgress(3, discardPrefix+".0.000000000AA0000"); err != nil || !odd.has(53) || !odd.isDiscarded(53) {
+		t.Errorf("discards not among the resolved offsets: %+v, %v; want them resolved", odd, err)
+	}
+	for _, bad := range []string{discardPrefix, discardPrefix + "..", discardPrefix + ".x.AAAA", discardPrefix + ".-1.", discardPrefix + "!!!.10."} {
+		if _, err := parseProgress(0, bad); !errors.Is(err, errForeignProgress) {
+			t.Errorf("parse %q: %v, want errForeignProgress", bad, err)
+		}
+	}
+}
+
 func FuzzParseProgress(f *testing.F) {
 	p := progress{next: 3, done: []span{{5, 9}, {12, 13}}}
 	md, _ := p.metadata()
 	f.Add(int64(3), md)
 	f.Add(int64(0), "dlq1:")
+	p.discard(4)
+	p.discard(40)
+	md, _ = p.metadata()
+	f.Add(int64(3), md)
 	f.Fuzz(func(t *testing.T, offset int64, md string) {
 		p, err := parseProgress(offset, md)
 		if err != nil {
@@ -148,6 +204,11 @@ func FuzzParseProgress(f *testing.F) {
 		for i, s := range p.done {
 			if s.lo <= p.next || s.hi <= s.lo || i > 0 && p.done[i-1].hi >= s.lo {
 				t.Fatalf("parse(%d, %q) gives unnormalized spans: next %d done %v", offset, md, p.next, p.done)
+			}
+		}
+		for i, s := range p.discarded {
+			if s.hi <= s.lo || i > 0 && p.discarded[i-1].hi >= s.lo || !p.has(s.lo) {
+				t.Fatalf("parse(%d, %q) gives unnormalized or unresolved discards: next %d done %v discarded %v", offset, md, p.next, p.done, p.discarded)
 			}
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 
 	"github.com/koto-dev/watermill-koto/broker"
 )
@@ -17,19 +16,21 @@ import (
 // holds no dead letter.
 var ErrNotFound = errors.New("deadletter: no such dead letter")
 
-// ErrNoTopic is wrapped by the error of List, Show and Replay when the
-// dead-letter topic does not exist. Looking it up does not create it.
+// ErrNoTopic is wrapped by the error of List, Show, Replay and Discard
+// when the dead-letter topic does not exist. Looking it up does not create
+// it.
 var ErrNoTopic = errors.New("deadletter: no such dead-letter topic")
 
 // Queue is the dead-letter topic of one consumer group: [Queue.List],
-// [Queue.Show] and [Queue.Replay] its dead letters. Build it with
-// [NewQueue]. It is safe for concurrent use, its calls reading the topic
-// one at a time; run one Replay of a replay group at a time, though, in
-// this process or another (see the package documentation).
+// [Queue.Show], [Queue.Replay] and [Queue.Discard] its dead letters.
+// Build it with [NewQueue]. It is safe for concurrent use, its calls
+// reading the topic one at a time; run one Replay or Discard of a replay
+// group at a time, though, in this process or another (see the package
+// documentation).
 type Queue struct {
 	scanning sync.Mutex // a sarama consumer reads a partition once at a time
 	cfg      Config
-	um       kafka.Unmarshaler
+	reader   *broker.MappingReader
 	client   sarama.Client // reads the topic
 	consumer sarama.Consumer
 	replay   replayGroup // with a client of its own: Kafka answers the requests of a connection in order, and the consumer's fetches wait there for records
@@ -43,9 +44,9 @@ func NewQueue(cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	um := cfg.Broker.Marshaler
-	if um == nil {
-		um = broker.NewPartitionKeyMarshaler()
+	reader, err := broker.NewMappingReader(cfg.Mapping, cfg.Broker.Marshaler)
+	if err != nil {
+		return nil, err
 	}
 	client, err := broker.NewSaramaClient(readerConfig(cfg.Broker))
 	if err != nil {
@@ -63,7 +64,7 @@ func NewQueue(cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("deadletter: %w", err)
 	}
 	return &Queue{
-		cfg: cfg, um: um, client: client, consumer: consumer,
+		cfg: cfg, reader: reader, client: client, consumer: consumer,
 		replay: replayGroup{client: groupClient, group: cfg.ReplayGroup, topic: cfg.Topic},
 	}, nil
 }
@@ -126,7 +127,8 @@ func (q *Queue) Close() error {
 }
 
 // List returns the dead letters that f selects, partition by partition in
-// offset order, each with Replayed set from the replay group. Payloads are
+// offset order, each with Replayed and Discarded set from the replay
+// group. Payloads are
 // included; for a large topic, narrow f or set f.Limit.
 func (q *Queue) List(ctx context.Context, f Filter) ([]*Letter, error) {
 	if err := f.Validate(); err != nil {
@@ -146,7 +148,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*Letter, error) {
 			return true, nil
 		}
 		pr := done[l.Partition]
-		l.Replayed = pr.has(l.Offset)
+		l.setResolved(&pr)
 		out = append(out, l)
 		return f.Limit == 0 || len(out) < f.Limit, nil
 	})
@@ -168,7 +170,8 @@ func (q *Queue) Ends(ctx context.Context) (map[int32]int64, error) {
 }
 
 // Show returns the dead letter at partition and offset of the topic, or an
-// error wrapping [ErrNotFound]. Replayed is set from the replay group.
+// error wrapping [ErrNotFound]. Replayed and Discarded are set from the
+// replay group.
 func (q *Queue) Show(ctx context.Context, partition int32, offset int64) (*Letter, error) {
 	ranges, err := q.ranges(ctx)
 	if err != nil {
@@ -196,6 +199,6 @@ func (q *Queue) Show(ctx context.Context, partition int32, offset int64) (*Lette
 		return nil, err
 	}
 	pr := done[partition]
-	found.Replayed = pr.has(offset)
+	found.setResolved(&pr)
 	return found, nil
 }

@@ -282,7 +282,8 @@ func TestConfigValidate(t *testing.T) {
 
 func TestFilter(t *testing.T) {
 	now := time.Now()
-	l := &deadletter.Letter{UUID: "u1", TypeName: "order-placed", ErrorClass: "poison", Reason: "Amount is NEGATIVE", FailedAt: now}
+	l := &deadletter.Letter{UUID: "u1", TypeName: "order-placed", ErrorClass: "poison", Reason: "order 7: Amount is NEGATIVE", FailedAt: now,
+		CorrelationID: "c1", Partition: 2, Offset: 40, Cause: deadletter.CauseOf("poison", "order 7: Amount is NEGATIVE")}
 	for _, tc := range []struct {
 		f    deadletter.Filter
 		want bool
@@ -296,6 +297,12 @@ func TestFilter(t *testing.T) {
 		{deadletter.Filter{ErrorClass: "retryable"}, false},
 		{deadletter.Filter{TypeName: "order"}, false},
 		{deadletter.Filter{UUIDs: []string{"u2"}}, false},
+		{deadletter.Filter{Cause: deadletter.CauseOf("poison", "order 8: Amount is NEGATIVE"), CorrelationID: "c1"}, true},
+		{deadletter.Filter{Cause: deadletter.CauseOf("retryable", "order 7: Amount is NEGATIVE")}, false},
+		{deadletter.Filter{Cause: deadletter.CauseOf("poison", "order 7: Amount is positive")}, false},
+		{deadletter.Filter{CorrelationID: "c2"}, false},
+		{deadletter.Filter{Positions: []deadletter.Position{{Partition: 0, Offset: 40}, {Partition: 2, Offset: 40}}}, true},
+		{deadletter.Filter{Positions: []deadletter.Position{{Partition: 2, Offset: 41}}}, false},
 	} {
 		if got := tc.f.Match(l); got != tc.want {
 			t.Errorf("%+v.Match = %v, want %v", tc.f, got, tc.want)
@@ -366,5 +373,16 @@ func TestReplayGroupInUse(t *testing.T) {
 	}
 	if got := e.replayedUUIDs(t); len(got) != 0 {
 		t.Fatalf("a refused replay sent %v", got)
+	}
+}
+
+func TestParsePosition(t *testing.T) {
+	if p, err := deadletter.ParsePosition("3/42"); err != nil || p != (deadletter.Position{Partition: 3, Offset: 42}) || p.String() != "3/42" {
+		t.Errorf("ParsePosition(3/42) = %v, %v", p, err)
+	}
+	for _, bad := range []string{"", "3", "3/", "/42", "a/1", "-1/2", "3/42/1", "2147483648/0", "0/99999999999999999999"} {
+		if p, err := deadletter.ParsePosition(bad); err == nil {
+			t.Errorf("ParsePosition(%q) = %v, want an error", bad, p)
+		}
 	}
 }

@@ -52,17 +52,18 @@ func failedMessages(msgs []*sarama.ProducerMessage, err error) map[*sarama.Produ
 	return failed
 }
 
-// replayPartitioner sends a keyed record where the services' partitioner
-// sends its key now, and a record without a key back to the partition the
-// dead letter was consumed from, when the topic still has it: a record
-// that a crash made the replay send twice then lands twice on one
+// replayPartitioner sends a record back to the partition its dead letter
+// was consumed from, when the topic still has it, and leaves the others to
+// the services' partitioner: a replay lands where the consumer met the
+// message, keyed or not, even when the partitioner has changed since. A
+// record that a crash made the replay send twice lands twice on one
 // partition, where the consumer meets the copies one after the other.
 type replayPartitioner struct {
 	keyed sarama.Partitioner
 }
 
 func (p replayPartitioner) Partition(m *sarama.ProducerMessage, n int32) (int32, error) {
-	if l, ok := m.Metadata.(*Letter); ok && m.Key == nil && l.OriginalPartition >= 0 && l.OriginalPartition < n {
+	if l, ok := m.Metadata.(*Letter); ok && l.OriginalPartition >= 0 && l.OriginalPartition < n {
 		return l.OriginalPartition, nil
 	}
 	return p.keyed.Partition(m, n)

@@ -9,6 +9,13 @@ import (
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
@@ -277,4 +284,74 @@ func TestReplayLimit(t *testing.T) {
 	if res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 2 || res.AlreadyReplayed != 1 {
 		t.Fatalf("Replay after the canary = %+v, %v; want the other 2", res, err)
 	}
+}
+
+// TestReplayReturnsToTheOriginalPartition dead-letters records that their
+// producer put on partitions of its own choosing, each key on every
+// partition and one record without a key, so that whatever the services'
+// partitioner does with a key, most copies were consumed elsewhere: the
+// replay sends each back to the partition it was consumed from. A dead
+// letter from a partition the topic no longer has goes where the services'
+// publisher puts its key.
+func TestReplayReturnsToTheOriginalPartition(t *testing.T) {
+	e := newEnv(t)
+	c := &consumer{bug: errBug}
+	e.run(t, c, e.group)
+	partitionOf := map[string]int32{} // by UUID
+	var recs []*kgo.Record
+	for _, key := range []string{"k-1", "k-2", ""} {
+		for p := range int32(3) {
+			uuid := watermill.NewUUID()
+			rec := kafkatest.Record(e.topic, uuid, key, []byte(`{"key":"`+key+`"}`))
+			rec.Partition = p
+			recs = append(recs, rec)
+			partitionOf[uuid] = p
+		}
+	}
+	kafkatest.Produce(t, e.brokers, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	q := e.queue(t, deadletter.Config{})
+	waitForDeadLetters(t, q, len(recs))
+
+	gone := watermill.NewUUID()
+	kafkatest.Produce(t, e.brokers, []*kgo.Record{{Topic: e.dlq, Key: []byte("k-gone"), Value: []byte(`{}`), Headers: []kgo.RecordHeader{
+		{Key: kafka.UUIDHeaderKey, Value: []byte(gone)}, {Key: "dead_letter_original_topic", Value: []byte(e.topic)},
+		{Key: "dead_letter_original_partition", Value: []byte("7")}, {Key: "dead_letter_original_offset", Value: []byte("0")},
+	}}})
+	probe := message.NewMessage(watermill.NewUUID(), []byte(`{}`))
+	probe.Metadata.Set(koto.PartitionKeyMetadataKey, "k-gone")
+	if err := e.pub.Publish(e.topic, probe); err != nil {
+		t.Fatal(err)
+	}
+	c.setBug(nil)
+	if res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != len(recs)+1 {
+		t.Fatalf("Replay = %+v, %v; want %d sent", res, err, len(recs)+1)
+	}
+	landed := map[string]int32{}
+	for _, rec := range kafkatest.ReadAll(t, e.brokers, e.topic) {
+		uuid := header(rec, kafka.UUIDHeaderKey)
+		switch {
+		case uuid == probe.UUID:
+			partitionOf[gone] = rec.Partition
+		case header(rec, replayedFromKey) != "":
+			landed[uuid] = rec.Partition
+		}
+	}
+	if len(landed) != len(partitionOf) {
+		t.Fatalf("%d replayed records, want %d", len(landed), len(partitionOf))
+	}
+	for uuid, want := range partitionOf {
+		if got := landed[uuid]; got != want {
+			t.Errorf("replay of %s landed on partition %d, want %d", uuid, got, want)
+		}
+	}
+}
+
+// header returns the value of rec's header key.
+func header(rec *kgo.Record, key string) string {
+	for _, h := range rec.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

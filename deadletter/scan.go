@@ -157,7 +157,7 @@ func (q *Queue) scanPartition(ctx context.Context, pc sarama.PartitionConsumer, 
 			if rec.Offset >= r.end {
 				return true, nil
 			}
-			if more, err := fn(newLetter(rec, q.um)); err != nil || !more {
+			if more, err := fn(newLetter(rec, q.reader)); err != nil || !more {
 				return false, err
 			}
 			if rec.Offset >= r.end-1 {

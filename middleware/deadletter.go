@@ -105,7 +105,8 @@ func HandlerName(msg *message.Message) string {
 // the package doc). When the dead letter cannot be published, or the
 // message's context ends, the error is returned and the router nacks the
 // message: it is never lost. It recovers the handler's panics
-// ([PanicError]).
+// ([PanicError]), and acks another client's probe without calling the
+// handler (see Probes in the package doc).
 func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMiddleware, error) {
 	p := config.For("middleware.DeadLetterConfig")
 	if pub == nil {
@@ -139,6 +140,10 @@ type delivery struct {
 
 func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
+		if probe := msg.Metadata.Get(koto.ProbeMetadataKey); probe != "" {
+			reportFrom(msg.Context()).set(outcomeProbe, slog.String(logattr.Probe, probe))
+			return nil, nil
+		}
 		if err := koto.InvalidRecord(msg); err != nil {
 			return d.send(msg, koto.Poison(err), koto.ClassPoison, 0, nil)
 		}
@@ -194,8 +199,8 @@ func (d *deadLetter) attempts(ctx context.Context, h message.HandlerFunc, msg *m
 	var s delivery
 	var produced []*message.Message
 	err := retry.Do(ctx, d.cfg.Backoff.Delay, func() error {
-		msg.SetContext(ctx) // a failed attempt may have replaced it
 		s.attempts++
+		msg.SetContext(retryContext(ctx, s.attempts)) // a failed attempt may have replaced it
 		rep.setAttempts(s.attempts)
 		var err error
 		produced, err = callRecovering(h, msg)
@@ -227,6 +232,25 @@ func (d *deadLetter) deadLetterParked(msg *message.Message, cause error, class k
 		}
 	}
 	return nil, nil
+}
+
+// retryKey marks the context of an attempt after the first.
+type retryKey struct{}
+
+// retryContext is the context of attempt number n of a delivery, from 1:
+// ctx itself for the first, marked as a retry for the others.
+func retryContext(ctx context.Context, n int) context.Context {
+	if n == 1 {
+		return ctx
+	}
+	return context.WithValue(ctx, retryKey{}, n)
+}
+
+// isRetry reports whether ctx is the context of a retry of a delivery
+// that [DeadLetter] runs again after a failure.
+func isRetry(ctx context.Context) bool {
+	_, ok := ctx.Value(retryKey{}).(int)
+	return ok
 }
 
 // giveUp counts a failure of class and reports whether to dead-letter, or
@@ -269,10 +293,7 @@ func (d *deadLetter) send(msg *message.Message, cause error, class koto.Class, a
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}
-	dl := deadLetterMessage(msg, cause, class, attempts, group)
-	if entry != nil {
-		withParking(dl, entry)
-	}
+	dl := deadLetterMessage(msg, cause, class, attempts, group, entry)
 	err = d.pub.Publish(topic, dl)
 	if errors.Is(err, koto.ErrMessageTooLarge) {
 		// Nacked, it would come back and be refused again, for ever.

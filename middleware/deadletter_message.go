@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,27 +22,73 @@ import (
 // its payload, so that a huge reason cannot make it too large again.
 const droppedValueMax = 1024
 
-// droppedLetter returns dl without its payload and with only the dead
-// letter's own keys, the correlation ID and the partition key, marked with
+// droppedHeadersMax bounds the headers of the consumed record that such a
+// dead letter keeps, besides its own.
+const droppedHeadersMax = 16 * droppedValueMax
+
+// failureKeys are the dead-letter metadata keys that the middleware owns:
+// it writes them, overwriting those of an earlier failure.
+var failureKeys = []string{
+	dlqmeta.Reason, dlqmeta.ErrorType, dlqmeta.ErrorClass, dlqmeta.OriginalTopic,
+	dlqmeta.OriginalPartition, dlqmeta.OriginalOffset, dlqmeta.ConsumerGroup,
+	dlqmeta.Handler, dlqmeta.Attempts, dlqmeta.FailedAt, dlqmeta.History, dlqmeta.Dropped,
+}
+
+// parkingKeys are the keys of a parked message come back, which its dead
+// letter leaves out: replayed with them, it would be taken for a copy of a
+// parked one.
+var parkingKeys = []string{ParkedIDKey, ParkedGroupKey}
+
+// droppedLetter returns dl without its payload, marked with
 // [dlqmeta.Dropped]: what reaches the dead-letter topic when dl was
-// refused as too large (err).
+// refused as too large (err). A dead letter of a consumed record keeps the
+// record's key and the headers of at most droppedValueMax bytes, up to
+// droppedHeadersMax of them; another keeps only the failure's keys, the
+// correlation ID and the partition key. The failure's keys are cut to
+// droppedValueMax either way.
 func droppedLetter(dl *message.Message, err error) *message.Message {
 	out := message.NewMessage(dl.UUID, nil)
 	out.SetContext(dl.Context())
-	for _, k := range []string{
-		dlqmeta.Reason, dlqmeta.ErrorType, dlqmeta.ErrorClass, dlqmeta.OriginalTopic,
-		dlqmeta.OriginalPartition, dlqmeta.OriginalOffset, dlqmeta.ConsumerGroup,
-		dlqmeta.Handler, dlqmeta.Attempts, dlqmeta.FailedAt,
-		correlation.MetadataKey, koto.PartitionKeyMetadataKey,
-	} {
+	for _, k := range slices.Concat(failureKeys, []string{correlation.MetadataKey, koto.PartitionKeyMetadataKey}) {
 		if v, ok := dl.Metadata[k]; ok {
 			out.Metadata.Set(k, truncate(v, droppedValueMax))
 		}
 	}
-	out.Metadata.Set(dlqmeta.Dropped, truncate(fmt.Sprintf(
-		"payload (%d bytes) and %d metadata entries left out: the dead letter was too large (%v)",
-		len(dl.Payload), len(dl.Metadata), err), droppedValueMax))
+	rec, verbatim := koto.VerbatimFromContext(dl.Context())
+	if !verbatim {
+		out.Metadata.Set(dlqmeta.Dropped, truncate(fmt.Sprintf(
+			"payload (%d bytes) and %d metadata entries left out: the dead letter was too large (%v)",
+			len(dl.Payload), len(dl.Metadata), err), droppedValueMax))
+		return out
+	}
+	kept, left := droppedRecord(rec)
+	why := truncate(fmt.Sprintf("value (%d bytes) and %d headers left out: the dead letter was too large (%v)",
+		len(rec.Value), left, err), droppedValueMax)
+	out.Metadata.Set(dlqmeta.Dropped, why)
+	kept.Headers = append(kept.Headers, koto.Header{Key: []byte(dlqmeta.Dropped), Value: []byte(why)})
+	out.SetContext(koto.ContextWithVerbatim(dl.Context(), kept))
 	return out
+}
+
+// droppedRecord returns rec without its value and with the headers that
+// droppedLetter keeps, and how many it left out.
+func droppedRecord(rec koto.Record) (kept koto.Record, left int) {
+	if len(rec.Key) <= droppedValueMax {
+		kept.Key = rec.Key
+	}
+	budget := droppedHeadersMax
+	for _, h := range rec.Headers {
+		switch n := len(h.Key) + len(h.Value); {
+		case slices.Contains(failureKeys, string(h.Key)):
+			kept.Headers = append(kept.Headers, koto.Header{Key: h.Key, Value: []byte(truncate(string(h.Value), droppedValueMax))})
+		case len(h.Value) <= droppedValueMax && n <= budget:
+			budget -= n
+			kept.Headers = append(kept.Headers, h)
+		default:
+			left++
+		}
+	}
+	return kept, left
 }
 
 // truncate cuts s to at most n bytes.
@@ -53,50 +100,76 @@ func truncate(s string, n int) string {
 }
 
 // deadLetterMessage returns the dead letter of msg: a copy with the
-// metadata above.
-func deadLetterMessage(msg *message.Message, cause error, class koto.Class, attempts int, group string) *message.Message {
+// failure's metadata. A message read from a Kafka record
+// (koto.ConsumedRecordFromContext) is marked to be written as that record
+// with the failure's entries as headers (koto.ContextWithVerbatim). The
+// dead letter of a parked message, entry, names where it was consumed
+// first, which a replay returns it to, and the history of its parking.
+func deadLetterMessage(msg *message.Message, cause error, class koto.Class, attempts int, group string, entry *Parked) *message.Message {
 	ctx := msg.Context()
 	dl := msg.Copy()
+	hadCorrelation := correlation.FromMessage(msg) != ""
+	correlation.Stamp(ctx, dl)
+	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
+	if entry != nil {
+		pos.Position = entry.Position
+	}
+	entries := [][2]string{
+		{dlqmeta.Reason, cause.Error()},
+		{dlqmeta.ErrorType, rootCauseType(cause)},
+		{dlqmeta.ErrorClass, class.String()},
+		{dlqmeta.OriginalTopic, pos.Topic},
+	}
+	if pos.kafka {
+		entries = append(entries, [2]string{dlqmeta.OriginalPartition, pos.partitionString()},
+			[2]string{dlqmeta.OriginalOffset, pos.offsetString()})
+	}
+	entries = append(entries,
+		[2]string{dlqmeta.ConsumerGroup, group},
+		[2]string{dlqmeta.Handler, message.HandlerNameFromCtx(ctx)},
+		[2]string{dlqmeta.Attempts, strconv.Itoa(attempts)},
+		[2]string{dlqmeta.FailedAt, time.Now().UTC().Format(time.RFC3339Nano)})
+	if entry != nil {
+		if h, err := json.Marshal(entry.History); err == nil {
+			entries = append(entries, [2]string{dlqmeta.History, string(h)})
+		}
+	}
+	md := dl.Metadata
+	for _, k := range slices.Concat([]string{dlqmeta.OriginalPartition, dlqmeta.OriginalOffset, dlqmeta.History}, parkingKeys) {
+		delete(md, k)
+	}
+	for _, e := range entries {
+		md.Set(e[0], e[1])
+	}
 	// The delivery's context values, so that a publisher that traces makes
 	// the dead letter's span a child of the delivery's; not its
 	// cancellation, which would cut the publish short.
-	dl.SetContext(context.WithoutCancel(ctx))
-	correlation.Stamp(ctx, dl)
-	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
-	md := dl.Metadata
-	md.Set(dlqmeta.Reason, cause.Error())
-	md.Set(dlqmeta.ErrorType, rootCauseType(cause))
-	md.Set(dlqmeta.ErrorClass, class.String())
-	md.Set(dlqmeta.OriginalTopic, pos.Topic)
-	if pos.kafka {
-		md.Set(dlqmeta.OriginalPartition, pos.partitionString())
-		md.Set(dlqmeta.OriginalOffset, pos.offsetString())
-	} else {
-		delete(md, dlqmeta.OriginalPartition)
-		delete(md, dlqmeta.OriginalOffset)
+	dlCtx := context.WithoutCancel(ctx)
+	if rec, ok := koto.ConsumedRecordFromContext(ctx); ok {
+		if id := correlation.FromContext(ctx); !hadCorrelation && id != "" {
+			entries = append([][2]string{{correlation.MetadataKey, id}}, entries...)
+		}
+		dlCtx = koto.ContextWithVerbatim(dlCtx, withFailure(rec, entries))
 	}
-	md.Set(dlqmeta.ConsumerGroup, group)
-	md.Set(dlqmeta.Handler, message.HandlerNameFromCtx(ctx))
-	md.Set(dlqmeta.Attempts, strconv.Itoa(attempts))
-	md.Set(dlqmeta.FailedAt, time.Now().UTC().Format(time.RFC3339Nano))
-	// Replayed with these, the message would be taken for a copy of a
-	// parked one.
-	delete(md, ParkedIDKey)
-	delete(md, ParkedGroupKey)
+	dl.SetContext(dlCtx)
 	return dl
 }
 
-// withParking gives the dead letter dl of a parked message where it was
-// consumed first, which a replay returns it to, and the history of its
-// parking.
-func withParking(dl *message.Message, entry *Parked) {
-	md := dl.Metadata
-	md.Set(dlqmeta.OriginalTopic, entry.Position.Topic)
-	md.Set(dlqmeta.OriginalPartition, strconv.FormatInt(int64(entry.Position.Partition), 10))
-	md.Set(dlqmeta.OriginalOffset, strconv.FormatInt(entry.Position.Offset, 10))
-	if h, err := json.Marshal(entry.History); err == nil {
-		md.Set(dlqmeta.History, string(h))
+// withFailure returns rec with the headers of entries in place of those
+// of an earlier failure.
+func withFailure(rec koto.Record, entries [][2]string) koto.Record {
+	headers := make([]koto.Header, 0, len(rec.Headers)+len(entries))
+	for _, h := range rec.Headers {
+		replaced := slices.ContainsFunc(entries, func(e [2]string) bool { return e[0] == string(h.Key) })
+		if !replaced && !slices.Contains(failureKeys, string(h.Key)) && !slices.Contains(parkingKeys, string(h.Key)) {
+			headers = append(headers, h)
+		}
 	}
+	for _, e := range entries {
+		headers = append(headers, koto.Header{Key: []byte(e[0]), Value: []byte(e[1])})
+	}
+	rec.Headers = headers
+	return rec
 }
 
 // rootCauseType returns the Go type of the innermost error of err's Unwrap

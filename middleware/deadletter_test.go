@@ -178,8 +178,10 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 // TestDeadLetterTooLargeIsSentWithoutPayload: a poison message that fits
 // the dead-letter publisher's limit only without the dead letter's
 // metadata (here sarama's Producer.MaxMessageBytes, refused before it
-// reaches Kafka) is dead-lettered without its payload, saying why, and the
-// partition moves on; nacked, it would be refused on every redelivery.
+// reaches Kafka) is dead-lettered without its payload and its header of
+// more than 1 KiB, saying why, and the partition moves on; nacked, it
+// would be refused on every redelivery. Its other headers, its UUID and
+// its key stay, so that it can still be found.
 func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
@@ -192,6 +194,7 @@ func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 	}})
 	big := orderMessage(`{"id":"` + strings.Repeat("x", limit-400)) // does not decode
 	big.Metadata.Set(correlation.MetadataKey, "corr-big")
+	big.Metadata.Set("note", strings.Repeat("n", 2000))
 	env.publish(t, topic, big, orderMessage(`{"id":"after"}`))
 
 	mws := defaultsChain(t, middleware.Config{Publisher: dlPub, Logger: slog.New(slog.DiscardHandler)})
@@ -212,7 +215,8 @@ func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 		dlOriginalOffset:             "0",
 		correlation.MetadataKey:      "corr-big",
 		koto.PartitionKeyMetadataKey: "one-partition",
-		"tenant":                     "",
+		"tenant":                     "acme",
+		"note":                       "",
 	} {
 		if got := dl.Metadata.Get(k); got != want {
 			t.Errorf("dead letter %s = %q, want %q", k, got, want)

@@ -59,6 +59,7 @@ func (c Config) Validate() error {
 type Chain struct {
 	middlewares []message.HandlerMiddleware
 	marks       *checkHandleMark // nil unless check-handle-mark is in the chain
+	tel         *telemetry.Telemetry
 }
 
 // Middlewares returns the chain, outermost first, for router.AddMiddleware
@@ -100,7 +101,7 @@ func Defaults(cfg Config) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, tel.Middleware, Logging(cfg.Logger), deadLetter}}
+	c := &Chain{middlewares: []message.HandlerMiddleware{Correlation, tel.Middleware, Logging(cfg.Logger), deadLetter}, tel: tel}
 	if cfg.Store != nil {
 		m, err := newIdempotency(cfg.Store, cfg.Idempotency)
 		if err != nil {

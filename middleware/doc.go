@@ -175,12 +175,35 @@
 // between a parking and its ack redelivers the message from Kafka, and the
 // store finds its record parked already.
 //
+// # Probes
+//
+// Some clients write records that are no messages, to check that they can
+// write to a topic: a Wolverine sender that recovers from a failed send
+// writes a wolverine-ping envelope, and Wolverine's resources check a raw
+// "ping" record. The Wolverine and CloudEvents mappings of package broker
+// mark them with koto.ProbeMetadataKey, and DeadLetter acks them without
+// calling the handler and without a dead letter, as Wolverine's own
+// listeners drop them. [Logging] logs each at debug with outcome probe
+// and the kind of probe, and the telemetry counts it with koto.outcome
+// "probe".
+//
 // # Dead letters
 //
 // A dead letter goes to topics.DeadLetter(consumer group) unless
-// DeadLetterConfig.Topic says otherwise. It is a copy of the message, with
-// its UUID, payload and metadata (and the correlation ID of the context
-// when it had none), and these metadata, read back by package deadletter:
+// DeadLetterConfig.Topic says otherwise. A message read from Kafka is
+// dead-lettered as the record it was read from
+// (koto.ConsumedRecordFromContext): the same key and value, every header
+// in its order, the record mapping's included (Watermill's, CloudEvents'
+// ce_*, Wolverine's id, message-type, correlation-id, …), followed by the
+// metadata below as headers, those of an earlier failure replaced. The
+// middleware marks the dead letter with koto.ContextWithVerbatim, and the
+// broker's publisher writes it so whatever mapping it publishes in: a
+// consumer of CloudEvents whose publisher writes Wolverine envelopes has
+// CloudEvents dead letters, which a replay writes back for it to read as
+// the same message. A record without a correlation ID gets the one its
+// delivery ran with, as correlation_id. A message from elsewhere is a
+// copy of the message, with its UUID, payload and metadata (and the
+// correlation ID of the context when it had none), and the same metadata:
 //
 //	dead_letter_reason              the error's text
 //	dead_letter_error_type          the Go type of its root cause, e.g. *json.SyntaxError
@@ -200,24 +223,94 @@
 // oldest first: [{"failed_at", "attempts", "error", "retry_at"}, ...]. It
 // carries no ParkedIDKey or ParkedGroupKey, so that a replay runs as a new
 // message.
-// The messages the handler returned are dropped with it. A dead letter
-// that Kafka refuses as too large (a message near the topic's
-// max.message.bytes, grown by that metadata) is sent again without its
-// payload, its values cut to 1 KiB, with dead_letter_dropped saying so,
-// rather than nacked: nacked, it would be refused again on every
-// redelivery and block its partition. The message itself stays at its
+//
+// Package deadletter reads them back, in any mapping. The messages the
+// handler returned are dropped with it. A dead letter that Kafka refuses
+// as too large (a message near the topic's max.message.bytes, grown by
+// that metadata) is sent again without its payload, and its failure's
+// values cut to 1 KiB, with dead_letter_dropped saying so, rather than
+// nacked: nacked, it would be refused again on every redelivery and block
+// its partition. The record's key and its headers of at most 1 KiB stay
+// (up to 16 KiB of them), so that the tools still find it by its UUID and
+// type; a message from elsewhere keeps only the failure's metadata, its
+// correlation ID and its partition key. The message itself stays at its
 // original position.
 //
 // # Log lines
 //
 // [Logging] writes one line per delivery with handler, topic, partition
-// and offset, message_uuid, correlation_id, duration and outcome: ok and
-// duplicate at debug, parked (with parked_id and retry_at, or
+// and offset, message_uuid, correlation_id, duration and outcome: ok,
+// duplicate and probe at debug, parked (with parked_id and retry_at, or
 // parked_behind) and nacked (the chain returned an error: an outage that
 // outlived the message's context, a dead letter that could not be
 // published) at warn, dead-lettered at error. Each retry is a warn line of
 // its own, outcome retry, when it is scheduled. [NewLogHandler] adds the
 // correlation ID to the handler's own records.
+//
+// # Batches
+//
+// [BatchDefaults] builds the chain of a batch handler
+// ([BatchHandlerFunc]): Correlation, Telemetry, Logging and DeadLetter run
+// for each message, as in [Defaults], and [BatchChain.Handler] gathers the
+// messages that reach it into batches and runs the handler once per
+// batch. A batch is flushed at BatchConfig.MaxMessages (500), at MaxBytes
+// of payloads and metadata (4 MiB), or MaxWait (50 ms) after its first
+// message; Parallel batches (2) run at once, and one that waits for its
+// turn goes on filling. The subscriber feeds them: give it a Concurrency
+// of at least (Parallel+1) × MaxMessages, and broker.OrderByKeyInBatches,
+// which hands out a key's messages together, so that a stream where one
+// key dominates still fills its batches (with OrderByKey a batch holds one
+// message per key).
+//
+// Idempotency is claimed per batch. In the transactional mode one
+// transaction claims every message of the batch in one statement
+// (idempotency.TxBatchStore), the handler writes through it
+// (postgres.TxFromContext, on ctx and on each message's context, which
+// also carries the message's correlation ID, so that what the handler
+// publishes through the outbox for a message commits with the batch), and
+// the acks follow the commit. Without it one statement checks the batch's
+// keys before the handler and one marks those it handled after it
+// (idempotency.BatchStore; other stores are called per key). Messages
+// already processed, and copies of one message within a batch, never
+// reach the handler; they are acked as duplicates.
+//
+// Order: a batch holds its messages in the order of their partitions'
+// offsets, and a message joins a batch only with the message before it in
+// its key (koto.PredecessorFromContext) or once that one is acked, so a
+// key's messages also commit in offset order across batches.
+//
+// A handler that returns [MessageErrors] ([FailMessages]) names the
+// messages that failed, each with its error. In the transactional mode the
+// batch is rolled back and run again without them, so that the others
+// commit once, having run at most twice. Each failed message then goes up
+// the chain alone: DeadLetter retries it (each retry a batch of its own),
+// dead-letters it or waits out its outage, by its class; the later
+// messages of its key wait for it, and join a batch once it is committed
+// or dead-lettered. Any other error, a panic included, names no message:
+// the batch is run again in halves, in order, and a half that fails is
+// split again, down to the message that fails alone, which then goes up
+// the chain with the error. That costs a batch of n messages at most 2n−1
+// handler calls, and 2⌈log₂n⌉+1 when one message is the culprit; a good
+// message runs at most ⌈log₂n⌉+1 times and commits once. Check-handle-mark
+// has nothing to roll back: the messages a handler did not name are
+// marked, and the later messages of a failed one's key are not, and run
+// again after it, as at-least-once allows. An outage (a store or database
+// that cannot be reached, a serialization failure or deadlock, an error
+// marked koto.Outage) runs the whole batch again after BatchConfig.Backoff
+// until it succeeds, the chain closes or its messages' contexts end, and
+// dead-letters nothing. A message that does not decode, or that its record
+// mapping rejects, is dead-lettered before it joins a batch.
+//
+// A message whose partition is revoked stops waiting when its context
+// ends, after the subscriber's drain; a batch that holds it is rolled back
+// before it commits and run again without it, and the partition's next
+// owner gets it again.
+//
+// Logging writes one line per batch, at debug (size, flush reason,
+// duration, handled, duplicates, failed, requeued, handler calls), instead
+// of each message's ok and duplicate lines; retries and dead letters keep
+// their lines. Telemetry adds a span per batch, linked to each message's
+// span, and the koto.consumer.batch.size histogram by flush reason.
 //
 // # Conventions
 //

@@ -14,15 +14,19 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/logattr"
 )
 
-// MessageKey is the default idempotency key of a message: its Watermill
-// UUID, or, for a record without one (from a non-Watermill producer),
-// "topic/partition/offset/timestamp" from its koto.Position, the
-// record's timestamp in Unix milliseconds. The position catches Kafka
-// redeliveries; the timestamp keeps apart a record of a topic that was
-// deleted and created again within the window, whose offsets start at 0
-// again. With neither UUID nor position it returns an error, and
-// [Idempotency] treats the message as poison.
+// MessageKey is the default idempotency key of a message: the key its
+// record mapping derived (koto.IdempotencyKeyMetadataKey: a CloudEvent's
+// source and id), or else its Watermill UUID, or, for a record without
+// one (from a non-Watermill producer), "topic/partition/offset/timestamp"
+// from its koto.Position, the record's timestamp in Unix milliseconds. The
+// position catches Kafka redeliveries; the timestamp keeps apart a record
+// of a topic that was deleted and created again within the window, whose
+// offsets start at 0 again. With neither UUID nor position it returns an
+// error, and [Idempotency] treats the message as poison.
 func MessageKey(msg *message.Message) (string, error) {
+	if key := msg.Metadata.Get(koto.IdempotencyKeyMetadataKey); key != "" {
+		return key, nil
+	}
 	if msg.UUID != "" {
 		return msg.UUID, nil
 	}

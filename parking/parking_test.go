@@ -1,18 +1,27 @@
 package parking_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	koto "github.com/koto-dev/watermill-koto"
+	"github.com/koto-dev/watermill-koto/broker"
+	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/parking"
 )
 
@@ -317,5 +326,64 @@ func TestUnparkableMessageIsDeadLettered(t *testing.T) {
 	kafkatest.WaitFor(t, "the key's next message", func() bool { return e.count(group) == 1 })
 	if n := e.parkedRows(); n != 0 {
 		t.Errorf("%d rows in the parking table", n)
+	}
+}
+
+// TestBatchMembersPark: with a batch handler (middleware.BatchDefaults),
+// parking is per message too: a member that keeps failing is parked on
+// its own, its key's later messages behind it, and all of them come back
+// in order, while the other keys' batches commit.
+func TestBatchMembersPark(t *testing.T) {
+	e := newEnv(t)
+	topic := e.topic("batch", 2)
+	group := kafkatest.Group(t, "batch")
+	ks := keys("b", 8)
+	failed := map[string]int{}
+	var mu sync.Mutex
+	chain, err := middleware.BatchDefaults(middleware.Config{
+		Publisher: e.pub, Store: e.store, Logger: kafkatest.Logger(slog.LevelWarn),
+		Idempotency: middleware.IdempotencyConfig{Transactional: true},
+		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1, Backoff: fast,
+			Parking: middleware.ParkingConfig{Store: e.parked, Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}},
+	}, middleware.BatchConfig{MaxMessages: 20, MaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = chain.Close(context.Background()) })
+	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, Concurrency: 64, Sarama: kafkatest.QuickGroupSession})
+	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelWarn))
+	r.AddConsumerHandler(group, topic, sub, chain.Handler(func(ctx context.Context, msgs []*message.Message) error {
+		tx, _ := postgres.TxFromContext(ctx)
+		errs := map[*message.Message]error{}
+		for _, m := range msgs {
+			var it item
+			if err := json.Unmarshal(m.Payload, &it); err != nil {
+				return koto.Poison(err)
+			}
+			mu.Lock()
+			fail := it.Idx == 3 && it.Key == "b-002" && failed[it.Key] < 2
+			if fail {
+				failed[it.Key]++
+			}
+			mu.Unlock()
+			if fail {
+				errs[m] = errFlaky
+				continue
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+e.schema+".effects (key, idx, grp) VALUES ($1, $2, $3)", it.Key, it.Idx, group); err != nil {
+				return err
+			}
+		}
+		return middleware.FailMessages(errs)
+	})).AddMiddleware(chain.Middlewares()...)
+	kafkatest.RunRouter(t, r)
+	e.publish(topic, ks, 10)
+	kafkatest.WaitFor(t, "every effect", func() bool { return e.count(group) == len(ks)*10 })
+	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	inOrder(t, e.effects(group), ks, 10)
+	mu.Lock()
+	defer mu.Unlock()
+	if failed["b-002"] != 2 {
+		t.Errorf("b-002/3 failed %d times, want 2: parked after each", failed["b-002"])
 	}
 }

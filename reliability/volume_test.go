@@ -2,7 +2,7 @@ package reliability
 
 import (
 	"fmt"
-	"hash/fnv"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -96,14 +96,14 @@ func TestVolume(t *testing.T) {
 }
 
 // fillTopic writes msgs to topic as the project's publisher would (its
-// marshaler, and sarama's hash of the partition key, so that a duplicate
+// marshaler, and its default partitioner, librdkafka's, so that a duplicate
 // lands on its original's partition), through a franz-go client: the
 // publisher under -race would take longer to write the stream than the
 // consumers take to read it, and the write is not what this test measures.
 func fillTopic(t testing.TB, brokers []string, topic string, msgs []*message.Message) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(kgo.SaramaCompatHasher(fnv32a))))
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(crc32Hasher)))
 	if err != nil {
 		t.Fatalf("kgo.NewClient: %v", err)
 	}
@@ -142,9 +142,8 @@ func saramaBytes(t testing.TB, e sarama.Encoder) []byte {
 	return b
 }
 
-// fnv32a is sarama's default hash of record keys.
-func fnv32a(b []byte) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write(b)
-	return h.Sum32()
+// crc32Hasher is librdkafka's consistent_random for records with a key,
+// broker.PartitionByCRC32.
+func crc32Hasher(key []byte, partitions int) int {
+	return int(crc32.ChecksumIEEE(key) % uint32(partitions))
 }

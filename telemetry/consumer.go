@@ -28,7 +28,7 @@ import (
 func (t *Telemetry) Middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		ctx := msg.Context()
-		d := &delivery{t: t, topic: message.SubscribeTopicFromCtx(ctx), group: t.group(msg)}
+		d := &delivery{t: t, topic: message.SubscribeTopicFromCtx(ctx), group: t.group(msg), outer: reports.From(ctx)}
 		if t.m.process.Enabled(ctx) {
 			d.start = time.Now()
 		}
@@ -76,6 +76,7 @@ type delivery struct {
 	start time.Time // zero when the duration is not recorded
 	topic string
 	group string
+	outer reports.Reporter // the one of the context outside, which hears the reports too
 
 	// Set by Report.
 	outcome   string
@@ -206,6 +207,7 @@ const outcomeDeadLettered = "dead-lettered"
 
 // Report records the outcome of the delivery, reported by middleware.Logging.
 func (d *delivery) Report(r reports.Outcome) {
+	d.outer.Report(r)
 	d.outcome, d.attempts, d.class, d.errorType = r.Outcome, r.Attempts, r.ErrorClass, r.ErrorType
 	if r.Outcome == outcomeDeadLettered && d.span.IsRecording() && r.Err != nil {
 		d.span.RecordError(r.Err)
@@ -216,6 +218,7 @@ func (d *delivery) Report(r reports.Outcome) {
 
 // Retried counts a retry of the delivery and adds an event to its span.
 func (d *delivery) Retried(r reports.Retry) {
+	d.outer.Retried(r)
 	ctx := d.Context
 	if m := &d.t.m; m.retries.Enabled(ctx) {
 		m.retries.Add(ctx, 1, metric.WithAttributes(append(d.metricAttrs(""), attrErrorClass.String(r.ErrorClass))...))

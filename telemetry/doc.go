@@ -14,7 +14,7 @@
 //
 // # Wiring
 //
-// middleware.Defaults puts [Telemetry.Middleware] in its chain, outermost
+// middleware.Defaults (and BatchDefaults) puts [Telemetry.Middleware] in its chain, outermost
 // but for Correlation, and decorates the dead-letter publisher with
 // [Telemetry.Publisher]; the cqrs Service, EventPublisher and
 // CommandDispatcher use both, and the dispatcher wraps each Request in
@@ -56,6 +56,12 @@
 //     koto.outcome, koto.attempts, and for a dead letter or a nack the
 //     error (status, exception event, error.type, koto.error_class). Each
 //     retry adds a "retry" event.
+//   - "process batch <handler>", kind consumer, one per batch of a batch
+//     handler ([Telemetry.StartBatch]), linked to the "process" span of
+//     each of its messages; its parent is the context the batch runs in.
+//     Attributes: messaging.batch.message_count,
+//     messaging.consumer.group.name, koto.batch.flush; the error of a
+//     message that failed.
 //   - "request <topic>", kind client, one per cqrs Request: the parent of
 //     the request's producer span, and so of the handler's consumer span
 //     and the reply's producer span, with koto.request.outcome and a link
@@ -76,7 +82,9 @@
 //     and messaging.process.duration (s), the time of the whole chain
 //     inside the middleware: messaging.operation.name "process",
 //     messaging.consumer.group.name, koto.outcome ("ok", "duplicate",
-//     "parked", "dead-lettered", "nacked") and, for a nack, error.type.
+//     "parked", "dead-lettered", "nacked", or "probe" for another client's
+//     probe acked unhandled, such as Wolverine's ping) and, for a nack,
+//     error.type.
 //   - messaging.client.sent.messages ({message}) and
 //     messaging.client.operation.duration (s), per Publish call of a
 //     decorated publisher: messaging.operation.name "send" (and
@@ -93,6 +101,10 @@
 //   - koto.idempotency.store.duration (s): each call of the idempotency middleware to
 //     its store, with koto.idempotency.operation, messaging.consumer.group.name
 //     and, for a failed call, error.type; the errors are the calls with it.
+//   - koto.consumer.batch.size ({message}): the messages of each batch a
+//     batch handler runs, with messaging.consumer.group.name and
+//     koto.batch.flush, why the batch stopped filling ("count", "bytes",
+//     "time", or "retry" for a message retried alone).
 //   - koto.request.duration (s): each cqrs Request, with
 //     koto.request.outcome; koto.request.timeouts ({request}): the ones
 //     that timed out.

@@ -18,6 +18,9 @@ const (
 	// metricConsumerDeadLetters counts the messages sent to a dead-letter
 	// topic.
 	metricConsumerDeadLetters = "koto.consumer.dead_letters"
+	// metricBatchSize is the number of messages of each batch a batch
+	// handler ran, by flush reason.
+	metricBatchSize = "koto.consumer.batch.size"
 	// metricStoreDuration is the duration of the idempotency store's
 	// calls, failed ones with error.type.
 	metricStoreDuration = "koto.idempotency.store.duration"
@@ -48,7 +51,7 @@ const (
 // Attribute keys of this project's own, on spans and metrics.
 const (
 	// attrOutcome is what became of a delivery: "ok", "duplicate",
-	// "parked", "dead-lettered" or "nacked".
+	// "parked", "dead-lettered", "nacked" or "probe".
 	attrOutcome = attribute.Key("koto.outcome")
 	// attrAttempts is how many times the handler ran in one delivery, when
 	// more than once.
@@ -62,6 +65,9 @@ const (
 	attrStoreOperation = attribute.Key("koto.idempotency.operation")
 	// attrRequestOutcome is how a request/reply ended: "ok", "handler-error", "timeout" or "error".
 	attrRequestOutcome = attribute.Key("koto.request.outcome")
+	// attrBatchFlush is why a batch stopped filling: "count", "bytes",
+	// "time", or "retry" for a message retried alone.
+	attrBatchFlush = attribute.Key("koto.batch.flush")
 	// attrOutboxTable is the outbox table of the outbox gauges.
 	attrOutboxTable = attribute.Key("koto.outbox.table")
 	// attrParkedTable is the parking table of the parked gauges.

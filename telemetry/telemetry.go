@@ -84,6 +84,7 @@ type instruments struct {
 	lateness      metric.Float64Histogram
 	parked        metric.Int64ObservableGauge
 	parkedKeys    metric.Int64ObservableGauge
+	batchSize     metric.Int64Histogram
 }
 
 // durationBuckets returns the bucket boundaries, in seconds, of the
@@ -115,7 +116,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 func (m *instruments) create(meter metric.Meter) error {
 	buckets := durationBuckets()
-	var errs [15]error
+	var errs [16]error
 	m.consumed, errs[0] = messagingconv.NewClientConsumedMessages(meter)
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
@@ -143,5 +144,8 @@ func (m *instruments) create(meter metric.Meter) error {
 		metric.WithDescription("Messages parked for a consumer group, to be tried again later."))
 	m.parkedKeys, errs[14] = meter.Int64ObservableGauge(metricParkedKeys, metric.WithUnit("{key}"),
 		metric.WithDescription("Record keys with messages parked for a consumer group, whose later messages wait behind them."))
+	m.batchSize, errs[15] = meter.Int64Histogram(metricBatchSize, metric.WithUnit("{message}"),
+		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000),
+		metric.WithDescription("Messages of each batch a batch handler ran, by flush reason."))
 	return errors.Join(errs[:]...)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -26,7 +25,7 @@ import (
 // reads metadata; a wrong password is reported as an authentication
 // failure.
 func TestKcatOnSecuredBroker(t *testing.T) {
-	kcat := kcatPath(t)
+	kcat := kafkatest.Kcat(t)
 	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
 	caFile, _ := kafkatest.TLSFiles(t, serverTLS)
 	b := kafkatest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithPartitions(2),
@@ -61,21 +60,6 @@ func TestKcatOnSecuredBroker(t *testing.T) {
 			}
 		})
 	}
-}
-
-// kcatPath finds kcat; without it the test is skipped, or fails with
-// CI=true.
-func kcatPath(t *testing.T) string {
-	path, err := exec.LookPath("kcat")
-	if err == nil {
-		return path
-	}
-	const how = "install kcat (on Debian: apt-get install -y kcat)"
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("kcat not found: %v; %s", err, how)
-	}
-	t.Skipf("kcat not found: %v; %s (with CI=true this fails)", err, how)
-	return ""
 }
 
 // kcatRun runs kcat with its common arguments first.

@@ -22,14 +22,14 @@ const envConsoleToken = "KOTO_CONSOLE_TOKEN"
 const (
 	defaultListen = "127.0.0.1:8080"
 	// consoleUsage follows "koto ".
-	consoleUsage = "console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-brokers ...] [-database-url URL] [-schema S]"
+	consoleUsage = "console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-mapping M] [-brokers ...] [-database-url URL] [-schema S]"
 	// shutdownTimeout bounds the wait for requests under way when the
 	// command is interrupted.
 	shutdownTimeout = 5 * time.Second
 )
 
 func consoleCommand() command {
-	return command{summary: "serve the operations console: lag, dead letters by cause, replay, outbox backlog", run: runConsole}
+	return command{summary: "serve the operations console: lag, dead letters by cause, replay and discard, outbox backlog", run: runConsole}
 }
 
 // consoleFlags are the settings of koto console.
@@ -37,6 +37,7 @@ type consoleFlags struct {
 	kafka                kafkaFlags
 	databaseURL, schemas string
 	listen, groups       string
+	mapping              string
 	tokens               tokenFlags
 	readOnly, metrics    bool
 	sample               time.Duration
@@ -57,7 +58,8 @@ func parseConsoleFlags(cio cmdIO, args []string) (*consoleFlags, error) {
 	fs.StringVar(&c.listen, "listen", defaultListen, "address to serve on; beyond localhost it needs a token")
 	fs.StringVar(&c.groups, "group", "", "comma-separated consumer groups to show (default: every group of the cluster and of its dead-letter topics)")
 	fs.Var(&c.tokens, "token", "NAME:SECRET that opens the console, repeatable; replays are logged under NAME (default $"+envConsoleToken+", which is safer)")
-	fs.BoolVar(&c.readOnly, "read-only", false, "show, but replay nothing")
+	fs.BoolVar(&c.readOnly, "read-only", false, "show, but replay or discard nothing")
+	fs.StringVar(&c.mapping, "mapping", "", "read every dead letter in this mapping: watermill, cloudevents or wolverine (default: each record's own, found from its headers)")
 	fs.BoolVar(&c.metrics, "metrics", false, "serve /metrics in Prometheus's format")
 	fs.DurationVar(&c.sample, "sample", console.DefaultSampleInterval, "how often to sample the overview's charts")
 	if err := parseNoArgs(fs, cio, args); err != nil {
@@ -166,7 +168,7 @@ func (c *consoleFlags) config(ctx context.Context, cio cmdIO) (console.Config, e
 		return console.Config{}, err
 	}
 	return console.Config{
-		Broker: brokerCfg, Groups: splitList(c.groups), Pool: pool, OutboxSchemas: splitList(c.schemas),
+		Broker: brokerCfg, Mapping: broker.Mapping(c.mapping), Groups: splitList(c.groups), Pool: pool, OutboxSchemas: splitList(c.schemas),
 		ReadOnly: c.readOnly, Tokens: tokens, Metrics: c.metrics, SampleInterval: c.sample,
 		Logger: slog.New(slog.NewTextHandler(cio.stderr, nil)),
 	}, nil

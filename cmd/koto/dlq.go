@@ -10,15 +10,16 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/config"
 
+	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 
 func dlqCommand() command {
-	return command{summary: "list, show and replay the dead letters of a consumer group", run: runDLQ}
+	return command{summary: "list, show, replay and discard the dead letters of a consumer group", run: runDLQ}
 }
 
-// dlqSubcommand is one of list, show and replay.
+// dlqSubcommand is one of list, show, replay and discard.
 type dlqSubcommand struct {
 	usage   string // after "koto dlq "
 	summary string
@@ -30,7 +31,7 @@ func dlqSubcommands() map[string]dlqSubcommand {
 	return map[string]dlqSubcommand{
 		"list": {
 			usage:   "list -group G [filters] [-json]",
-			summary: "one line per dead letter: position, failed at, type, error class, UUID, original position, reason",
+			summary: "one line per dead letter: position, failed at, type, error class, UUID, original position, state, cause, reason",
 			filters: true, run: runList,
 		},
 		"show": {
@@ -40,8 +41,13 @@ func dlqSubcommands() map[string]dlqSubcommand {
 		},
 		"replay": {
 			usage:   "replay -group G [filters] [-dry-run] [-progress] [-v] [-json]",
-			summary: "send the selected dead letters back to their original topic, each once",
-			filters: true, run: runReplay,
+			summary: "send the selected dead letters back to their original topic and partition, each once",
+			filters: true, run: runResolve(false),
+		},
+		"discard": {
+			usage:   "discard -group G [filters] [-dry-run] [-progress] [-v] [-json]",
+			summary: "record the selected dead letters as discarded, so that no replay sends them; nothing is deleted",
+			filters: true, run: runResolve(true),
 		},
 	}
 }
@@ -84,9 +90,10 @@ func (d *dlqFlags) explainNoTopic(ctx context.Context, err error) error {
 type dlqFlags struct {
 	kafka                     kafkaFlags
 	group, topic, replayGroup string
+	mapping                   string
 	json                      bool
 	filter                    filterFlags
-	// replay only
+	// replay and discard only
 	dryRun, verbose bool
 	progress        optionalBool
 	batch           int
@@ -100,16 +107,24 @@ func parseDLQFlags(name string, sub dlqSubcommand, cio cmdIO, args []string) (*d
 	d.kafka.register(fs, cio.getenv)
 	fs.StringVar(&d.group, "group", "", "the consumer group whose dead letters these are, e.g. payments.order-placed-consumer (required)")
 	fs.StringVar(&d.topic, "topic", "", "the dead-letter topic (default <group>.dlq)")
-	fs.StringVar(&d.replayGroup, "replay-group", "", "the consumer group that records replays (default <group>.dlq-replay)")
+	fs.StringVar(&d.replayGroup, "replay-group", "", "the consumer group that records replays and discards (default <group>.dlq-replay)")
+	fs.StringVar(&d.mapping, "mapping", "", "read every record in this mapping: watermill, cloudevents or wolverine (default: each record's own, found from its headers)")
 	fs.BoolVar(&d.json, "json", false, "print JSON for scripts instead of text")
 	if sub.filters {
 		d.filter.register(fs)
 	}
-	if name == "replay" {
+	switch name {
+	case "replay":
 		fs.BoolVar(&d.dryRun, "dry-run", false, "list what would be sent; send and record nothing")
-		fs.Var(&d.progress, "progress", "show a progress bar on stderr (default: when stderr is a terminal; -progress=false turns it off)")
 		fs.BoolVar(&d.verbose, "v", false, "print a line for every dead letter sent")
 		fs.IntVar(&d.batch, "batch", 0, "dead letters sent per produce and recorded per commit, the most a crash can send twice (0: 100)")
+	case "discard":
+		fs.BoolVar(&d.dryRun, "dry-run", false, "list what would be discarded; record nothing")
+		fs.BoolVar(&d.verbose, "v", false, "print a line for every dead letter discarded")
+		fs.IntVar(&d.batch, "batch", 0, "dead letters recorded per commit (0: 100)")
+	}
+	if name == "replay" || name == "discard" {
+		fs.Var(&d.progress, "progress", "show a progress bar on stderr (default: when stderr is a terminal; -progress=false turns it off)")
 	}
 	var err error
 	if d.args, err = parseInterspersed(fs, cio.stdout, args); err != nil {
@@ -144,7 +159,7 @@ func (d *dlqFlags) openQueue() (*deadletter.Queue, error) {
 		return nil, err
 	}
 	q, err := deadletter.NewQueue(deadletter.Config{
-		Broker: cfg, ConsumerGroup: d.group, Topic: d.topic, ReplayGroup: d.replayGroup, BatchSize: d.batch,
+		Broker: cfg, Mapping: broker.Mapping(d.mapping), ConsumerGroup: d.group, Topic: d.topic, ReplayGroup: d.replayGroup, BatchSize: d.batch,
 	})
 	if errors.Is(err, config.ErrInvalid) {
 		return nil, usageError(err.Error())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
@@ -29,18 +28,19 @@ func runList(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 	if err := letterTable(cio.stdout, letters, nil); err != nil {
 		return err
 	}
-	replayed := 0
+	replayed, discarded := 0, 0
 	for _, l := range letters {
 		if l.Replayed {
 			replayed++
 		}
+		if l.Discarded {
+			discarded++
+		}
 	}
-	fmt.Fprintf(cio.stdout, "%s in %s (%d replayed, as recorded in %s)\n", deadLetters(len(letters)), q.Topic(), replayed, q.ReplayGroup())
+	fmt.Fprintf(cio.stdout, "%s in %s (%d replayed, %d discarded, as recorded in %s)\n",
+		deadLetters(len(letters)), q.Topic(), replayed, discarded, q.ReplayGroup())
 	return nil
 }
-
-// positionArg is PARTITION/OFFSET.
-var positionArg = regexp.MustCompile(`^(\d+)/(\d+)$`)
 
 func runShow(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 	if len(d.args) != 1 {
@@ -61,16 +61,19 @@ func runShow(ctx context.Context, cio cmdIO, d *dlqFlags) error {
 	return showLetter(cio.stdout, q.Topic(), l)
 }
 
+// positionShape is what a PARTITION/OFFSET looks like; a CloudEvent's id
+// may hold a slash too.
+var positionShape = regexp.MustCompile(`^\d+/\d+$`)
+
 // findLetter returns the dead letter at a PARTITION/OFFSET, or the one
 // with a UUID.
 func findLetter(ctx context.Context, q *deadletter.Queue, arg string) (*deadletter.Letter, error) {
-	if m := positionArg.FindStringSubmatch(arg); m != nil {
-		partition, perr := strconv.ParseInt(m[1], 10, 32)
-		offset, oerr := strconv.ParseInt(m[2], 10, 64)
-		if perr != nil || oerr != nil {
-			return nil, usageError(fmt.Sprintf("%q: partition or offset out of range", arg))
+	if positionShape.MatchString(arg) {
+		at, err := deadletter.ParsePosition(arg)
+		if err != nil {
+			return nil, usageError(err.Error())
 		}
-		return q.Show(ctx, int32(partition), offset)
+		return q.Show(ctx, at.Partition, at.Offset)
 	}
 	letters, err := q.List(ctx, deadletter.Filter{UUIDs: []string{arg}})
 	if err != nil {

@@ -12,10 +12,11 @@ import (
 
 // filterFlags select dead letters, as a deadletter.Filter.
 type filterFlags struct {
-	since, until            timeFlag
-	reason, class, typeName string
-	uuids                   listFlag
-	limit                   int
+	since, until                   timeFlag
+	reason, class, typeName, cause string
+	correlation                    string
+	uuids, positions               listFlag
+	limit                          int
 }
 
 func (f *filterFlags) register(fs *flag.FlagSet) {
@@ -23,16 +24,26 @@ func (f *filterFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.until, "until", "only dead letters that failed before this time, in the forms of -since")
 	fs.StringVar(&f.reason, "reason", "", "only dead letters whose reason contains this text, ignoring case")
 	fs.StringVar(&f.class, "class", "", "only dead letters of this error class, e.g. poison or retryable")
-	fs.StringVar(&f.typeName, "type", "", "only dead letters of this message type name, e.g. order-placed")
-	fs.Var(&f.uuids, "uuid", "only dead letters with this message UUID; repeat the flag or separate with commas for several")
-	fs.IntVar(&f.limit, "limit", 0, "stop after this many selected dead letters (replay: sent), 0 for all")
+	fs.StringVar(&f.typeName, "type", "", "only dead letters of this message type name, e.g. order-placed (ce_type and Wolverine's message-type as they are on the wire)")
+	fs.Var(&f.uuids, "uuid", "only dead letters with this message UUID (Watermill's, ce_id or Wolverine's id); repeat the flag or separate with commas for several")
+	fs.StringVar(&f.correlation, "correlation", "", "only dead letters with this correlation ID")
+	fs.StringVar(&f.cause, "cause", "", "only dead letters of this cause, as list and the console name it: one error class and one reason once its variable parts are masked")
+	fs.Var(&f.positions, "at", "only the dead letters at these positions, PARTITION/OFFSET as list prints them; repeat the flag or separate with commas for several")
+	fs.IntVar(&f.limit, "limit", 0, "stop after this many selected dead letters (replay: sent; discard: discarded), 0 for all")
 }
 
 func (f *filterFlags) filter() (deadletter.Filter, error) {
 	filter := deadletter.Filter{
 		Since: f.since.t, Until: f.until.t,
 		Reason: f.reason, ErrorClass: f.class, TypeName: f.typeName,
-		UUIDs: f.uuids, Limit: f.limit,
+		UUIDs: f.uuids, CorrelationID: f.correlation, Cause: f.cause, Limit: f.limit,
+	}
+	for _, s := range f.positions {
+		at, err := deadletter.ParsePosition(s)
+		if err != nil {
+			return filter, usageError("-at: " + err.Error())
+		}
+		filter.Positions = append(filter.Positions, at)
 	}
 	if err := filter.Validate(); err != nil {
 		return filter, usageError(err.Error())

@@ -1,17 +1,19 @@
-// Command koto operates a watermill-koto deployment: it lists, shows and
-// replays the dead letters of a consumer group, shows the backlog of the
-// outbox tables of a database, and serves the operations console.
+// Command koto operates a watermill-koto deployment: it lists, shows,
+// replays and discards the dead letters of a consumer group, shows the
+// backlog of the outbox tables of a database, and serves the operations
+// console.
 //
 // Usage:
 //
-//	koto dlq list   -group G [filters] [-json]
-//	koto dlq show   -group G [-json] PARTITION/OFFSET | UUID
-//	koto dlq replay -group G [filters] [-dry-run] [-progress] [-json]
+//	koto dlq list    -group G [filters] [-json]
+//	koto dlq show    -group G [-json] PARTITION/OFFSET | UUID
+//	koto dlq replay  -group G [filters] [-dry-run] [-progress] [-v] [-json]
+//	koto dlq discard -group G [filters] [-dry-run] [-progress] [-v] [-json]
 //	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
 //	koto parked status [-database-url URL] [-schema S] [-table T] [-json]
 //	koto parked list -group G [-database-url URL] [-schema S] [-table T] [-limit N] [-json]
 //	koto parked run|dead-letter [-database-url URL] [-schema S] [-table T] [-outbox O] ID
-//	koto console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-database-url URL] [-schema S]
+//	koto console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-mapping M] [-database-url URL] [-schema S]
 //
 // The dlq commands connect with the same Kafka settings as the services:
 // -brokers (default $KAFKA_BROKERS), SASL (-sasl-user and -sasl-mechanism,
@@ -21,9 +23,20 @@
 // before or after the arguments; `koto <command> <subcommand> -h` lists
 // them all. -json prints JSON for scripts instead of text.
 //
-// Replays record what they sent in the consumer group "<group>.dlq-replay"
-// (-replay-group), so no dead letter is sent twice and an interrupted
-// replay resumes; the deadletter package documents the guarantees.
+// They read each dead letter in the record mapping its headers show
+// (Watermill's, CloudEvents, Wolverine's), so its UUID, type and
+// correlation ID are its own whatever the services publish in; -mapping
+// watermill|cloudevents|wolverine reads every record in one. The filters
+// select by time (-since, -until), -reason text, error -class, -type,
+// -uuid, -correlation, -cause (as list -json and the console name a
+// cause) and position (-at PARTITION/OFFSET), as the console selects.
+//
+// replay sends each selected dead letter back to its original topic and
+// partition as it was consumed; discard records it as discarded, so that
+// no replay sends it, and deletes nothing. Both record what they did in
+// the consumer group "<group>.dlq-replay" (-replay-group), so no dead
+// letter is sent twice and an interrupted replay resumes; -dry-run says
+// what they would do. The deadletter package documents the guarantees.
 //
 // outbox status connects to -database-url (default $DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable) and prints, for
@@ -49,16 +62,16 @@
 //
 // console serves the console package's pages on -listen (default
 // 127.0.0.1:8080) until interrupted: consumer lag, dead letters grouped by
-// cause, their replay, the outbox backlog and schedule of -schema's tables
-// (default koto; comma-separated for several), and the messages parked
-// there, which it runs now or dead-letters as parked run and dead-letter
-// do. It connects with the same Kafka
-// flags as dlq and the same -database-url as outbox status. Beyond
-// localhost it needs a token, -token NAME:SECRET (repeatable) or
-// $KOTO_CONSOLE_TOKEN (NAME:SECRET,...); on localhost without one it
-// answers only requests addressed to localhost. -read-only removes every
-// action; -metrics serves /metrics; each replay, run and dead letter is
-// logged on stderr with the token's name.
+// cause, their replay and discard, the outbox backlog and schedule of
+// -schema's tables (default koto; comma-separated for several), and the
+// messages parked there, which it runs now or dead-letters as parked run
+// and dead-letter do. It connects with the same Kafka flags as dlq, reads
+// dead letters as dlq does (-mapping), and takes the same -database-url as
+// outbox status. Beyond localhost it needs a token, -token NAME:SECRET
+// (repeatable) or $KOTO_CONSOLE_TOKEN (NAME:SECRET,...); on localhost
+// without one it answers only requests addressed to localhost. -read-only
+// removes every action; -metrics serves /metrics; each replay, discard,
+// run and dead letter is logged on stderr with the token's name.
 //
 // Exit status: 0 on success and for -h, which prints the usage on stdout;
 // 2 for a usage error, printed on stderr with the -h that explains it; 1

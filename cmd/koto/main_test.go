@@ -132,8 +132,14 @@ func (p *payments) handle(msg *message.Message) error {
 
 func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 	t.Helper()
-	pub := kafkatest.NewPublisher(t, cfg)
-	subCfg := cfg
+	p.runWith(t, cfg, cfg, group, topic)
+}
+
+// runWith runs payments reading with subCfg and sending its dead letters
+// with pubCfg.
+func (p *payments) runWith(t *testing.T, pubCfg, subCfg broker.Config, group, topic string) {
+	t.Helper()
+	pub := kafkatest.NewPublisher(t, pubCfg)
 	subCfg.ConsumerGroup = group
 	sub := kafkatest.NewSubscriber(t, subCfg)
 	chain, err := middleware.Defaults(middleware.Config{
@@ -293,7 +299,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "no command given; commands: console, dlq, outbox"},
 		{[]string{"nope"}, `unknown command "nope"`},
-		{[]string{"dlq"}, "no subcommand given; subcommands: list, replay, show"},
+		{[]string{"dlq"}, "no subcommand given; subcommands: discard, list, replay, show"},
 		{[]string{"dlq", "purge"}, `unknown subcommand "purge"`},
 		{[]string{"dlq", "list"}, "-group is required"},
 		{[]string{"dlq", "list", "-group", "g", "-brokers", ""}, "no Kafka brokers"},

@@ -26,7 +26,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z"
 // for where each went or would go.
 func letterTable(w io.Writer, letters []*deadletter.Letter, to func(i int) string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := "POSITION\tFAILED AT\tTYPE\tCLASS\tUUID\tORIGINAL\tREPLAYED\tREASON"
+	header := "POSITION\tFAILED AT\tTYPE\tCLASS\tUUID\tORIGINAL\tSTATE\tCAUSE\tREASON"
 	if to != nil {
 		header += "\tTO"
 	}
@@ -34,7 +34,7 @@ func letterTable(w io.Writer, letters []*deadletter.Letter, to func(i int) strin
 	for i, l := range letters {
 		line := strings.Join([]string{
 			position(l), orDash(formatTime(l.FailedAt)), orDash(l.TypeName), orDash(l.ErrorClass), orDash(l.UUID),
-			orDash(original(l)), yesNo(l.Replayed), orDash(cut(l.Reason, reasonWidth)),
+			orDash(original(l)), state(l), orDash(l.Cause), orDash(cut(l.Reason, reasonWidth)),
 		}, "\t")
 		if to != nil {
 			line += "\t" + to(i)
@@ -44,7 +44,18 @@ func letterTable(w io.Writer, letters []*deadletter.Letter, to func(i int) strin
 	return tw.Flush()
 }
 
-func position(l *deadletter.Letter) string { return fmt.Sprintf("%d/%d", l.Partition, l.Offset) }
+func position(l *deadletter.Letter) string { return l.Position().String() }
+
+// state says what the replay group records of l.
+func state(l *deadletter.Letter) string {
+	switch {
+	case l.Replayed:
+		return "replayed"
+	case l.Discarded:
+		return "discarded"
+	}
+	return "pending"
+}
 
 // original is where the dead letter was consumed from: topic/partition/offset.
 func original(l *deadletter.Letter) string {
@@ -71,13 +82,6 @@ func orDash(s string) string {
 	return s
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
 // cut shortens s to n runes on one line, marking the cut with "…".
 func cut(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -92,11 +96,11 @@ func showLetter(w io.Writer, topic string, l *deadletter.Letter) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	fmt.Fprintf(tw, "dead letter\t%s %s\n", topic, position(l))
 	for _, f := range [][2]string{
-		{"uuid", l.UUID}, {"type", l.TypeName}, {"failed at", formatTime(l.FailedAt)},
-		{"error class", l.ErrorClass}, {"error type", l.ErrorType}, {"reason", l.Reason},
+		{"uuid", l.UUID}, {"type", l.TypeName}, {"mapping", string(l.Mapping)}, {"failed at", formatTime(l.FailedAt)},
+		{"error class", l.ErrorClass}, {"error type", l.ErrorType}, {"reason", l.Reason}, {"cause", l.Cause},
 		{"original", original(l)}, {"consumer group", l.ConsumerGroup}, {"handler", l.Handler},
 		{"attempts", strconv.Itoa(l.Attempts)}, {"correlation id", l.CorrelationID},
-		{"replayed", yesNo(l.Replayed)}, {"timestamp", formatTime(l.Timestamp)}, {"key", quoteIfNeeded(l.Key)},
+		{"state", state(l)}, {"timestamp", formatTime(l.Timestamp)}, {"key", quoteIfNeeded(l.Key)},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", f[0], orDash(f[1]))
 	}

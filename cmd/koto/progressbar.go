@@ -24,9 +24,17 @@ type progressBar struct {
 	last  deadletter.ReplayResult // the latest update
 	shown deadletter.ReplayResult // what the line on screen shows
 	seen  bool                    // last is set
+	verb  string                  // what it counts: sent, or discarded
 }
 
-func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w} }
+// newProgressBar returns the bar of a replay, or with discard of a
+// discard.
+func newProgressBar(w io.Writer, discard bool) *progressBar {
+	if discard {
+		return &progressBar{w: w, verb: "discarded"}
+	}
+	return &progressBar{w: w, verb: "sent"}
+}
 
 // update redraws the bar, at most every progressInterval.
 func (b *progressBar) update(r deadletter.ReplayResult) {
@@ -43,12 +51,12 @@ func (b *progressBar) update(r deadletter.ReplayResult) {
 		frac = min(float64(r.Scanned)/float64(r.ToScan), 1)
 	}
 	filled := int(frac * barWidth)
-	verb := "sent"
+	verb, n := b.verb, r.Sent+r.Discarded
 	if r.DryRun {
-		verb = "would send"
+		verb = "would be " + verb
 	}
 	line := fmt.Sprintf("[%s%s] %3.0f%% %d/%d read, %s %d", strings.Repeat("#", filled), strings.Repeat(".", barWidth-filled),
-		frac*100, r.Scanned, r.ToScan, verb, r.Sent)
+		frac*100, r.Scanned, r.ToScan, verb, n)
 	pad := max(b.line-len(line), 0)
 	fmt.Fprintf(b.w, "\r%s%s", line, strings.Repeat(" ", pad))
 	b.line = len(line)

@@ -1,5 +1,6 @@
 // The console's pages work without this script; it follows a running
-// replay without reloading and keeps the list's selection tidy. It writes
+// replay or discard without reloading and keeps the list's selection
+// tidy. It writes
 // text only (textContent), never HTML.
 "use strict";
 
@@ -28,13 +29,17 @@ function followReplay() {
 
 function tidySelection() {
   const all = document.getElementById("select-all");
-  const button = document.getElementById("replay-selected");
-  if (!button) return;
+  const buttons = [["replay-selected", "Replay"], ["discard-selected", "Discard"]]
+    .map(([id, verb]) => [document.getElementById(id), verb])
+    .filter(([button]) => button);
+  if (buttons.length === 0) return;
   const picks = () => Array.from(document.querySelectorAll("input.pick"));
   const update = () => {
     const n = picks().filter((p) => p.checked).length;
-    button.disabled = n === 0;
-    button.textContent = n ? `Replay ${n} selected…` : "Replay selected…";
+    for (const [button, verb] of buttons) {
+      button.disabled = n === 0;
+      button.textContent = n ? `${verb} ${n} selected…` : `${verb} selected…`;
+    }
   };
   if (all) all.addEventListener("change", () => { for (const p of picks()) p.checked = all.checked; update(); });
   for (const p of picks()) p.addEventListener("change", update);

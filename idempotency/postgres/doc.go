@@ -77,6 +77,19 @@
 // after the claim instead. [Store.MarkProcessedTx] claims in a transaction
 // of the caller's.
 //
+// # Batches
+//
+// A batch handler claims many keys at once. [Store.TransactBatch] begins a
+// transaction that takes the lock keys and claims every key of the batch
+// in one statement (an INSERT of unnest, the keys in ascending order, so
+// that two batches claiming some of the same keys lock them in the same
+// order), reports which it claimed, and commits when its function returns
+// nil; a concurrent claim of one of its keys waits as above. A
+// serialization failure or a deadlock in the function's statements is an
+// outage there, so that the batch runs again as it is.
+// [Store.ProcessedKeys] and [Store.MarkProcessedKeys] check and mark many
+// keys with one statement each.
+//
 // # Errors
 //
 // Errors from PostgreSQL are returned wrapped with

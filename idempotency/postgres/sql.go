@@ -16,6 +16,7 @@ type statements struct {
 	checkMany   string // IsProcessed of concurrent callers: the keys of $1 that have a fresh mark
 	markMany    string // MarkProcessed of concurrent callers: mark, for each key of $1
 	claim       string // Transact and MarkProcessedTx: insert or renew; one row when it marks
+	claimMany   string // TransactBatch: claim, for each key of $1, returning the keys it marked
 	// cleanup is one batch of Cleanup: it locks up to $1 of the oldest
 	// expired marks, skipping rows a concurrent claim holds, and deletes
 	// them by ctid. The TID scan keeps a batch's cost proportional to the
@@ -56,6 +57,9 @@ func buildStatements(cfg Config) statements {
 		claim: "INSERT INTO " + qualified + " AS m (message_id) VALUES ($1)" +
 			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
 			" WHERE m.processed_at <= now() - " + window,
+		claimMany: "INSERT INTO " + qualified + " AS m (message_id) SELECT k FROM unnest($1::uuid[]) AS k ORDER BY k" +
+			" ON CONFLICT (message_id) DO UPDATE SET processed_at = now()" +
+			" WHERE m.processed_at <= now() - " + window + " RETURNING m.message_id",
 		cleanup: "DELETE FROM " + qualified + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + qualified +
 			" WHERE processed_at <= now() - " + window +
 			" ORDER BY processed_at LIMIT $1 FOR UPDATE SKIP LOCKED))",

@@ -2,9 +2,9 @@
 // dead-letter middleware writes and package deadletter reads.
 package dlqmeta
 
-// Metadata keys that the dead-letter middleware adds to a dead letter. A
-// key already present (a dead letter that was replayed and failed again)
-// is overwritten.
+// Metadata keys that the dead-letter middleware adds to a dead letter, as
+// headers of the consumed record or as metadata. A key already present (a
+// dead letter that was replayed and failed again) is overwritten.
 const (
 	// Reason holds the text of the handler's error.
 	Reason = "dead_letter_reason"
@@ -37,15 +37,14 @@ const (
 	// failed and parked it, oldest first, as a JSON array of objects
 	// with failed_at, attempts, error and retry_at.
 	History = "dead_letter_history"
-	// Dropped is set on a dead letter that Kafka refused as
-	// too large: it was sent again without its payload and with only the
-	// keys above (cut to 1 KiB each), the correlation ID and the partition
-	// key, and this key says why (see the package doc, Dead letters).
+	// Dropped is set on a dead letter that Kafka refused as too large: it
+	// was sent again without its payload, and this key says why (see the
+	// middleware's package doc, Dead letters).
 	Dropped = "dead_letter_dropped"
 )
 
-// ReplayedFrom is the metadata key a replay adds to each message it
-// sends: "<dead-letter topic>/<partition>/<offset>" of the dead letter it
-// came from. The dead_letter_* keys above stay as they were, as history; a
+// ReplayedFrom is the header a replay adds to each record it sends:
+// "<dead-letter topic>/<partition>/<offset>" of the dead letter it came
+// from. The dead_letter_* keys above stay as they were, as history; a
 // replayed message that fails again keeps this key and gets those updated.
 const ReplayedFrom = "dead_letter_replayed_from"

@@ -22,6 +22,7 @@ const (
 	IdempotencyKey        = "idempotency_key"
 	IdempotencyStoreError = "idempotency_store_error"
 	DeadLetterTopic       = "dead_letter_topic"
+	Probe                 = "probe"
 
 	ParkedID     = "parked_id"
 	ParkedBehind = "parked_behind"

@@ -31,8 +31,8 @@ type unitKey struct{}
 // Bind returns ctx carrying tx, and its unit, whose Committed the owner of
 // tx calls once tx has committed.
 func Bind(ctx context.Context, tx pgx.Tx) (context.Context, *Unit) {
-	u := &Unit{Tx: tx}
-	return context.WithValue(ctx, unitKey{}, u), u
+	u := NewUnit(tx)
+	return u.Bind(ctx), u
 }
 
 // From returns the unit of the transaction in ctx.
@@ -100,4 +100,14 @@ func (u *Unit) SetPublished(key any, n int) {
 		u.published = map[any]int{}
 	}
 	u.published[key] = n
+}
+
+// NewUnit returns the unit of tx, for owners that bind it to many
+// contexts with [Unit.Bind].
+func NewUnit(tx pgx.Tx) *Unit { return &Unit{Tx: tx} }
+
+// Bind returns ctx carrying u: every context bound to one unit shares its
+// AfterCommit work and its counts.
+func (u *Unit) Bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unitKey{}, u)
 }

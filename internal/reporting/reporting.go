@@ -10,7 +10,8 @@ import (
 
 // Outcome is what became of one delivery of a message.
 type Outcome struct {
-	// Outcome is "ok", "duplicate", "parked", "dead-lettered" or "nacked".
+	// Outcome is "ok", "duplicate", "parked", "dead-lettered", "nacked" or
+	// "probe".
 	Outcome string
 	// Attempts is how many times the handler ran.
 	Attempts int
@@ -51,6 +52,12 @@ type reporterKey struct{}
 // IsKey reports whether key is the context key a Reporter is found under,
 // for a context type that answers it itself.
 func IsKey(key any) bool { return key == reporterKey{} }
+
+// With returns ctx carrying r, for a reporter outside the chain's
+// telemetry, which passes each report on to it.
+func With(ctx context.Context, r Reporter) context.Context {
+	return context.WithValue(ctx, reporterKey{}, r)
+}
 
 // From returns the Reporter of ctx, or one that ignores everything.
 func From(ctx context.Context) Reporter {

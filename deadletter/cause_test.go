@@ -1,6 +1,10 @@
-package console
+package deadletter_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/koto-dev/watermill-koto/deadletter"
+)
 
 func TestMaskReason(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -16,8 +20,8 @@ func TestMaskReason(t *testing.T) {
 		{`bad checksum 0xdeadBEEF for v2 record`, `bad checksum <n> for v2 record`},
 		{"  spaced\tout  ", "spaced out"},
 	} {
-		if got := maskReason(tc.in); got != tc.want {
-			t.Errorf("maskReason(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		if got := deadletter.MaskReason(tc.in); got != tc.want {
+			t.Errorf("MaskReason(%q)\n got %q\nwant %q", tc.in, got, tc.want)
 		}
 	}
 }

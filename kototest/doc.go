@@ -1,0 +1,48 @@
+// Package kototest is for the tests of services built on this module: a
+// [Harness] starts, for one test, an embedded Kafka broker and a
+// PostgreSQL schema of its own, runs the services under test on a
+// Watermill router as they run in production (cqrs Services, router
+// handlers behind middleware.Defaults, a DurableOutbox and its forwarder),
+// waits until what the test published has been handled, and records what
+// became of each message.
+//
+// # Waiting
+//
+// [Harness.Wait] returns once every message published so far, and
+// everything those messages caused, has been handled, dead-lettered, or
+// waits on a schedule. It decides from the state of things, never from a
+// time without activity: no delivery of the harness's router is in
+// flight; no outbox table of the harness's schema holds a row; and every
+// partition of every topic that holds records has been finished up to its
+// end by each consumer group that reads the topic, by the router's handler
+// of that group (an ack) or by the group's committed offset. A message a
+// handler publishes before it returns is in Kafka, or in the outbox,
+// before its delivery ends, so Wait sees the follow-ups of every message,
+// and theirs. Dead-letter topics (".dlq") and reply topics (".replies")
+// need no reader, nor the topics given to [Sinks]; any other topic with
+// records that no group reads keeps Wait waiting: when the time is up, the
+// failure names the topic and its offsets, as it names every delivery in
+// flight, outbox row and group behind. Wait wakes at the end of each
+// delivery, and reads the broker and the outbox every few milliseconds
+// for what comes from elsewhere.
+//
+// What Wait cannot see: work a handler starts on a goroutine of its own
+// and that publishes after the handler returned, and services on another
+// router or process (their groups' committed offsets still count, about a
+// second late).
+//
+// # Records
+//
+// [Harness.Deliveries] lists each delivery of the router once it ended,
+// with its [Outcome] (handled, duplicate, dead-lettered, nacked), its
+// retries and its message; [Consumed] decodes the payloads of one type,
+// [Harness.DeadLetters] and [Harness.NoDeadLetters] check the dead letters
+// in one line. The outcome is what the chain's middleware.Logging decides:
+// a chain without it reports every acked delivery as handled.
+//
+// # Without a broker
+//
+// [Invoke] calls a cqrs consumer's function directly with an event, a
+// correlation ID and, with [InTx], a transaction of the test's database,
+// for unit tests of a handler's logic.
+package kototest
