@@ -174,31 +174,11 @@ func ExampleOutbox_Status() {
 // already is sent at once; cancelling it once sent says so.
 func ExamplePublisher_Schedule() {
 	ctx := context.Background()
-	pool, schema := pgtest.ExampleDatabase(ctx)
-	defer pool.Close()
-	defer pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-	kafka, err := embedded.Start(ctx)
-	if err != nil {
-		panic(err)
-	}
-	defer kafka.Close()
-	brokers := broker.Config{Brokers: kafka.Addrs()}
-	box, err := outbox.New(pool, outbox.Config{Schema: schema})
-	if err != nil {
-		panic(err)
-	}
-	if err := box.Setup(ctx); err != nil {
-		panic(err)
-	}
-	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		panic(err)
-	}
-	go fwd.Run(ctx)
-	defer fwd.Close()
+	box, brokers, stop := forwarding(ctx) // as in the package's Example
+	defer stop()
 
 	var reminder, now string
-	err = box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		// ... write the order with tx ...
 		var err error
 		pub := box.Publisher(tx)
@@ -219,4 +199,33 @@ func ExamplePublisher_Schedule() {
 	// cancel tomorrow's: <nil>
 	// received: reminder-2
 	// cancel the one sent: true
+}
+
+// forwarding is Example's outbox, with its forwarder running on an
+// embedded broker, in a schema that stop drops.
+func forwarding(ctx context.Context) (*outbox.Outbox, broker.Config, func()) {
+	pool, schema := pgtest.ExampleDatabase(ctx)
+	kafka, err := embedded.Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	brokers := broker.Config{Brokers: kafka.Addrs()}
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err == nil {
+		err = box.Setup(ctx)
+	}
+	if err != nil {
+		panic(err)
+	}
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	go fwd.Run(ctx)
+	return box, brokers, func() {
+		_ = fwd.Close()
+		_ = kafka.Close()
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
+	}
 }
