@@ -47,8 +47,11 @@ func (m *mark) Unwrap() error { return m.err }
 
 // ErrorType is what OpenTelemetry records as error.type: the type of the
 // marked error, under the wrappers of fmt.Errorf, not the mark's.
-func (m *mark) ErrorType() string {
-	err := m.err
+func (m *mark) ErrorType() string { return typeUnderWrappers(m.err) }
+
+// typeUnderWrappers returns the Go type of err under the wrappers of
+// fmt.Errorf.
+func typeUnderWrappers(err error) string {
 	for {
 		t := reflect.TypeOf(err).String()
 		if t != "*fmt.wrapError" && t != "*fmt.wrapErrors" {
@@ -83,7 +86,8 @@ func marked(err error, c Class) error {
 }
 
 // ClassOf returns the class of err. The mark nearest the top of the error
-// chain decides, so Outage(Poison(err)) is an outage. Without a mark these
+// chain decides, so Outage(Poison(err)) is an outage, and a [RetryAfter]
+// mark is retryable. Without a mark these
 // are [ClassOutage] anywhere in the chain: context.DeadlineExceeded (a
 // dependency timed out), any net.Error, an error whose SafeToRetry method
 // reports true (pgx's for a statement that never reached the server), and
@@ -113,6 +117,8 @@ func markOf(err error) (Class, bool) {
 		return ClassRetryable, false
 	case *mark:
 		return e.class, true
+	case *retryAfter:
+		return ClassRetryable, true
 	case interface{ Unwrap() []error }:
 		for _, inner := range e.Unwrap() {
 			if c, ok := markOf(inner); ok {

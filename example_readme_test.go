@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -18,10 +19,12 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/middleware"
+	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -34,6 +37,12 @@ type OrderPlaced struct{ OrderID string }
 type ReserveStock struct{ SKU string }
 
 type StockReserved struct{ ReservationID string }
+
+type PaymentTimedOut struct{ OrderID string }
+
+func refundLatePayment(context.Context) error { return nil }
+
+func gatewayCharge(context.Context, string) (time.Duration, error) { return 0, nil }
 
 func handleOrderPlaced(*message.Message) error { return nil }
 
@@ -190,6 +199,59 @@ func newOutbox(ctx context.Context, pool *pgxpool.Pool, cfg broker.Config) (*cqr
 
 // readme: end
 
+// readme: schedule
+// placeOrderWithTimeout writes the order and schedules its payment
+// timeout in one transaction; the order keeps the schedule's ID.
+func placeOrderWithTimeout(ctx context.Context, durable *cqrs.DurableOutbox, events *cqrs.EventPublisher, id string) error {
+	return durable.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		timeout, err := events.PublishAfter(ctx, 15*time.Minute, PaymentTimedOut{OrderID: id})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "INSERT INTO orders (id, payment_timeout) VALUES ($1, $2)", id, timeout)
+		return err
+	})
+}
+
+// paymentArrived runs in the transaction of the consumer that records the
+// payment: the timeout is cancelled with it, or has fired already.
+func paymentArrived(ctx context.Context, events *cqrs.EventPublisher, timeout string) error {
+	err := events.Cancel(ctx, timeout)
+	if errors.Is(err, outbox.ErrSent) {
+		return refundLatePayment(ctx)
+	}
+	return err
+}
+
+// readme: end
+
+// readme: parking
+// paymentsService parks what keeps failing: three attempts in place,
+// then later ones a minute, 5, 30 and 120 minutes on, with the message's
+// slot free and its key's later messages waiting behind it, in order; then
+// the dead letter.
+func paymentsService(durable *cqrs.DurableOutbox, cfg broker.Config) (*cqrs.Service, error) {
+	return durable.Service(cqrs.ServiceConfig{
+		Name:   "payments",
+		Broker: cfg,
+		DeadLetter: middleware.DeadLetterConfig{
+			MaxAttempts: 3,
+			Parking:     middleware.ParkingConfig{Delays: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour}},
+		},
+	})
+}
+
+// chargeCard parks the message for as long as the gateway asks.
+func chargeCard(ctx context.Context, orderID string) error {
+	retryIn, err := gatewayCharge(ctx, orderID)
+	if err != nil && retryIn > 0 {
+		return koto.RetryAfter(err, retryIn)
+	}
+	return err
+}
+
+// readme: end
+
 // readme: metrics
 // serveMetrics exports every metric on /metrics in Prometheus's format, and
 // propagates the W3C trace context through the messages.
@@ -208,4 +270,4 @@ func serveMetrics(addr string) error {
 // readme: end
 
 // The README's functions are called by no test: they show how to call.
-var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, serveMetrics}
+var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, accounting, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics}

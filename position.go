@@ -17,6 +17,11 @@ type Position struct {
 	Key []byte
 	// Timestamp is the record's timestamp.
 	Timestamp time.Time
+	// Generation is the consumer group generation in which the
+	// subscriber claimed the partition. It changes at every rebalance, so
+	// that what keeps state per partition knows when another consumer may
+	// have owned it meanwhile; 0 outside a consumer group.
+	Generation int32
 }
 
 type positionKey struct{}

@@ -123,10 +123,11 @@ func (p *partition) pause(d time.Duration) error {
 }
 
 // messageContext is the context of the message of a record: where it was
-// read from, its predecessor in the chain mode, the Subscribe context's
-// values, and an end when the partition's drain does.
+// read from and in which generation, its predecessor in the chain mode,
+// the Subscribe context's values, and an end when the partition's drain
+// does.
 func (p *partition) messageContext(h handout) context.Context {
-	ctx := withPosition(p.ctx, h.rec)
+	ctx := withPosition(p.ctx, h.rec, p.sess.GenerationID())
 	if h.after != nil {
 		ctx = koto.ContextWithPredecessor(ctx, *h.after)
 	}

@@ -8,16 +8,17 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 )
 
-// withPosition adds to ctx where rec was read from, for
-// koto.PositionFromContext, and rec as it was, for
-// koto.ConsumedRecordFromContext.
-func withPosition(ctx context.Context, rec *sarama.ConsumerMessage) context.Context {
+// withPosition adds to ctx where rec was read from, in the group
+// generation that claimed its partition, for koto.PositionFromContext, and
+// rec as it was, for koto.ConsumedRecordFromContext.
+func withPosition(ctx context.Context, rec *sarama.ConsumerMessage, generation int32) context.Context {
 	ctx = koto.ContextWithPosition(ctx, koto.Position{
-		Topic:     rec.Topic,
-		Partition: rec.Partition,
-		Offset:    rec.Offset,
-		Key:       rec.Key,
-		Timestamp: rec.Timestamp,
+		Topic:      rec.Topic,
+		Partition:  rec.Partition,
+		Offset:     rec.Offset,
+		Key:        rec.Key,
+		Timestamp:  rec.Timestamp,
+		Generation: generation,
 	})
 	return koto.ContextWithConsumedRecord(ctx, consumedRecord(rec))
 }

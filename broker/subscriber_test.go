@@ -86,7 +86,8 @@ func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 }
 
 // TestSubscriberPutsPositionInContext: every message's context says where
-// it was read: topic, partition, offset, record key and timestamp.
+// it was read: topic, partition, offset, record key, timestamp and the
+// group generation.
 func TestSubscriberPutsPositionInContext(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "position")
@@ -104,8 +105,8 @@ func TestSubscriberPutsPositionInContext(t *testing.T) {
 		if i == 2 {
 			wantKey = ""
 		}
-		if p.Topic != topic || p.Partition != 0 || p.Offset != int64(i) || string(p.Key) != wantKey || (wantKey == "") != (p.Key == nil) || p.Timestamp.Before(before) {
-			t.Errorf("message %s: position %+v, want topic %s, partition 0, offset %d, key %q and a timestamp after %v",
+		if p.Topic != topic || p.Partition != 0 || p.Offset != int64(i) || string(p.Key) != wantKey || (wantKey == "") != (p.Key == nil) || p.Timestamp.Before(before) || p.Generation < 1 {
+			t.Errorf("message %s: position %+v, want topic %s, partition 0, offset %d, key %q, a timestamp after %v and a generation",
 				m.Payload, p, topic, i, wantKey, before)
 		}
 	}

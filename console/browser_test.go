@@ -49,6 +49,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("newest dead letter of %s: %q, want an age", w.orders.group, got)
 		}
 		b.expectText(t, "#outboxes .waiting", "6")
+		b.expectText(t, "#outboxes .scheduled", "1")
 		b.expectText(t, "#outboxes .forwarder", "none")
 		b.screenshot(t, "overview")
 	})

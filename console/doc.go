@@ -10,7 +10,8 @@
 //	mux.Handle("/koto/", http.StripPrefix("/koto", h))
 //
 // and the koto command serves it alone (koto console). In the library's
-// layers (README, Architecture) it composes broker, deadletter and outbox.
+// layers (README, Architecture) it composes broker, deadletter, outbox and
+// parking.
 //
 // # Pages
 //
@@ -19,7 +20,10 @@
 // committed offset), how many records its dead-letter topic holds and when
 // the newest failed; and each outbox table of Config.OutboxSchemas with
 // outbox.Status's figures: rows waiting, rows held behind an open
-// transaction, lag and the active forwarder. Its charts are of the last
+// transaction, lag, the messages scheduled and when the next is due, and
+// the active forwarder; and the messages parked in the parking tables of
+// those schemas (package parking), per table and consumer group: keys,
+// messages, the oldest and the next due. Its charts are of the last
 // hour, as the console sampled it every Config.SampleInterval since it
 // started: nothing is stored elsewhere.
 //
@@ -42,6 +46,12 @@
 // (deadletter.Config.Mapping; Config.Mapping reads them all in one). The
 // grouped view and the list read at most Config.ListLimit dead letters,
 // and say so when there are more.
+//
+// A group's parked page lists its parked messages, each key's in the
+// order they come back, with the error that parked each, and runs the
+// first of a key now, or dead-letters it (parking.Store's RunNow and
+// DeadLetter, which schedule it in the default outbox table of its
+// schema); the console logs each with who asked.
 //
 // # Replay and discard
 //

@@ -154,7 +154,8 @@ func handleShipment(msg *message.Message) error {
 	return nil
 }
 
-// fillOutbox writes outboxWaiting rows that no forwarder takes.
+// fillOutbox writes outboxWaiting rows that no forwarder takes, and
+// schedules one message for tomorrow.
 func (w *world) fillOutbox(t *testing.T) {
 	t.Helper()
 	box, err := outbox.New(w.pool, outbox.Config{Schema: w.schema})
@@ -168,6 +169,9 @@ func (w *world) fillOutbox(t *testing.T) {
 		if err := box.AutoTxPublisher().Publish(w.orders.topic, message.NewMessage(watermill.NewUUID(), []byte(`{}`))); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := box.AutoTxPublisher().ScheduleAfter(24*time.Hour, w.orders.topic, message.NewMessage(watermill.NewUUID(), []byte(`{}`))); err != nil {
+		t.Fatal(err)
 	}
 }
 

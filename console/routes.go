@@ -27,11 +27,14 @@ func (h *Handler) routes() []route {
 		{pattern: "GET /replays/{id}", handle: h.replayPage},
 		{pattern: "GET /replays/{id}/status", handle: h.replayStatus},
 		{pattern: "POST /replays/{id}/start", action: true, handle: h.startReplay},
+		{pattern: "GET /parked/{group}", handle: h.parkedPage},
+		{pattern: "POST /parked/{group}/{id}/run", action: true, handle: h.runParked},
+		{pattern: "POST /parked/{group}/{id}/dead-letter", action: true, handle: h.deadLetterParked},
 	}
 }
 
 // errReadOnly refuses an action in read-only mode.
-var errReadOnly = &httpError{code: http.StatusForbidden, msg: "the console is read-only: it replays and discards nothing"}
+var errReadOnly = &httpError{code: http.StatusForbidden, msg: "the console is read-only: it replays, discards, runs and dead-letters nothing"}
 
 // mux routes the requests to the pages, actions and assets.
 func (h *Handler) mux() *http.ServeMux {

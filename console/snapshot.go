@@ -15,6 +15,7 @@ type snapshot struct {
 	At       time.Time
 	Groups   []groupState
 	Outboxes []outboxStatus
+	Parked   []parkedStatus
 	// Errors are what could not be read; the rest still shows.
 	Errors []string
 }
@@ -49,6 +50,9 @@ func (h *Handler) take(ctx context.Context) snapshot {
 		st, err := outboxStatuses(ctx, h.cfg.Pool, h.cfg.OutboxSchemas)
 		s.Outboxes = st
 		s.fail("outbox", err)
+		parked, err := parkedStatuses(ctx, h.cfg.Pool, h.cfg.OutboxSchemas)
+		s.Parked = parked
+		s.fail("parked messages", err)
 	}
 	return s
 }

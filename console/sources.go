@@ -17,6 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/internal/offsets"
 	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/parking"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -29,6 +30,8 @@ type (
 	replayProgress = deadletter.ReplayProgress
 	replayOptions  = deadletter.ReplayOptions
 	outboxStatus   = outbox.Status
+	parkedStatus   = parking.Status
+	parkedEntry    = parking.Entry
 )
 
 const (
@@ -147,3 +150,48 @@ func outboxStatuses(ctx context.Context, pool *pgxpool.Pool, schemas []string) (
 	}
 	return out, nil
 }
+
+// parkingStores returns the store of every parking table of schemas, each
+// on the default outbox table of its schema, which brings back what it
+// runs or dead-letters.
+func parkingStores(ctx context.Context, pool *pgxpool.Pool, schemas []string) ([]*parking.Store, error) {
+	var out []*parking.Store
+	for _, schema := range schemas {
+		cfgs, err := parking.FindTables(ctx, pool, schema)
+		if err != nil {
+			return out, err
+		}
+		box, err := outbox.New(pool, outbox.Config{Schema: schema})
+		if err != nil {
+			return out, err
+		}
+		for _, cfg := range cfgs {
+			s, err := parking.NewStore(pool, box, cfg)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// parkedStatuses reads what every parking table of schemas holds, per
+// consumer group.
+func parkedStatuses(ctx context.Context, pool *pgxpool.Pool, schemas []string) ([]parkedStatus, error) {
+	stores, err := parkingStores(ctx, pool, schemas)
+	var out []parkedStatus
+	for _, s := range stores {
+		st, serr := s.Status(ctx)
+		out, err = append(out, st...), errors.Join(err, serr)
+	}
+	return out, err
+}
+
+// isNotParked reports the error of a run or dead letter of an ID that
+// no parking table holds.
+func isNotParked(err error) bool { return errors.Is(err, parking.ErrNotParked) }
+
+// isNotFirst reports the error of a run or dead letter of a message that
+// waits behind another of its key.
+func isNotFirst(err error) bool { return errors.Is(err, parking.ErrNotFirst) }

@@ -115,6 +115,7 @@ type CommandDispatcher struct {
 	tel      *telemetry.Telemetry
 	enc      encoder
 	pub      message.Publisher // Send's
+	sched    scheduler         // nil unless Send's publisher schedules
 	requests message.Publisher // Request's: pub, or requestPublisher
 	routes   map[string]string
 	logger   *slog.Logger
@@ -161,7 +162,6 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 	if err != nil {
 		return nil, err
 	}
-	pub = tel.Publisher(pub)
 	d := &CommandDispatcher{
 		cfg:     cfg,
 		tel:     tel,
@@ -170,6 +170,8 @@ func NewCommandDispatcher(pub message.Publisher, cfg CommandDispatcherConfig) (*
 		pending: make(map[string]chan *message.Message),
 	}
 	d.life, d.stop = context.WithCancel(context.Background())
+	d.sched = schedulerOf(pub)
+	pub = tel.Publisher(pub)
 	d.pub, d.requests = pub, pub
 	if cfg.requestPublisher != nil {
 		d.requests = tel.Publisher(cfg.requestPublisher)
@@ -317,22 +319,60 @@ func (d *CommandDispatcher) deliver(msg *message.Message) {
 // errors are those of [EventPublisher.Publish]; Close ends it with
 // [ErrClosed].
 func (d *CommandDispatcher) Send(ctx context.Context, cmd any) error {
+	return d.send(ctx, d.pub, verbSend, cmd)
+}
+
+// SendAt schedules cmd to be sent at at, through the outbox it is written
+// into, in the transaction of ctx as Send writes (see Scheduled messages
+// in the package doc), and returns the schedule's ID for
+// [CommandDispatcher.Cancel]. A time already past is due at once; the
+// zero time is an error wrapping outbox.ErrInvalidSchedule. A dispatcher
+// whose publisher is not an outbox's returns [ErrCannotSchedule].
+func (d *CommandDispatcher) SendAt(ctx context.Context, at time.Time, cmd any) (string, error) {
+	if d.sched == nil {
+		return "", ErrCannotSchedule
+	}
+	s := &scheduling{s: d.sched, at: at}
+	err := d.send(ctx, d.tel.Publisher(s), verbSendAt, cmd)
+	return s.id, err
+}
+
+// SendAfter is [CommandDispatcher.SendAt] delay from now; a negative delay
+// is an error wrapping outbox.ErrInvalidSchedule.
+func (d *CommandDispatcher) SendAfter(ctx context.Context, delay time.Duration, cmd any) (string, error) {
+	at, err := after(delay)
+	if err != nil {
+		return "", err
+	}
+	return d.SendAt(ctx, at, cmd)
+}
+
+// Cancel cancels the scheduled command id in the transaction of ctx, as
+// outbox.Publisher's Cancel does: once that commits, the command is never
+// sent. The error of a command no longer scheduled wraps outbox.ErrSent,
+// outbox.ErrCancelled or outbox.ErrUnknownSchedule.
+func (d *CommandDispatcher) Cancel(ctx context.Context, id string) error {
+	return cancel(ctx, d.sched, id)
+}
+
+// send sends cmd through pub; v names the call in errors.
+func (d *CommandDispatcher) send(ctx context.Context, pub message.Publisher, v verb, cmd any) error {
 	if cmd == nil {
-		return errors.New("cqrs: Send of a nil command")
+		return fmt.Errorf("cqrs: %s of a nil command", v.call)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	name := d.enc.name(cmd)
 	if d.life.Err() != nil {
-		return fmt.Errorf("cqrs: sending %s: %w", name, ErrClosed)
+		return fmt.Errorf("cqrs: %s %s: %w", v.doing, name, ErrClosed)
 	}
 	ctx, budget, cancel := callContext(ctx, d.cfg.Timeout, d.life)
 	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
-	if err := d.publish(ctx, d.pub, cmd, name, nil); err != nil {
-		return failed(ctx, err, "sending "+name,
-			fmt.Sprintf("%s not sent within %s; it may still reach its handler", name, round(budget)))
+	if err := d.publish(ctx, pub, cmd, name, nil); err != nil {
+		return failed(ctx, err, v.doing+" "+name,
+			fmt.Sprintf("%s not %s within %s; it may still reach its handler", name, v.done, round(budget)))
 	}
 	return nil
 }

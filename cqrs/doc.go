@@ -115,6 +115,12 @@
 // the scope). Event consumers are idempotent by default, command consumers
 // not ([Idempotent] changes it).
 //
+// With ServiceConfig.DeadLetter.Parking.Delays a consumer parks a message
+// whose attempts failed and tries it again later, its key's later
+// messages waiting behind it (middleware's Parking); a DurableOutbox's
+// Service parks in the DurableOutbox's table ([DurableOutbox.Parking]), a
+// Service of NewService in the parking.Store that Parking.Store names.
+//
 // A consumer handles one type. A payload that does not decode is poison
 // and dead-lettered at once; so is a message on its topic with another type
 // name ([ErrUnexpectedType]), unless the consumer was given
@@ -157,8 +163,9 @@
 //
 // [NewDurableOutbox], given the pool of a PostgreSQL database and the
 // broker configuration, sets up the database's outbox (package outbox) and
-// processed-messages store (idempotency/postgres), starts the outbox's
-// forwarder, and makes the facades of this package go through the outbox:
+// processed-messages store (idempotency/postgres) and the table of parked
+// messages (package parking), starts the outbox's forwarder, and makes
+// the facades of this package go through the outbox:
 //
 //   - [DurableOutbox.EventPublisher]'s Publish and the Send of
 //     [DurableOutbox.CommandDispatcher] write into the outbox in the
@@ -203,6 +210,21 @@
 // claim commits. The reply is published when the handler returns, before
 // the commit; if the commit then fails the command is handled again and
 // its second reply is dropped.
+//
+// # Scheduled messages
+//
+// [EventPublisher.PublishAt] and [EventPublisher.PublishAfter], and
+// [CommandDispatcher.SendAt] and [CommandDispatcher.SendAfter], write
+// their message into the outbox's schedule (package outbox, Scheduling)
+// instead of the outbox, in the transaction of ctx as Publish and Send
+// write: a rollback schedules nothing. The message is the one Publish or
+// Send would write, with its type name, message ID, partition key,
+// correlation ID and trace context, and its consumers get it at or after
+// its time. They return the schedule's ID: Cancel with it, in a
+// transaction, and the message is never sent, or learn that it was sent
+// already (outbox.ErrSent). Only publishers and dispatchers on an outbox's
+// publishers (those of a DurableOutbox) schedule; others return
+// [ErrCannotSchedule].
 //
 // # Telemetry
 //

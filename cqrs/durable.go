@@ -11,10 +11,12 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/parking"
 )
 
 // DurableOutboxConfig configures a DurableOutbox. Broker.Brokers is
@@ -36,8 +38,15 @@ type DurableOutboxConfig struct {
 	Store postgres.Config
 
 	// Forwarder tunes the forwarder. Leave its Broker zero: Broker is
-	// used. Its Logger defaults to Logger.
+	// used. Its Logger defaults to Logger; its Telemetry also receives the
+	// parked messages' gauges.
 	Forwarder outbox.ForwarderConfig
+
+	// Parking names the table of the messages that the consumers of its
+	// services park (middleware.ParkingConfig, set by
+	// ServiceConfig.DeadLetter.Parking.Delays); default koto.parked,
+	// created by NewDurableOutbox unless DisableAutoCreateSchema is set.
+	Parking parking.Config
 
 	// Logger receives the logs of the forwarder and of the direct
 	// publisher. Default: slog.Default().
@@ -67,6 +76,7 @@ func (c DurableOutboxConfig) Validate() error {
 	p.Nest("Broker", c.Broker.Validate())
 	p.Nest("Outbox", c.Outbox.Validate())
 	p.Nest("Store", c.Store.Validate())
+	p.Nest("Parking", c.Parking.Validate())
 	// The forwarder runs on Broker, whose problems are reported once, above.
 	f := c.Forwarder
 	f.Broker = broker.Config{Brokers: []string{"127.0.0.1:9092"}}
@@ -85,8 +95,10 @@ type DurableOutbox struct {
 	cfg    DurableOutboxConfig
 	box    *outbox.Outbox
 	store  *postgres.Store
+	parked *parking.Store
 	direct *broker.Publisher // concrete: a nil one must compare nil in Close
 	fwd    *outbox.Forwarder
+	gauges metric.Registration // the parked messages'
 
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -155,6 +167,9 @@ func NewDurableOutbox(ctx context.Context, pool *pgxpool.Pool, cfg DurableOutbox
 	if err := d.store.EnsureSchema(ctx); err != nil {
 		return nil, fmt.Errorf("cqrs: durable outbox: %w", err)
 	}
+	if err := d.setupParking(ctx); err != nil {
+		return nil, err
+	}
 	pubCfg := cfg.Broker
 	pubCfg.Logger = cmp.Or(pubCfg.Logger, cfg.Logger)
 	if d.direct, err = broker.NewPublisher(pubCfg); err != nil {
@@ -179,8 +194,29 @@ func (d *DurableOutbox) run() {
 	}()
 }
 
+// setupParking makes the parking store, its table and its gauges.
+func (d *DurableOutbox) setupParking(ctx context.Context) error {
+	var err error
+	if d.parked, err = parking.NewStore(d.pool, d.box, d.cfg.Parking); err != nil {
+		return err
+	}
+	if err := d.parked.Setup(ctx); err != nil {
+		return fmt.Errorf("cqrs: durable outbox: %w", err)
+	}
+	tel, err := telemetryOf(d.cfg.Forwarder.Telemetry)
+	if err != nil {
+		return err
+	}
+	d.gauges, err = d.parked.Observe(tel)
+	return err
+}
+
 // Outbox returns the outbox: its Transact, its publishers and LockKeys.
 func (d *DurableOutbox) Outbox() *outbox.Outbox { return d.box }
+
+// Parking returns the store of the messages its services' consumers park:
+// its Status, List, RunNow and DeadLetter.
+func (d *DurableOutbox) Parking() *parking.Store { return d.parked }
 
 // EventPublisher returns an EventPublisher that writes events into the
 // outbox in the transaction of the context passed to Publish: inside
@@ -209,7 +245,9 @@ func (d *DurableOutbox) CommandDispatcher(cfg CommandDispatcherConfig) (*Command
 // handler's writes and what it publishes through the outbox commit
 // together. Leave cfg.Store nil: Service uses the DurableOutbox's. A zero
 // cfg.Broker means the DurableOutbox's; a nil Publisher (dead letters and
-// replies), its direct publisher.
+// replies), its direct publisher. With cfg.DeadLetter.Parking.Delays, its
+// consumers park in the DurableOutbox's parking table unless
+// Parking.Store names another.
 func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
 	if cfg.Store != nil {
 		return nil, config.Invalid("cqrs.ServiceConfig", "Store", "is set; leave it nil: DurableOutbox.Service uses its own")
@@ -219,6 +257,9 @@ func (d *DurableOutbox) Service(cfg ServiceConfig) (*Service, error) {
 	}
 	if cfg.Publisher == nil {
 		cfg.Publisher = d.direct
+	}
+	if len(cfg.DeadLetter.Parking.Delays) > 0 && cfg.DeadLetter.Parking.Store == nil {
+		cfg.DeadLetter.Parking.Store = d.parked
 	}
 	cfg.Store, cfg.durable = d.store, d
 	return NewService(cfg)
@@ -236,6 +277,9 @@ func (d *DurableOutbox) Close() error {
 		}
 		if d.fwd != nil {
 			errs = append(errs, d.fwd.Close())
+		}
+		if d.gauges != nil {
+			errs = append(errs, d.gauges.Unregister())
 		}
 		if d.direct != nil {
 			errs = append(errs, d.direct.Close())

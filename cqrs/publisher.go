@@ -2,7 +2,6 @@ package cqrs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,7 +76,9 @@ func validateTimeout(p *config.Problems, d time.Duration) {
 // package doc). It is safe for concurrent use.
 type EventPublisher struct {
 	enc     encoder
+	tel     *telemetry.Telemetry
 	pub     message.Publisher
+	sched   scheduler // nil unless pub schedules
 	service string
 	routes  map[string]string
 	timeout time.Duration
@@ -98,7 +99,10 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 	if err != nil {
 		return nil, err
 	}
-	return &EventPublisher{pub: tel.Publisher(pub), service: cfg.Service, routes: routes, timeout: cfg.Timeout}, nil
+	return &EventPublisher{
+		tel: tel, pub: tel.Publisher(pub), sched: schedulerOf(pub),
+		service: cfg.Service, routes: routes, timeout: cfg.Timeout,
+	}, nil
 }
 
 // Publish publishes event, a value or pointer of a named struct type, and
@@ -108,8 +112,46 @@ func NewEventPublisher(pub message.Publisher, cfg EventPublisherConfig) (*EventP
 // message carries (Publishing) and what a timeout leaves (Deadlines and
 // broker faults).
 func (p *EventPublisher) Publish(ctx context.Context, event any) error {
+	return p.publish(ctx, p.pub, verbPublish, event)
+}
+
+// PublishAt schedules event to be published at at, through the outbox it
+// is written into, in the transaction of ctx as Publish writes (see
+// Scheduled messages in the package doc), and returns the schedule's ID
+// for [EventPublisher.Cancel]. A time already past is due at once; the
+// zero time is an error wrapping outbox.ErrInvalidSchedule. A publisher
+// that is not an outbox's returns [ErrCannotSchedule].
+func (p *EventPublisher) PublishAt(ctx context.Context, at time.Time, event any) (string, error) {
+	if p.sched == nil {
+		return "", ErrCannotSchedule
+	}
+	s := &scheduling{s: p.sched, at: at}
+	err := p.publish(ctx, p.tel.Publisher(s), verbSchedule, event)
+	return s.id, err
+}
+
+// PublishAfter is [EventPublisher.PublishAt] delay from now; a negative
+// delay is an error wrapping outbox.ErrInvalidSchedule.
+func (p *EventPublisher) PublishAfter(ctx context.Context, delay time.Duration, event any) (string, error) {
+	at, err := after(delay)
+	if err != nil {
+		return "", err
+	}
+	return p.PublishAt(ctx, at, event)
+}
+
+// Cancel cancels the scheduled event id in the transaction of ctx, as
+// outbox.Publisher's Cancel does: once that commits, the event is never
+// published. The error of an event no longer scheduled wraps
+// outbox.ErrSent, outbox.ErrCancelled or outbox.ErrUnknownSchedule.
+func (p *EventPublisher) Cancel(ctx context.Context, id string) error {
+	return cancel(ctx, p.sched, id)
+}
+
+// publish publishes event through pub; v names the call in errors.
+func (p *EventPublisher) publish(ctx context.Context, pub message.Publisher, v verb, event any) error {
 	if event == nil {
-		return errors.New("cqrs: Publish of a nil event")
+		return fmt.Errorf("cqrs: %s of a nil event", v.call)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -117,14 +159,14 @@ func (p *EventPublisher) Publish(ctx context.Context, event any) error {
 	name := p.enc.name(event)
 	topic, err := topicFor(p.service, p.routes, name)
 	if err != nil {
-		return fmt.Errorf("cqrs: publishing %s: %w", name, err)
+		return fmt.Errorf("cqrs: %s %s: %w", v.doing, name, err)
 	}
 	ctx, budget, cancel := callContext(ctx, p.timeout, nil)
 	defer cancel()
 	ctx, _ = correlation.Ensure(ctx)
-	if err := p.enc.publish(ctx, p.pub, topic, event, name, nil); err != nil {
-		return failed(ctx, err, "publishing "+name,
-			fmt.Sprintf("%s not published within %s; it may still be", name, round(budget)))
+	if err := p.enc.publish(ctx, pub, topic, event, name, nil); err != nil {
+		return failed(ctx, err, v.doing+" "+name,
+			fmt.Sprintf("%s not %s within %s; it may still be", name, v.done, round(budget)))
 	}
 	return nil
 }

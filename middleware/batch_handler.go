@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -109,6 +110,7 @@ func (p *processing) prepare(router context.Context) []*member {
 			p.failed(m, err)
 		case msg.Metadata.Get(koto.ProbeMetadataKey) != "":
 			p.settle(m, outcomeProbe)
+		case !p.gate(m):
 		case p.b.cfg.batch.Prepare != nil:
 			if skip, err := p.b.cfg.batch.Prepare(msg); err != nil {
 				p.failed(m, err)
@@ -124,15 +126,49 @@ func (p *processing) prepare(router context.Context) []*member {
 	return todo
 }
 
+// gate settles m when parking has it wait, or takes it elsewhere, and
+// reports whether it runs: another group's parked message come back is a
+// duplicate here; a message of a key with a parked message parks behind
+// it; a parked message come back runs, or is dead-lettered when an
+// operator asked for it.
+func (p *processing) gate(m *member) bool {
+	d := p.b.cfg.dead
+	m.group = d.cfg.ConsumerGroup(m.msg)
+	if owner := m.msg.Metadata.Get(ParkedGroupKey); owner != "" && owner != m.group {
+		p.settle(m, outcomeDuplicate)
+		return false
+	}
+	if d.park == nil || m.group == "" {
+		return true
+	}
+	entry, g, err := d.park.before(m.ctx, m.msg, m.group)
+	switch {
+	case err != nil && koto.ClassOf(err) == koto.ClassPoison:
+		p.deadLetter(m, err, koto.ClassPoison)
+	case err != nil:
+		p.b.logNack(m, err)
+		p.nackLane(m)
+	case g == gateParked:
+		p.settle(m, outcomeParked)
+	case entry != nil && entry.DeadLetter:
+		m.entry = entry
+		p.deadLetter(m, ErrDeadLetterRequested, koto.ClassPoison)
+	default:
+		m.entry = entry
+		return true
+	}
+	return false
+}
+
 // apply acts on the fates of a run of set, in order.
 func (p *processing) apply(set []*member, fates map[*member]fate) {
 	for _, m := range set {
 		switch f := fates[m]; f.kind {
 		case fateOK:
-			p.settle(m, outcomeOK)
+			p.done(m, outcomeOK)
 		case fateDuplicate:
 			p.b.cfg.idem.skipped(m.msg, m.key)
-			p.settle(m, outcomeDuplicate)
+			p.done(m, outcomeDuplicate)
 		case fateFailed:
 			p.failed(m, f.err)
 		case fateRequeued:
@@ -141,32 +177,73 @@ func (p *processing) apply(set []*member, fates map[*member]fate) {
 	}
 }
 
+// done settles a member whose effects committed, first ending its
+// parking if it was a parked message come back, which lets its key's next
+// parked message come back.
+func (p *processing) done(m *member, o outcome) {
+	if m.entry != nil {
+		if err := p.b.cfg.dead.park.release(m.ctx, m.entry); err != nil {
+			p.b.logNack(m, err)
+			p.nackLane(m)
+			return
+		}
+	}
+	p.settle(m, o)
+}
+
 // failed decides what becomes of a member whose attempt failed with err,
-// as DeadLetter would: dead-lettered (poison, or out of retries), or
-// tried again alone after a backoff. A member whose delivery ended is
-// nacked.
+// as DeadLetter would: dead-lettered (poison, or out of retries), parked
+// (out of retries in place, where parking is on), or tried again alone
+// after a backoff. A member whose delivery ended is nacked.
 func (p *processing) failed(m *member, err error) {
 	if m.gone() {
 		p.nackLane(m)
 		return
 	}
+	d := p.b.cfg.dead
 	class := p.b.cfg.classify(err)
-	delay := p.b.cfg.dead.cfg.Backoff.Delay(m.tries.failures)
+	delay := d.cfg.Backoff.Delay(m.tries.failures)
 	m.tries.attempts++
-	if p.b.cfg.dead.giveUp(&m.tries, class, delay) {
+	switch {
+	case !d.giveUp(&m.tries, class, err, delay):
+		m.retryAt, m.lastErr = time.Now().Add(delay), err
+		p.retrying = append(p.retrying, m)
+		p.b.logRetry(m, err, class, delay)
+		p.b.cfg.tel.BatchRetried(m.ctx, m.msg, class.String())
+	case class == koto.ClassRetryable && p.park(m, err):
+	default:
 		p.deadLetter(m, err, class)
-		return
 	}
-	m.retryAt, m.lastErr = time.Now().Add(delay), err
-	p.retrying = append(p.retrying, m)
-	p.b.logRetry(m, err, class, delay)
-	p.b.cfg.tel.BatchRetried(m.ctx, m.msg, class.String())
 }
 
-// deadLetter sends m to the dead-letter topic and acks it; when that
-// fails, m and the messages behind it are nacked.
+// park parks m, out of its retries in place, when parking is on and it
+// has a parking left, and reports whether m is settled so.
+func (p *processing) park(m *member, cause error) bool {
+	d := p.b.cfg.dead
+	if d.park == nil || m.group == "" {
+		return false
+	}
+	delay, ok := d.park.next(m.entry, cause)
+	if !ok {
+		return false
+	}
+	switch err := d.park.park(m.ctx, m.msg, m.group, m.entry, m.tries.attempts, cause, delay); {
+	case err == nil:
+		p.settle(m, outcomeParked)
+	case koto.ClassOf(err) == koto.ClassPoison:
+		p.deadLetter(m, errors.Join(cause, err), koto.ClassPoison) // it cannot be parked: its dead letter says why
+	default:
+		p.b.logNack(m, err)
+		p.nackLane(m)
+	}
+	return true
+}
+
+// deadLetter sends m to the dead-letter topic, with its parking history
+// if it was parked, and acks it; when that fails, m and the messages
+// behind it are nacked.
 func (p *processing) deadLetter(m *member, err error, class koto.Class) {
-	if _, sendErr := p.b.cfg.dead.send(m.msg, err, class, m.tries.attempts); sendErr != nil {
+	if _, sendErr := p.b.cfg.dead.deadLetterParked(m.msg, err, class, m.tries.attempts, m.entry); sendErr != nil {
 		p.b.logNack(m, sendErr)
 		p.nackLane(m)
 		return
@@ -199,7 +276,8 @@ func (p *processing) nackLane(m *member) {
 }
 
 // release returns the held members whose key has no failed member left to
-// retry: the message they waited for is settled.
+// retry: the message they waited for is settled. Those whose key it left
+// parked park behind it.
 func (p *processing) release() []*member {
 	var free []*member
 	p.held = slices.DeleteFunc(p.held, func(h *member) bool {
@@ -209,7 +287,10 @@ func (p *processing) release() []*member {
 		}
 		return !waiting
 	})
-	return free
+	if p.b.cfg.dead.park == nil {
+		return free
+	}
+	return slices.DeleteFunc(free, func(h *member) bool { return !p.gate(h) })
 }
 
 // nextRetry takes the failed member due first off the retry list.

@@ -26,6 +26,8 @@ type member struct {
 	tries   delivery  // the failures of its retries, as DeadLetter counts them
 	retryAt time.Time // when a failed member is tried again
 	lastErr error
+	group   string  // its consumer group, for parking
+	entry   *Parked // the parking entry of a parked message come back
 }
 
 // fate is what one run made of a member.

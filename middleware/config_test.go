@@ -49,6 +49,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"middleware.DeadLetterConfig.MaxAttempts", deadLetter(pub, middleware.DeadLetterConfig{MaxAttempts: -1})},
 		{"middleware.DeadLetterConfig.MaxElapsedTime", deadLetter(pub, middleware.DeadLetterConfig{MaxElapsedTime: -1})},
 		{"middleware.DeadLetterConfig.Topic", deadLetter(pub, middleware.DeadLetterConfig{Topic: "no spaces"})},
+		{"middleware.DeadLetterConfig.Parking.Store is nil but Parking.Delays are set",
+			deadLetter(pub, middleware.DeadLetterConfig{Parking: middleware.ParkingConfig{Delays: []time.Duration{time.Minute}}})},
+		{"middleware.DeadLetterConfig.Parking.Delays [1] is negative", deadLetter(pub, middleware.DeadLetterConfig{
+			Parking: middleware.ParkingConfig{Delays: []time.Duration{time.Minute, -time.Minute}}})},
 		{"middleware.DeadLetterConfig.Backoff.Multiplier", deadLetter(pub, middleware.DeadLetterConfig{Backoff: koto.Backoff{Multiplier: 0.5}})},
 		{"middleware.DeadLetterConfig.Backoff.MaxInterval", deadLetter(pub, middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: 20e9}})},
 		{"middleware.IdempotencyConfig has no store", idem(nil, middleware.IdempotencyConfig{})},

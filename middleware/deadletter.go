@@ -45,6 +45,11 @@ type DeadLetterConfig struct {
 	// Classify decides what to do with a handler error. Default
 	// koto.ClassOf.
 	Classify func(err error) koto.Class
+	// Parking, when it has Delays, gives a message whose attempts failed
+	// with a retryable error later attempts at those delays before its
+	// dead letter, parked in Parking.Store (see Parking in the package
+	// doc).
+	Parking ParkingConfig
 }
 
 func (c *DeadLetterConfig) setDefaults() {
@@ -85,6 +90,7 @@ func (c DeadLetterConfig) validate(p *config.Problems) {
 		p.Add("MaxElapsedTime", "is negative (%v); use 0 for the default (%v) or a positive duration", c.MaxElapsedTime, defaultMaxElapsedTime)
 	}
 	p.Nest("Backoff", c.Backoff.Validate())
+	c.Parking.validate(p)
 }
 
 // HandlerName returns the name of the router handler that consumes msg:
@@ -112,12 +118,16 @@ func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMid
 	}
 	cfg.setDefaults()
 	d := &deadLetter{pub: pub, cfg: cfg}
+	if cfg.Parking.enabled() {
+		d.park = &parker{cfg: cfg.Parking, backoff: cfg.Backoff}
+	}
 	return d.middleware, nil
 }
 
 type deadLetter struct {
-	pub message.Publisher
-	cfg DeadLetterConfig
+	pub  message.Publisher
+	cfg  DeadLetterConfig
+	park *parker // nil: no parking
 }
 
 // delivery is the retry state of one delivery of one message.
@@ -135,39 +145,93 @@ func (d *deadLetter) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, nil
 		}
 		if err := koto.InvalidRecord(msg); err != nil {
-			return d.send(msg, koto.Poison(err), koto.ClassPoison, 0)
+			return d.send(msg, koto.Poison(err), koto.ClassPoison, 0, nil)
 		}
 		ctx := msg.Context()
-		rep := reportFrom(ctx)
-		var s delivery
-		var produced []*message.Message
-		err := retry.Do(ctx, d.cfg.Backoff.Delay, func() error {
-			s.attempts++
-			msg.SetContext(retryContext(ctx, s.attempts)) // a failed attempt may have replaced it
-			rep.setAttempts(s.attempts)
+		group := d.cfg.ConsumerGroup(msg)
+		if owner := msg.Metadata.Get(ParkedGroupKey); owner != "" && owner != group {
+			// Another group's parked message, come back through the topic.
+			reportFrom(ctx).set(outcomeDuplicate, slog.String(logattr.ParkedFor, owner))
+			return nil, nil
+		}
+		var entry *Parked
+		if d.park != nil && group != "" {
+			var g gate
 			var err error
-			produced, err = callRecovering(h, msg)
-			return err
-		}, func(f retry.Failure) error {
-			if ctx.Err() != nil {
-				return f.Err
+			switch entry, g, err = d.park.before(ctx, msg, group); {
+			case err != nil && koto.ClassOf(err) == koto.ClassPoison:
+				// It cannot wait behind its key's parked messages.
+				return d.send(msg, err, koto.ClassPoison, 0, nil)
+			case err != nil || g == gateParked:
+				return nil, err
+			case entry != nil && entry.DeadLetter:
+				return d.deadLetterParked(msg, ErrDeadLetterRequested, koto.ClassPoison, 0, entry)
 			}
-			class := d.cfg.Classify(f.Err)
-			if d.giveUp(&s, class, f.Delay) {
-				s.dead = &class
-				return f.Err
-			}
-			rep.retry(retryNote{err: f.Err, class: class, attempt: s.attempts, delay: f.Delay})
-			return nil
-		}, nil)
+		}
+		produced, s, err := d.attempts(ctx, h, msg)
 		switch {
+		case err == nil && entry != nil:
+			if err := d.park.release(ctx, entry); err != nil {
+				return nil, err
+			}
+			return produced, nil
 		case err == nil:
 			return produced, nil
-		case s.dead != nil:
-			return d.send(msg, err, *s.dead, s.attempts)
+		case s.dead == nil:
+			return nil, err
+		case *s.dead == koto.ClassRetryable && d.park != nil && group != "":
+			if delay, ok := d.park.next(entry, err); ok {
+				perr := d.park.park(ctx, msg, group, entry, s.attempts, err, delay)
+				if perr == nil || koto.ClassOf(perr) != koto.ClassPoison {
+					return nil, perr
+				}
+				err = errors.Join(err, perr) // it cannot be parked: its dead letter says why
+			}
 		}
+		return d.deadLetterParked(msg, err, *s.dead, s.attempts, entry)
+	}
+}
+
+// attempts runs h on msg, retrying in place as the package doc says, and
+// returns the outcome of its last attempt and the delivery's state.
+func (d *deadLetter) attempts(ctx context.Context, h message.HandlerFunc, msg *message.Message) ([]*message.Message, *delivery, error) {
+	rep := reportFrom(ctx)
+	var s delivery
+	var produced []*message.Message
+	err := retry.Do(ctx, d.cfg.Backoff.Delay, func() error {
+		s.attempts++
+		msg.SetContext(retryContext(ctx, s.attempts)) // a failed attempt may have replaced it
+		rep.setAttempts(s.attempts)
+		var err error
+		produced, err = callRecovering(h, msg)
+		return err
+	}, func(f retry.Failure) error {
+		if ctx.Err() != nil {
+			return f.Err
+		}
+		class := d.cfg.Classify(f.Err)
+		if d.giveUp(&s, class, f.Err, f.Delay) {
+			s.dead = &class
+			return f.Err
+		}
+		rep.retry(retryNote{err: f.Err, class: class, attempt: s.attempts, delay: f.Delay})
+		return nil
+	}, nil)
+	return produced, &s, err
+}
+
+// deadLetterParked dead-letters msg, with the history of entry if it was
+// parked, and then ends entry's parking.
+func (d *deadLetter) deadLetterParked(msg *message.Message, cause error, class koto.Class, attempts int, entry *Parked) ([]*message.Message, error) {
+	if _, err := d.send(msg, cause, class, attempts, entry); err != nil {
 		return nil, err
 	}
+	if entry != nil {
+		if err := d.park.release(msg.Context(), entry); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 // retryKey marks the context of an attempt after the first.
@@ -189,14 +253,18 @@ func isRetry(ctx context.Context) bool {
 	return ok
 }
 
-// giveUp counts a failure of class and reports whether to dead-letter now
-// rather than retry after delay.
-func (d *deadLetter) giveUp(s *delivery, class koto.Class, delay time.Duration) bool {
+// giveUp counts a failure of class and reports whether to dead-letter, or
+// park, now rather than retry after delay. A failure that asks for a later
+// retry (koto.RetryAfter) is parked at once where parking is on.
+func (d *deadLetter) giveUp(s *delivery, class koto.Class, err error, delay time.Duration) bool {
 	switch class {
 	case koto.ClassPoison:
 		return true
 	case koto.ClassOutage:
 		return false
+	}
+	if _, ok := koto.RetryDelay(err); ok && d.park != nil {
+		return true
 	}
 	s.failures++
 	if s.failures == 1 {
@@ -216,15 +284,16 @@ func callRecovering(h message.HandlerFunc, msg *message.Message) (produced []*me
 	return h(msg)
 }
 
-// send publishes the dead letter of msg and acks msg, or returns the error
-// so that msg is nacked.
-func (d *deadLetter) send(msg *message.Message, cause error, class koto.Class, attempts int) ([]*message.Message, error) {
+// send publishes the dead letter of msg, with the history of its parking
+// entry if it was parked, and acks msg, or returns the error so that msg
+// is nacked.
+func (d *deadLetter) send(msg *message.Message, cause error, class koto.Class, attempts int, entry *Parked) ([]*message.Message, error) {
 	group := d.cfg.ConsumerGroup(msg)
 	topic, err := d.topic(group)
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}
-	dl := deadLetterMessage(msg, cause, class, attempts, group)
+	dl := deadLetterMessage(msg, cause, class, attempts, group, entry)
 	err = d.pub.Publish(topic, dl)
 	if errors.Is(err, koto.ErrMessageTooLarge) {
 		// Nacked, it would come back and be refused again, for ever.

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,8 +31,13 @@ const droppedHeadersMax = 16 * droppedValueMax
 var failureKeys = []string{
 	dlqmeta.Reason, dlqmeta.ErrorType, dlqmeta.ErrorClass, dlqmeta.OriginalTopic,
 	dlqmeta.OriginalPartition, dlqmeta.OriginalOffset, dlqmeta.ConsumerGroup,
-	dlqmeta.Handler, dlqmeta.Attempts, dlqmeta.FailedAt, dlqmeta.Dropped,
+	dlqmeta.Handler, dlqmeta.Attempts, dlqmeta.FailedAt, dlqmeta.History, dlqmeta.Dropped,
 }
+
+// parkingKeys are the keys of a parked message come back, which its dead
+// letter leaves out: replayed with them, it would be taken for a copy of a
+// parked one.
+var parkingKeys = []string{ParkedIDKey, ParkedGroupKey}
 
 // droppedLetter returns dl without its payload, marked with
 // [dlqmeta.Dropped]: what reaches the dead-letter topic when dl was
@@ -96,13 +102,18 @@ func truncate(s string, n int) string {
 // deadLetterMessage returns the dead letter of msg: a copy with the
 // failure's metadata. A message read from a Kafka record
 // (koto.ConsumedRecordFromContext) is marked to be written as that record
-// with the failure's entries as headers (koto.ContextWithVerbatim).
-func deadLetterMessage(msg *message.Message, cause error, class koto.Class, attempts int, group string) *message.Message {
+// with the failure's entries as headers (koto.ContextWithVerbatim). The
+// dead letter of a parked message, entry, names where it was consumed
+// first, which a replay returns it to, and the history of its parking.
+func deadLetterMessage(msg *message.Message, cause error, class koto.Class, attempts int, group string, entry *Parked) *message.Message {
 	ctx := msg.Context()
 	dl := msg.Copy()
 	hadCorrelation := correlation.FromMessage(msg) != ""
 	correlation.Stamp(ctx, dl)
 	pos := positionFrom(ctx, message.SubscribeTopicFromCtx(ctx))
+	if entry != nil {
+		pos.Position = entry.Position
+	}
 	entries := [][2]string{
 		{dlqmeta.Reason, cause.Error()},
 		{dlqmeta.ErrorType, rootCauseType(cause)},
@@ -118,9 +129,15 @@ func deadLetterMessage(msg *message.Message, cause error, class koto.Class, atte
 		[2]string{dlqmeta.Handler, message.HandlerNameFromCtx(ctx)},
 		[2]string{dlqmeta.Attempts, strconv.Itoa(attempts)},
 		[2]string{dlqmeta.FailedAt, time.Now().UTC().Format(time.RFC3339Nano)})
+	if entry != nil {
+		if h, err := json.Marshal(entry.History); err == nil {
+			entries = append(entries, [2]string{dlqmeta.History, string(h)})
+		}
+	}
 	md := dl.Metadata
-	delete(md, dlqmeta.OriginalPartition)
-	delete(md, dlqmeta.OriginalOffset)
+	for _, k := range slices.Concat([]string{dlqmeta.OriginalPartition, dlqmeta.OriginalOffset, dlqmeta.History}, parkingKeys) {
+		delete(md, k)
+	}
 	for _, e := range entries {
 		md.Set(e[0], e[1])
 	}
@@ -144,7 +161,7 @@ func withFailure(rec koto.Record, entries [][2]string) koto.Record {
 	headers := make([]koto.Header, 0, len(rec.Headers)+len(entries))
 	for _, h := range rec.Headers {
 		replaced := slices.ContainsFunc(entries, func(e [2]string) bool { return e[0] == string(h.Key) })
-		if !replaced && !slices.Contains(failureKeys, string(h.Key)) {
+		if !replaced && !slices.Contains(failureKeys, string(h.Key)) && !slices.Contains(parkingKeys, string(h.Key)) {
 			headers = append(headers, h)
 		}
 	}

@@ -207,3 +207,51 @@ func TestInvalidRecordIsDeadLetteredWithoutHandler(t *testing.T) {
 		t.Errorf("dead letter reason %q, class %q: want the mapping's reason, poison", reason, md.Get("dead_letter_error_class"))
 	}
 }
+
+// TestRetryAfterWithoutParkingIsRetryable: a koto.RetryAfter error, where
+// nothing parks, is retried in place and dead-lettered after its
+// attempts, as any retryable error.
+func TestRetryAfterWithoutParkingIsRetryable(t *testing.T) {
+	gc := newGoChannel(t)
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 3}, func(*message.Message) ([]*message.Message, error) {
+		calls++
+		return nil, koto.RetryAfter(errors.New("rate limited"), time.Hour)
+	})
+	if _, err := h(message.NewMessage("later", nil)); err != nil {
+		t.Fatalf("dead-lettered message not acked: %v", err)
+	}
+	if dl := deadLetters(t, gc); calls != 3 || len(dl) != 1 || dl[0].Metadata.Get(dlAttempts) != "3" {
+		t.Fatalf("calls %d, dead letters %d; want 3 calls and one dead letter", calls, len(dl))
+	}
+}
+
+// TestAnotherGroupsParkedMessageIsSkipped: a message that another group
+// parked, come back through the topic, is acked without a handler call;
+// one of this group's is handled, and its dead letter leaves the parking's
+// metadata out, where nothing parks.
+func TestAnotherGroupsParkedMessageIsSkipped(t *testing.T) {
+	gc := newGoChannel(t)
+	calls := 0
+	h := deadLetterUnit(t, gc, middleware.DeadLetterConfig{MaxAttempts: 1, ConsumerGroup: func(*message.Message) string { return "mine" }},
+		func(*message.Message) ([]*message.Message, error) {
+			calls++
+			return nil, errors.New("bug")
+		})
+	other := message.NewMessage("other", nil)
+	other.Metadata.Set(middleware.ParkedGroupKey, "theirs")
+	other.Metadata.Set(middleware.ParkedIDKey, "01900000-0000-7000-8000-000000000001")
+	if _, err := h(other); err != nil || calls != 0 {
+		t.Fatalf("another group's parked message: err %v, %d calls; want acked without a call", err, calls)
+	}
+	own := message.NewMessage("own", nil)
+	own.Metadata.Set(middleware.ParkedGroupKey, "mine")
+	own.Metadata.Set(middleware.ParkedIDKey, "01900000-0000-7000-8000-000000000002")
+	if _, err := h(own); err != nil || calls != 1 {
+		t.Fatalf("own parked message: err %v, %d calls; want dead-lettered after a call", err, calls)
+	}
+	dl := deadLetters(t, gc)
+	if len(dl) != 1 || dl[0].Metadata.Get(middleware.ParkedIDKey) != "" || dl[0].Metadata.Get(middleware.ParkedGroupKey) != "" {
+		t.Fatalf("dead letters %v; want one, without the parking's metadata", dl)
+	}
+}

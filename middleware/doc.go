@@ -2,8 +2,9 @@
 // correlation IDs that follow the work ([Correlation]), duplicates skipped
 // with a store that survives restarts, or claimed in the transaction that
 // holds the handler's effects ([Idempotency]), poison messages sent to a
-// dead-letter topic while outages are waited out ([DeadLetter]), and one
-// structured log line per message ([Logging]). It reads the error classes
+// dead-letter topic while outages are waited out, and failing messages
+// parked to be tried again later, in their key's order ([DeadLetter]),
+// and one structured log line per message ([Logging]). It reads the error classes
 // of package koto and talks to no transport itself.
 //
 // # Order
@@ -26,6 +27,11 @@
 // so that only a handler that succeeded is marked and each retry checks
 // again; in the transactional mode, so that each retry is a transaction of
 // its own.
+//
+// Parking, when configured, is part of DeadLetter (DeadLetterConfig.Parking),
+// not a middleware of its own: it decides a delivery's fate with the
+// retries and the dead letter, each message on its own, so that it also
+// applies where a batch handler takes Idempotency's place.
 //
 // DeadLetter does the work of Watermill's Retry and PoisonQueue together;
 // do not add those two, nor Watermill's Deduplicator: it records a message
@@ -119,9 +125,55 @@
 // retried up to MaxAttempts and MaxElapsedTime, then dead-lettered. Every
 // retry waits by DeadLetterConfig.Backoff.
 //
+// A handler error marked koto.RetryAfter asks for a later attempt: with
+// parking it is parked at once, for the delay it gives; without, it is a
+// retryable error like any other.
+//
 // A message that its record mapping could not read (koto.InvalidRecord: a
 // CloudEvent without ce_id, say) is poison too: DeadLetter dead-letters it
 // at once with the mapping's reason, without calling the handler.
+//
+// # Parking
+//
+// In-place retries hold the message's slot, and its key, for as long as
+// they last: fine for a blip, not for a dependency that is down for an
+// hour. With ParkingConfig.Delays (1m, 5m, 30m, 2h, say) a message whose
+// attempts in place failed with a retryable error is parked instead: its
+// ParkingStore (parking.Store, in PostgreSQL) keeps it with its next
+// attempt time, and the message is acked, so that its slot is free and the
+// partition moves on. At that time the store brings it back through its
+// topic (parking.Store schedules it in the outbox), to the partition's
+// owner, where it runs through the same chain again: telemetry, the
+// idempotency claim, the transactional mode and the outbox. If it fails
+// again it is parked for the next delay; after the last it is
+// dead-lettered. A handler that knows when to come back returns
+// koto.RetryAfter and is parked at once for that long. Outages are never
+// parked: they hold everything anyway, and are retried in place, as are
+// the store's own errors. A message the store cannot keep (one with a
+// header that is not UTF-8, which the outbox refuses: a poison error of
+// the store) is dead-lettered at once, its reason saying why.
+//
+// A key keeps its order. While a key (the record key, per consumer group
+// and partition) has a parked message, its later messages are parked
+// behind it, in offset order, without a handler call, and come back one by
+// one after it: when a parked message succeeds, or is dead-lettered, the
+// next of its key comes back at once, and the key is free again when its
+// queue is empty. Each DeadLetter keeps the set of a partition's parked
+// keys in memory, read from the store when a message of a newer group
+// generation (koto.Position's Generation) arrives, as after a restart or
+// a rebalance: a new owner of the partition knows its parked keys. When
+// nothing is parked a message costs a map lookup. A message without a
+// record key, or not from Kafka, is parked alone, and waits for nothing.
+//
+// A parked message comes back with the metadata ParkedIDKey and
+// ParkedGroupKey. The consumers of other groups on the topic, behind a
+// DeadLetter of their own, skip it as a duplicate (outcome duplicate);
+// consumers outside this module see the message again, with its UUID, which
+// their idempotency catches. A copy whose entry is no longer parked (sent
+// twice, or nacked after its key was released) runs as any other
+// message: the idempotency middleware skips it if it was handled. A kill
+// between a parking and its ack redelivers the message from Kafka, and the
+// store finds its record parked already.
 //
 // # Probes
 //
@@ -163,7 +215,14 @@
 //	dead_letter_handler             the router handler
 //	dead_letter_attempts            handler calls in the delivery that gave up
 //	dead_letter_failed_at           RFC 3339 with nanoseconds, UTC
+//	dead_letter_history             a parked message's failed deliveries, JSON (below)
 //	dead_letter_dropped             why the payload was left out (below)
+//
+// The dead letter of a parked message names where it was consumed first,
+// and dead_letter_history holds each delivery that failed and parked it,
+// oldest first: [{"failed_at", "attempts", "error", "retry_at"}, ...]. It
+// carries no ParkedIDKey or ParkedGroupKey, so that a replay runs as a new
+// message.
 //
 // Package deadletter reads them back, in any mapping. The messages the
 // handler returned are dropped with it. A dead letter that Kafka refuses
@@ -181,7 +240,8 @@
 //
 // [Logging] writes one line per delivery with handler, topic, partition
 // and offset, message_uuid, correlation_id, duration and outcome: ok,
-// duplicate and probe at debug, nacked (the chain returned an error: an outage that
+// duplicate and probe at debug, parked (with parked_id and retry_at, or
+// parked_behind) and nacked (the chain returned an error: an outage that
 // outlived the message's context, a dead letter that could not be
 // published) at warn, dead-lettered at error. Each retry is a warn line of
 // its own, outcome retry, when it is scheduled. [NewLogHandler] adds the

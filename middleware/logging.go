@@ -97,7 +97,7 @@ func outcomeLevel(o outcome) slog.Level {
 	switch o {
 	case outcomeDeadLettered:
 		return slog.LevelError
-	case outcomeNacked, outcomeRetry:
+	case outcomeNacked, outcomeRetry, outcomeParked:
 		return slog.LevelWarn
 	default:
 		return slog.LevelDebug

@@ -29,6 +29,10 @@ const (
 	// outcomeDeadLettered: the message ([koto.ClassPoison], or [koto.ClassRetryable]
 	// past its retries) is on the dead-letter topic; it is acked.
 	outcomeDeadLettered outcome = "dead-lettered"
+	// outcomeParked: the message is parked (see Parking in the package
+	// doc), after its attempts failed or behind its key's parked
+	// messages; it is acked and comes back later.
+	outcomeParked outcome = "parked"
 	// outcomeNacked: the chain returned an error (an outage that outlived
 	// the message's context, a dead letter that could not be published);
 	// the router nacks the message and the subscriber redelivers it.

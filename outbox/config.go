@@ -15,12 +15,19 @@ const (
 	defaultMaxMessageBytes = 1_000_000
 )
 
-// offsetsSuffix names the forwarder's position table: <Table>_offsets.
-const offsetsSuffix = "_offsets"
+// Suffixes of the tables beside the outbox table: the forwarder's position
+// (<Table>_offsets), the messages scheduled and not yet due
+// (<Table>_scheduled), and what became of those sent or cancelled
+// (<Table>_settled).
+const (
+	offsetsSuffix   = "_offsets"
+	scheduledSuffix = "_scheduled"
+	settledSuffix   = "_settled"
+)
 
-// maxTable leaves room for the offsets table's suffix within PostgreSQL's
+// maxTable leaves room for the longest suffix within PostgreSQL's
 // identifier limit.
-const maxTable = pgschema.MaxIdentifier - len(offsetsSuffix)
+const maxTable = pgschema.MaxIdentifier - len(scheduledSuffix)
 
 // Config configures an Outbox. Its zero value is the default: tables
 // koto.outbox and koto.outbox_offsets, created by Setup.
@@ -30,7 +37,8 @@ type Config struct {
 	// interpolated raw.
 	Schema string
 	// Table is the outbox table's name; default "outbox". The forwarder
-	// keeps its position in <Table>_offsets, so Table has at most 55
+	// keeps its position in <Table>_offsets and the schedule is in
+	// <Table>_scheduled and <Table>_settled, so Table has at most 53
 	// bytes.
 	Table string
 	// DisableAutoCreateSchema, when true, makes Setup (and so the

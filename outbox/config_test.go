@@ -28,7 +28,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for field, cfg := range map[string]outbox.Config{
 		"Schema":          {Schema: strings.Repeat("s", 64)},
-		"Table":           {Table: strings.Repeat("t", 56)},
+		"Table":           {Table: strings.Repeat("t", 54)},
 		"MaxMessageBytes": {MaxMessageBytes: -1},
 	} {
 		err := cfg.Validate()
@@ -36,9 +36,9 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig naming the field", field, err)
 		}
 	}
-	wantConfigErr(t, "every field", outbox.Config{Schema: strings.Repeat("s", 64), Table: strings.Repeat("t", 56), MaxMessageBytes: -1}.Validate(),
+	wantConfigErr(t, "every field", outbox.Config{Schema: strings.Repeat("s", 64), Table: strings.Repeat("t", 54), MaxMessageBytes: -1}.Validate(),
 		`invalid configuration: outbox.Config.Schema "`+strings.Repeat("s", 64)+`" is 64 bytes; shorten it to at most 63 bytes`,
-		`invalid configuration: outbox.Config.Table "`+strings.Repeat("t", 56)+`" is 56 bytes; shorten it to at most 55 bytes`,
+		`invalid configuration: outbox.Config.Table "`+strings.Repeat("t", 54)+`" is 54 bytes; shorten it to at most 53 bytes`,
 		"invalid configuration: outbox.Config.MaxMessageBytes is -1; set a positive size in bytes, or 0 for 1000000")
 	_, err := outbox.New(nil, outbox.Config{})
 	wantConfigErr(t, "New(nil pool)", err, "invalid configuration: outbox.New got a nil pool; pass a connected *pgxpool.Pool")

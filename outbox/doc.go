@@ -3,7 +3,8 @@
 // announce, and a forwarder moves them to Kafka once that transaction has
 // committed. A rolled-back transaction publishes nothing; a committed one
 // publishes every message it wrote, even if the process dies right after
-// the commit.
+// the commit. It also sends messages later, at a time they are scheduled
+// for, and cancels them until then.
 //
 // In the library's layers (README, Architecture) it is a part that talks
 // to PostgreSQL, and to Kafka through package broker; it imports no
@@ -124,6 +125,47 @@
 // and deletes nothing of its batch and retries with RetryBackoff, as in an
 // outage; the rows behind it wait, so that the order holds.
 //
+// # Scheduling
+//
+// [Publisher.Schedule] and [Publisher.ScheduleAfter] write a message to be
+// sent at a given time, in the Publisher's transaction as Publish writes,
+// so that a rollback schedules nothing, and return the schedule's ID.
+// [Publisher.Cancel] with that ID deletes it, in a transaction the same
+// way: once that commits, the message is never sent. A message no longer
+// scheduled cannot be cancelled: Cancel says [ErrSent], [ErrCancelled] or,
+// for an ID it does not know, [ErrUnknownSchedule]. The zero time or a
+// negative delay is refused with [ErrInvalidSchedule]; a time already past
+// is due at once.
+//
+// Scheduled messages wait in a table of their own, <Table>_scheduled,
+// until they are due, so that the outbox table keeps watermill-sql's
+// format and holds only what is to be forwarded now. Watermill's forwarder
+// can still read the outbox table; only this package's [Forwarder] sends
+// scheduled messages. The active forwarder moves each message into the
+// outbox table once it is due, in one short transaction with up to
+// BatchSize others, done on its connection while Kafka takes the previous
+// batch, and forwards it as any other row: with its UUID, metadata and
+// partition key, at least once (a crash can send it twice, with the same
+// UUID). Only the active forwarder moves messages, and each move deletes
+// what it moves, so a message goes into the outbox once however many
+// forwarders run.
+//
+// A schedule's ID is a UUIDv7 whose time is the due time, rounded up to
+// the millisecond, so that no message is sent before its time and the
+// table's primary key, its one index, orders it by due time. The forwarder
+// reads the earliest due time and sleeps until then; the commit of a
+// schedule notifies it of its due time, so an earlier one wakes it. It
+// never polls the schedule: PollInterval is the outbox's. A message that a
+// Cancel holds is skipped and tried again after a few milliseconds; a
+// Cancel that meets the forwarder moving its message waits for that
+// transaction and then says ErrSent.
+//
+// What was sent leaves the scheduled table. What became of each message,
+// sent or cancelled, is kept in <Table>_settled, a row of its ID and a
+// flag, for ForwarderConfig.ScheduleRetention (7 days by default) after
+// its due time, so that Cancel can tell ErrSent and ErrCancelled from an
+// unknown ID; the active forwarder prunes it once a minute, in batches.
+//
 // # Status and metrics
 //
 // [Outbox.Status] reads a table's backlog: the committed rows waiting,
@@ -141,11 +183,17 @@
 // true lag. [FindTables] lists the outbox tables of a schema by their
 // columns, and `koto outbox status` (cmd/koto) prints the status of each.
 //
+// Status also reads the scheduled messages not yet moved (Scheduled),
+// when the one scheduled longest ago was scheduled (OldestScheduled) and
+// when the earliest is due (NextDue).
+//
 // Every running [Forwarder], standing by or active, reports its table's
 // backlog to ForwarderConfig.Telemetry through telemetry's
-// ObserveOutbox: koto.outbox.rows.waiting and koto.outbox.forward.lag,
-// with the table as koto.outbox.table, read with Status at each
-// collection. Standbys report too, so the backlog still shows when no
+// ObserveOutbox: koto.outbox.rows.waiting, koto.outbox.forward.lag and
+// koto.outbox.scheduled, with the table as koto.outbox.table, read with
+// Status at each collection. The active forwarder records how late it
+// moved each scheduled message, its fire time minus its due time, as
+// koto.outbox.schedule.lateness. Standbys report too, so the backlog still shows when no
 // forwarder is active; take the maximum across instances. Run's return
 // unregisters the gauges.
 package outbox

@@ -31,4 +31,24 @@ var (
 	// publisher published an event without writing it into the outbox in
 	// the transaction of ctx: it is not built on Outbox.ContextPublisher.
 	ErrNotThroughOutbox = errors.New("outbox: event publisher does not write into the outbox")
+
+	// ErrInvalidSchedule means a message was scheduled at the zero time or
+	// after a negative delay. Nothing was written; no retry can change it,
+	// so the error is marked koto.Poison.
+	ErrInvalidSchedule = errors.New("outbox: invalid schedule")
+
+	// ErrSent is returned by Cancel for a scheduled message that was sent
+	// already: it became due and went into the outbox, and from there to
+	// Kafka.
+	ErrSent = errors.New("outbox: scheduled message already sent")
+
+	// ErrCancelled is returned by Cancel for a scheduled message that a
+	// committed Cancel cancelled before.
+	ErrCancelled = errors.New("outbox: scheduled message already cancelled")
+
+	// ErrUnknownSchedule is returned by Cancel for an ID that names no
+	// scheduled message: never scheduled in this outbox, scheduled in a
+	// transaction that has not committed or rolled back, or settled longer
+	// ago than ForwarderConfig.ScheduleRetention after its due time.
+	ErrUnknownSchedule = errors.New("outbox: no such scheduled message")
 )

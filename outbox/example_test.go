@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -166,4 +167,65 @@ func ExampleOutbox_Status() {
 	fmt.Println("waiting", s.Waiting, "oldest known", !s.Oldest.IsZero(), "forwarder active", s.Forwarder != nil)
 	// Output:
 	// waiting 2 oldest known true forwarder active false
+}
+
+// A reminder scheduled for tomorrow, in the transaction that creates the
+// order, and cancelled in a later one: it is never sent. A message due
+// already is sent at once; cancelling it once sent says so.
+func ExamplePublisher_Schedule() {
+	ctx := context.Background()
+	box, brokers, stop := forwarding(ctx) // as in the package's Example
+	defer stop()
+
+	var reminder, now string
+	err := box.Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		// ... write the order with tx ...
+		var err error
+		pub := box.Publisher(tx)
+		if reminder, err = pub.ScheduleAfter(24*time.Hour, "orders.reminder", message.NewMessage("reminder-1", []byte(`{}`))); err != nil {
+			return err
+		}
+		now, err = pub.Schedule(time.Now(), "orders.reminder", message.NewMessage("reminder-2", []byte(`{}`)))
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("cancel tomorrow's:", box.AutoTxPublisher().Cancel(ctx, reminder))
+	fmt.Println("received:", receive(ctx, brokers, "orders.reminder").UUID)
+	err = box.AutoTxPublisher().Cancel(ctx, now)
+	fmt.Println("cancel the one sent:", errors.Is(err, outbox.ErrSent))
+	// Output:
+	// cancel tomorrow's: <nil>
+	// received: reminder-2
+	// cancel the one sent: true
+}
+
+// forwarding is Example's outbox, with its forwarder running on an
+// embedded broker, in a schema that stop drops.
+func forwarding(ctx context.Context) (*outbox.Outbox, broker.Config, func()) {
+	pool, schema := pgtest.ExampleDatabase(ctx)
+	kafka, err := embedded.Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	brokers := broker.Config{Brokers: kafka.Addrs()}
+	box, err := outbox.New(pool, outbox.Config{Schema: schema})
+	if err == nil {
+		err = box.Setup(ctx)
+	}
+	if err != nil {
+		panic(err)
+	}
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	go fwd.Run(ctx)
+	return box, brokers, func() {
+		_ = fwd.Close()
+		_ = kafka.Close()
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/retry"
 
@@ -155,13 +154,13 @@ func (f *Forwarder) stop() {
 }
 
 // observe reads the backlog for the gauges, within QueryTimeout.
-func (f *Forwarder) observe(ctx context.Context) (int64, time.Duration, error) {
+func (f *Forwarder) observe(ctx context.Context) (telemetry.OutboxBacklog, error) {
 	var s Status
 	err := f.query(ctx, func(ctx context.Context) (err error) {
 		s, err = f.o.Status(ctx)
 		return err
 	})
-	return s.Waiting, s.Lag, err
+	return telemetry.OutboxBacklog{Waiting: s.Waiting, Lag: s.Lag, Scheduled: s.Scheduled}, err
 }
 
 // Close stops Run and waits until it has returned: the connection is

@@ -18,6 +18,7 @@ const (
 	defaultTakeoverInterval = time.Second
 	defaultQueryTimeout     = 10 * time.Second
 	defaultApplicationName  = "koto-outbox-forwarder"
+	defaultRetention        = 7 * 24 * time.Hour
 )
 
 // ForwarderConfig configures a Forwarder. Every field but Broker.Brokers
@@ -52,6 +53,12 @@ type ForwarderConfig struct {
 	// it.
 	RetryBackoff koto.Backoff
 
+	// ScheduleRetention is how long after its due time the forwarder
+	// keeps what became of a scheduled message, sent or cancelled, for
+	// Cancel's answer; default 7 days. Cancel
+	// of an ID settled longer ago returns ErrUnknownSchedule.
+	ScheduleRetention time.Duration
+
 	// ApplicationName is the application_name of the forwarder's
 	// PostgreSQL connection, as pg_stat_activity shows it; default
 	// "koto-outbox-forwarder".
@@ -82,6 +89,9 @@ func (c *ForwarderConfig) setDefaults() {
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = defaultQueryTimeout
 	}
+	if c.ScheduleRetention == 0 {
+		c.ScheduleRetention = defaultRetention
+	}
 	if c.ApplicationName == "" {
 		c.ApplicationName = defaultApplicationName
 	}
@@ -107,6 +117,7 @@ func (c ForwarderConfig) Validate() error {
 		{"PollInterval", c.PollInterval, defaultPollInterval},
 		{"TakeoverInterval", c.TakeoverInterval, defaultTakeoverInterval},
 		{"QueryTimeout", c.QueryTimeout, defaultQueryTimeout},
+		{"ScheduleRetention", c.ScheduleRetention, defaultRetention},
 	} {
 		if d.value < 0 {
 			p.Add(d.name, "is %v; set a positive duration, or 0 for %v", d.value, d.to)

@@ -109,12 +109,18 @@ func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, erro
 // older transaction; else until a notification or the poll interval.
 func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (progressed bool, err error) {
 	behind := 0 // waits so far for rows behind an older transaction
+	var s schedule
+	if err := f.readNext(ctx, conn, &s); err != nil {
+		return false, err
+	}
 	next, err := f.read(ctx, conn, pos)
 	for err == nil {
 		if next.rows > 0 {
 			cur := next
 			sent := f.send(cur)
-			next, err = f.read(ctx, conn, cur.end)
+			if err = f.tend(ctx, conn, &s); err == nil {
+				next, err = f.read(ctx, conn, cur.end)
+			}
 			if serr := <-sent; serr != nil {
 				f.closeProducer() // a new one starts clean after whatever went wrong
 				return progressed, serr
@@ -133,20 +139,23 @@ func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (pro
 			behind = 0
 		}
 		var woke bool
-		if woke, err = f.wait(ctx, conn, wait); err != nil {
+		if woke, err = f.wait(ctx, conn, s.until(time.Now(), wait), &s); err != nil {
 			break
 		}
 		if woke {
 			behind = 0
 		}
-		next, err = f.read(ctx, conn, next.end)
+		if err = f.tend(ctx, conn, &s); err == nil {
+			next, err = f.read(ctx, conn, next.end)
+		}
 	}
 	return progressed, err
 }
 
 // wait waits up to d for a notification on conn and then takes every
-// notification already received; woke reports whether there was one.
-func (f *Forwarder) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) (woke bool, err error) {
+// notification already received; woke reports whether there was one. The
+// due times that notifications announce go into s.
+func (f *Forwarder) wait(ctx context.Context, conn *pgx.Conn, d time.Duration, s *schedule) (woke bool, err error) {
 	if d > 0 {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		n, err := conn.WaitForNotification(wctx)
@@ -158,7 +167,10 @@ func (f *Forwarder) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) (
 		case err != nil && (!timedOut || conn.IsClosed()):
 			return false, fmt.Errorf("wait for notifications: %w", err)
 		}
-		woke = n != nil
+		if n != nil {
+			woke = true
+			s.notified(dueOf(n.Payload))
+		}
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel() // only what is buffered already
@@ -168,6 +180,7 @@ func (f *Forwarder) wait(ctx context.Context, conn *pgx.Conn, d time.Duration) (
 			return woke, nil
 		}
 		woke = true
+		s.notified(dueOf(n.Payload))
 	}
 }
 

@@ -33,6 +33,17 @@ type forwarderSQL struct {
 	// prune deletes the rows between two positions, those just
 	// forwarded.
 	prune string
+
+	// fire moves the scheduled messages after an ID ($3) and due by a
+	// bound ID ($1), up to a limit ($2) in due order, into the outbox,
+	// records them as sent and returns their IDs and due times. It skips
+	// the rows a Cancel holds.
+	fire string
+	// nextDue reads the earliest schedule ID after an ID ($1).
+	nextDue string
+	// pruneSettled deletes, up to a limit ($2), the settled rows due
+	// before a bound ID ($1).
+	pruneSettled string
 }
 
 func newForwarderSQL(t tables, batch int) forwarderSQL {
@@ -51,6 +62,20 @@ func newForwarderSQL(t tables, batch int) forwarderSQL {
 		` WHERE (transaction_id, "offset") > ($1::xid8, $2::bigint) LIMIT $3) AS rows`
 	s.prune = `DELETE FROM ` + t.outbox +
 		` WHERE (transaction_id, "offset") > ($1::xid8, $2::bigint) AND (transaction_id, "offset") <= ($3::xid8, $4::bigint)`
+	s.fire = `WITH due AS (
+    SELECT id FROM ` + t.scheduled + ` WHERE id > $3 AND id <= $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED
+), moved AS (
+    DELETE FROM ` + t.scheduled + ` AS s USING due WHERE s.id = due.id
+    RETURNING s.id, s.due_at, s.uuid, s.payload, s.metadata
+), settled AS (
+    INSERT INTO ` + t.settled + ` (id, cancelled) SELECT id, false FROM moved
+), forwarded AS (
+    INSERT INTO ` + t.outbox + ` (uuid, payload, metadata, transaction_id)
+    SELECT uuid, payload, metadata, pg_current_xact_id() FROM moved ORDER BY id
+)
+SELECT id, due_at FROM moved`
+	s.nextDue = `SELECT id FROM ` + t.scheduled + ` WHERE id > $1 ORDER BY id LIMIT 1`
+	s.pruneSettled = `DELETE FROM ` + t.settled + ` WHERE id IN (SELECT id FROM ` + t.settled + ` WHERE id < $1 ORDER BY id LIMIT $2)`
 	return s
 }
 

@@ -210,6 +210,7 @@ type record struct {
 	Headers   map[string]string
 	Partition int32
 	Offset    int64
+	Timestamp time.Time
 }
 
 // reader reads topics from their start on the brokers.
@@ -295,7 +296,7 @@ func toRecord(rec *kgo.Record) record {
 	}
 	return record{
 		UUID: h["_watermill_message_uuid"], Key: string(rec.Key), Payload: string(rec.Value),
-		Headers: h, Partition: rec.Partition, Offset: rec.Offset,
+		Headers: h, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
 	}
 }
 

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,7 +9,12 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
+// TestMain runs the tests, or, in a test binary that a test started again
+// as a subprocess, the forwarder that forwarderEnv describes.
 func TestMain(m *testing.M) {
+	if raw := os.Getenv(forwarderEnv); raw != "" {
+		os.Exit(runForwarderProcess(raw))
+	}
 	kafkatest.VerifyTestMain(m,
 		// After a failed produce, a sarama producer's circuit breaker
 		// sleeps 10 s in a goroutine of its own, which outlives the

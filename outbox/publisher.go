@@ -9,11 +9,11 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
+	"github.com/koto-dev/watermill-koto/internal/pgschema"
 	"github.com/koto-dev/watermill-koto/internal/pgtx"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -75,15 +75,33 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if err := p.o.check(topic, msgs); err != nil {
 		return err
 	}
+	err := p.inTransactions(msgs, func(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, msgs []*message.Message) error {
+		return p.o.write(ctx, tx, u, topic, msgs)
+	})
+	if errors.Is(err, ErrNoTransaction) {
+		return fmt.Errorf("outbox: publishing %d message(s) to %s: %w", len(msgs), topic, err)
+	}
+	return err
+}
+
+// writeFunc writes msgs in tx, whose unit u is nil when the Publisher
+// owns tx rather than a context.
+type writeFunc func(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, msgs []*message.Message) error
+
+// inTransactions calls write with msgs in the Publisher's transactions:
+// its own tx, or, grouped, the transactions of their contexts, or, for
+// AutoTxPublisher's messages without one, one of their own, committed
+// when write returns.
+func (p *Publisher) inTransactions(msgs []*message.Message, write writeFunc) error {
 	if p.tx != nil {
-		return p.o.write(msgs[0].Context(), p.tx, nil, topic, msgs)
+		return write(msgs[0].Context(), p.tx, nil, msgs)
 	}
 	groups, err := byTransaction(msgs, p.auto)
 	if err != nil {
-		return fmt.Errorf("outbox: publishing %d message(s) to %s: %w", len(msgs), topic, err)
+		return err
 	}
 	for _, g := range groups {
-		if err := p.o.writeGroup(topic, g); err != nil {
+		if err := p.o.writeGroup(g, write); err != nil {
 			return err
 		}
 	}
@@ -106,12 +124,12 @@ func (o *Outbox) check(topic string, msgs []*message.Message) error {
 
 // writeGroup writes g into its transaction, or, for the messages that have
 // none, into one of their own.
-func (o *Outbox) writeGroup(topic string, g *txGroup) error {
+func (o *Outbox) writeGroup(g *txGroup, write writeFunc) error {
 	if g.tx != nil {
-		return o.write(g.ctx, g.tx, g.unit, topic, g.msgs)
+		return write(g.ctx, g.tx, g.unit, g.msgs)
 	}
 	return o.Transact(g.ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return o.write(ctx, tx, nil, topic, g.msgs)
+		return write(ctx, tx, nil, g.msgs)
 	})
 }
 
@@ -184,17 +202,11 @@ func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, topic strin
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	schema := o.t.schemaAdapter(1)
 	b := &pgx.Batch{}
 	for _, msg := range msgs {
-		env, err := wrap(topic, msg)
+		q, err := o.insertQuery(topic, msg)
 		if err != nil {
-			return fmt.Errorf("%w: message %s: %w", ErrInvalidMessage, msg.UUID, err)
-		}
-		row := message.NewMessage(idempotency.KeyUUID(msg.UUID).String(), env)
-		q, err := schema.InsertQuery(wsql.InsertQueryParams{Topic: sqlTopic, Msgs: message.Messages{row}})
-		if err != nil {
-			return fmt.Errorf("outbox: insert query: %w", err)
+			return err
 		}
 		b.Queue(q.Query, q.Args...)
 	}
@@ -208,10 +220,25 @@ func (o *Outbox) write(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, topic strin
 	return nil
 }
 
+// insertQuery is watermill-sql's insert of msg's row: its arguments are
+// the row's uuid (the message's idempotency key), its payload (the
+// envelope) and its metadata.
+func (o *Outbox) insertQuery(topic string, msg *message.Message) (wsql.Query, error) {
+	env, err := wrap(topic, msg)
+	if err != nil {
+		return wsql.Query{}, fmt.Errorf("%w: message %s: %w", ErrInvalidMessage, msg.UUID, err)
+	}
+	row := message.NewMessage(idempotency.KeyUUID(msg.UUID).String(), env)
+	q, err := o.t.schemaAdapter(1).InsertQuery(wsql.InsertQueryParams{Topic: sqlTopic, Msgs: message.Messages{row}})
+	if err != nil {
+		return wsql.Query{}, fmt.Errorf("outbox: insert query: %w", err)
+	}
+	return q, nil
+}
+
 // writeError explains an error of the insert.
 func (o *Outbox) writeError(topic string, n int, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if pgschema.UndefinedTable(err) {
 		return fmt.Errorf("%w: writing %d message(s) for %s into %s: %w; call Outbox.Setup at startup, or create the tables with outbox.SchemaSQL",
 			ErrSchemaMissing, n, topic, o.t.outbox, err)
 	}

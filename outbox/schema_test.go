@@ -30,6 +30,19 @@ CREATE TABLE IF NOT EXISTS koto.outbox_offsets (
     last_processed_transaction_id xid8 NOT NULL,
     PRIMARY KEY(consumer_group)
 );
+CREATE TABLE IF NOT EXISTS koto.outbox_scheduled (
+    id uuid PRIMARY KEY,
+    due_at timestamptz NOT NULL,
+    uuid varchar(36) NOT NULL,
+    payload json NOT NULL,
+    metadata json,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS koto.outbox_settled (
+    id uuid PRIMARY KEY,
+    cancelled boolean NOT NULL,
+    settled_at timestamptz NOT NULL DEFAULT now()
+);
 `
 
 func TestSchemaSQLDefaults(t *testing.T) {

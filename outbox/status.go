@@ -2,21 +2,19 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
 )
 
-// Status is the backlog of an outbox table at one moment, as
-// [Outbox.Status] reads it.
+// Status is the backlog of an outbox table and its schedule at one
+// moment, as [Outbox.Status] reads it.
 type Status struct {
 	// Table is the outbox table as it appears in SQL, schema included.
 	Table string
@@ -35,6 +33,15 @@ type Status struct {
 	Lag time.Duration
 	// Forwarder is the active forwarder, nil when none holds the table.
 	Forwarder *ActiveForwarder
+	// Scheduled is the number of scheduled messages not yet moved into
+	// the outbox, due or not.
+	Scheduled int64
+	// NextDue is when the earliest of them is due; zero when none is
+	// scheduled.
+	NextDue time.Time
+	// OldestScheduled is when the one scheduled longest ago was
+	// scheduled; zero when none is.
+	OldestScheduled time.Time
 }
 
 // ActiveForwarder is the forwarder that holds an outbox table's lock.
@@ -72,11 +79,14 @@ func statusSQL(t tables) string {
 )
 SELECT waiting.n, waiting.held, waiting.oldest::timestamptz,
     coalesce((extract(epoch FROM localtimestamp - waiting.oldest) * 1e6)::bigint, 0),
-    fwd.pid, fwd.app
-FROM waiting LEFT JOIN fwd ON true`
+    fwd.pid, fwd.app,
+    scheduled.n, scheduled.oldest,
+    (SELECT due_at FROM ` + t.scheduled + ` ORDER BY id LIMIT 1)
+FROM waiting LEFT JOIN fwd ON true,
+    (SELECT count(*) AS n, min(created_at) AS oldest FROM ` + t.scheduled + `) AS scheduled`
 }
 
-// Status reads the backlog of the outbox table, in one read-only
+// Status reads the backlog of the outbox table and of its schedule, in one read-only
 // statement that holds nothing a forwarder waits for (see Status and
 // metrics in the package documentation). Tables that do not exist are an
 // error wrapping [ErrSchemaMissing].
@@ -87,13 +97,14 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 		lagUS  int64
 		pid    *int32
 		app    *string
+		next   *time.Time
+		since  *time.Time
 	)
 	err := o.pool.QueryRow(ctx, statusSQL(o.t), forwarderGroup, pgschema.ClassForwarder, pgschema.LockObject(o.t.outbox)).
-		Scan(&s.Waiting, &s.Held, &oldest, &lagUS, &pid, &app)
+		Scan(&s.Waiting, &s.Held, &oldest, &lagUS, &pid, &app, &s.Scheduled, &since, &next)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
-			return Status{}, fmt.Errorf("%w: %s or %s does not exist: %w", ErrSchemaMissing, o.t.outbox, o.t.offsets, err)
+		if pgschema.UndefinedTable(err) {
+			return Status{}, fmt.Errorf("%w: %s or a table beside it does not exist: %w", ErrSchemaMissing, o.t.outbox, err)
 		}
 		return Status{}, fmt.Errorf("outbox: status of %s: %w", o.t.outbox, err)
 	}
@@ -103,6 +114,12 @@ func (o *Outbox) Status(ctx context.Context) (Status, error) {
 	}
 	if pid != nil {
 		s.Forwarder = &ActiveForwarder{PID: *pid, ApplicationName: *app}
+	}
+	if next != nil {
+		s.NextDue = *next
+	}
+	if since != nil {
+		s.OldestScheduled = *since
 	}
 	return s, nil
 }

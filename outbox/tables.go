@@ -20,19 +20,24 @@ const sqlTopic = "outbox"
 // adapters on them, whose queries keep the tables in watermill-sql's
 // default PostgreSQL format.
 type tables struct {
-	schema  string // quoted
-	outbox  string // schema.table, quoted
-	offsets string // schema.table_offsets, quoted
-	channel string // the NOTIFY channel, unquoted
+	schema    string // quoted
+	outbox    string // schema.table, quoted
+	offsets   string // schema.table_offsets, quoted
+	scheduled string // schema.table_scheduled, quoted: the messages not due yet
+	settled   string // schema.table_settled, quoted: what became of the ones sent or cancelled
+	channel   string // the NOTIFY channel, unquoted
 }
 
 func newTables(cfg Config) tables {
 	schema := pgschema.QuoteIdent(cfg.Schema)
+	in := func(suffix string) string { return schema + "." + pgschema.QuoteIdent(cfg.Table+suffix) }
 	return tables{
-		schema:  schema,
-		outbox:  schema + "." + pgschema.QuoteIdent(cfg.Table),
-		offsets: schema + "." + pgschema.QuoteIdent(cfg.Table+offsetsSuffix),
-		channel: channelName(cfg.Schema, cfg.Table),
+		schema:    schema,
+		outbox:    in(""),
+		offsets:   in(offsetsSuffix),
+		scheduled: in(scheduledSuffix),
+		settled:   in(settledSuffix),
+		channel:   channelName(cfg.Schema, cfg.Table),
 	}
 }
 
@@ -58,13 +63,14 @@ func (t tables) offsetsAdapter() wsql.DefaultPostgreSQLOffsetsAdapter {
 func (t tables) objects() pgschema.Objects {
 	return pgschema.Objects{
 		Schema:    t.schema,
-		Tables:    []string{t.outbox, t.offsets},
+		Tables:    []string{t.outbox, t.offsets, t.scheduled, t.settled},
 		SchemaDDL: "CREATE SCHEMA IF NOT EXISTS " + t.schema + ";\n",
 		TablesDDL: t.tablesDDL(),
 	}
 }
 
-// tablesDDL is watermill-sql's DDL for the two tables, re-indented.
+// tablesDDL is watermill-sql's DDL for the outbox and offsets tables,
+// re-indented, and the DDL of the schedule's.
 func (t tables) tablesDDL() string {
 	msgs, err := t.schemaAdapter(1).SchemaInitializingQueries(wsql.SchemaInitializingQueriesParams{Topic: sqlTopic})
 	if err != nil {
@@ -78,7 +84,29 @@ func (t tables) tablesDDL() string {
 	for _, q := range append(msgs, offs...) {
 		b.WriteString(dedent(q.Query))
 	}
+	b.WriteString(t.scheduleDDL())
 	return b.String()
+}
+
+// scheduleDDL creates the tables of the schedule (see Scheduling in the
+// package documentation). A schedule's id is a UUIDv7 whose time is its
+// due time, so the primary key orders the scheduled table by due time and
+// the settled table by the time its rows may be pruned.
+func (t tables) scheduleDDL() string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.scheduled + ` (
+    id uuid PRIMARY KEY,
+    due_at timestamptz NOT NULL,
+    uuid varchar(36) NOT NULL,
+    payload json NOT NULL,
+    metadata json,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS ` + t.settled + ` (
+    id uuid PRIMARY KEY,
+    cancelled boolean NOT NULL,
+    settled_at timestamptz NOT NULL DEFAULT now()
+);
+`
 }
 
 // dedent trims a statement, indents its inner lines by four spaces and
@@ -126,7 +154,8 @@ func (t tables) listenSQL() string { return "LISTEN " + pgx.Identifier{t.channel
 // cfg (zero fields mean their defaults), for people who run their own
 // migrations; Setup runs the same. The outbox table is watermill-sql's
 // default PostgreSQL messages table, the offsets table its default offsets
-// table. With the defaults it is:
+// table; the scheduled and settled tables hold the schedule. With the
+// defaults it is:
 //
 //	CREATE SCHEMA IF NOT EXISTS koto;
 //	CREATE TABLE IF NOT EXISTS koto.outbox (
@@ -143,6 +172,19 @@ func (t tables) listenSQL() string { return "LISTEN " + pgx.Identifier{t.channel
 //	    offset_acked BIGINT,
 //	    last_processed_transaction_id xid8 NOT NULL,
 //	    PRIMARY KEY(consumer_group)
+//	);
+//	CREATE TABLE IF NOT EXISTS koto.outbox_scheduled (
+//	    id uuid PRIMARY KEY,
+//	    due_at timestamptz NOT NULL,
+//	    uuid varchar(36) NOT NULL,
+//	    payload json NOT NULL,
+//	    metadata json,
+//	    created_at timestamptz NOT NULL DEFAULT now()
+//	);
+//	CREATE TABLE IF NOT EXISTS koto.outbox_settled (
+//	    id uuid PRIMARY KEY,
+//	    cancelled boolean NOT NULL,
+//	    settled_at timestamptz NOT NULL DEFAULT now()
 //	);
 //
 // Names that are not plain lower-case identifiers are quoted. SchemaSQL

@@ -36,6 +36,8 @@ type consumerConfig struct {
 	Trace         bool   // write "b <uuid>" and "e <uuid>" lines around each delivery
 	Concurrency   int    // the subscriber's Config.Concurrency
 	Chaos         bool   // handlers wait 0–2 ms and fail 2 % of first deliveries (see chaos)
+	Parking       bool   // with Transactional: park failing messages (see parkingConsumer)
+	ParkFailures  bool   // with Parking: fail the attempts parkFailures names
 }
 
 // ledgerTable is the table in which the handler records each message it
@@ -106,21 +108,30 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 		MarkBackoff:   koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 	}
 	var box *outbox.Outbox
-	if cfg.Events != "" {
+	if cfg.Events != "" || cfg.Parking {
 		if box, err = outbox.New(pool, outbox.Config{Schema: cfg.Schema}); err != nil {
 			return errors.Join(err, dlq.Close())
 		}
+	}
+	if cfg.Events != "" {
 		idem.Outbox = box.ContextPublisher()
+	}
+	dl := middleware.DeadLetterConfig{
+		MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
+		Backoff:     koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
+	}
+	handle := handler(pool, cfg, box)
+	if cfg.Parking {
+		if dl, handle, err = parkingConsumer(pool, cfg, box, dl); err != nil {
+			return errors.Join(err, dlq.Close())
+		}
 	}
 	c.chain, err = middleware.Defaults(middleware.Config{
 		Publisher:   dlq,
 		Store:       c.store,
 		Logger:      logger,
 		Idempotency: idem,
-		DeadLetter: middleware.DeadLetterConfig{
-			MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
-			Backoff:     koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
-		},
+		DeadLetter:  dl,
 	})
 	if err != nil {
 		return errors.Join(err, dlq.Close())
@@ -133,7 +144,7 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 	if err != nil {
 		return errors.Join(err, dlq.Close(), sub.Close())
 	}
-	h := c.router.AddConsumerHandler(cfg.Group, cfg.Topic, sub, handler(pool, cfg, box))
+	h := c.router.AddConsumerHandler(cfg.Group, cfg.Topic, sub, handle)
 	if cfg.Trace {
 		h.AddMiddleware(traced(trace))
 	}

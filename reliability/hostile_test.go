@@ -374,7 +374,7 @@ func TestHostileNames(t *testing.T) {
 		}
 		store.Close()
 
-		ob, err := outbox.New(pool, outbox.Config{Schema: name, Table: hostileCut("outbox "+name, 55)})
+		ob, err := outbox.New(pool, outbox.Config{Schema: name, Table: hostileCut("outbox "+name, 53)})
 		if err != nil {
 			t.Fatalf("outbox on %q: %v", name, err)
 		}

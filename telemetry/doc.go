@@ -82,8 +82,8 @@
 //     and messaging.process.duration (s), the time of the whole chain
 //     inside the middleware: messaging.operation.name "process",
 //     messaging.consumer.group.name, koto.outcome ("ok", "duplicate",
-//     "dead-lettered", "nacked", or "probe" for another client's probe
-//     acked unhandled, such as Wolverine's ping) and, for a nack,
+//     "parked", "dead-lettered", "nacked", or "probe" for another client's
+//     probe acked unhandled, such as Wolverine's ping) and, for a nack,
 //     error.type.
 //   - messaging.client.sent.messages ({message}) and
 //     messaging.client.operation.duration (s), per Publish call of a
@@ -108,9 +108,18 @@
 //   - koto.request.duration (s): each cqrs Request, with
 //     koto.request.outcome; koto.request.timeouts ({request}): the ones
 //     that timed out.
-//   - koto.outbox.rows.waiting ({row}) and koto.outbox.forward.lag (s), gauges an
-//     outbox reports through [Telemetry.ObserveOutbox], with
-//     koto.outbox.table.
+//   - koto.outbox.rows.waiting ({row}), koto.outbox.forward.lag (s) and
+//     koto.outbox.scheduled ({message}, scheduled and not yet moved into
+//     the outbox), gauges an outbox reports through
+//     [Telemetry.ObserveOutbox], with koto.outbox.table.
+//   - koto.parked.messages ({message}) and koto.parked.keys ({key}):
+//     the messages parked for each consumer group and the record keys
+//     they wait on, gauges a parking table reports through
+//     [Telemetry.ObserveParked], with koto.parked.table and
+//     messaging.consumer.group.name.
+//   - koto.outbox.schedule.lateness (s): for each scheduled message, its
+//     fire time minus its due time, which the outbox's forwarder records
+//     through [Telemetry.ScheduleFired], with koto.outbox.table.
 //
 // With the Prometheus exporter the names become, for example,
 // messaging_client_consumed_messages_total{koto_outcome="duplicate"} and

@@ -126,9 +126,9 @@ func ExampleTelemetry_ObserveOutbox() {
 	if err != nil {
 		panic(err)
 	}
-	reg, err := tel.ObserveOutbox("koto.outbox", func(ctx context.Context) (int64, time.Duration, error) {
+	reg, err := tel.ObserveOutbox("koto.outbox", func(ctx context.Context) (telemetry.OutboxBacklog, error) {
 		// One query, such as: SELECT count(*), now() - min(created_at) FROM koto.outbox
-		return 12, 250 * time.Millisecond, nil
+		return telemetry.OutboxBacklog{Waiting: 12, Lag: 250 * time.Millisecond, Scheduled: 3}, nil
 	})
 	if err != nil {
 		panic(err)
@@ -150,4 +150,5 @@ func ExampleTelemetry_ObserveOutbox() {
 	// Output:
 	// koto.outbox.rows.waiting 12
 	// koto.outbox.forward.lag 0.25
+	// koto.outbox.scheduled 3
 }

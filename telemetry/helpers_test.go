@@ -28,6 +28,8 @@ const (
 	metricRequestDuration     = "koto.request.duration"
 	metricOutboxWaiting       = "koto.outbox.rows.waiting"
 	metricOutboxLag           = "koto.outbox.forward.lag"
+	metricScheduled           = "koto.outbox.scheduled"
+	metricLateness            = "koto.outbox.schedule.lateness"
 
 	attrOutcome        = attribute.Key("koto.outcome")
 	attrErrorClass     = attribute.Key("koto.error_class")

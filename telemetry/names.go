@@ -35,12 +35,23 @@ const (
 	// metricOutboxLag is the age of the oldest outbox row not yet
 	// forwarded, observed through [Telemetry.ObserveOutbox].
 	metricOutboxLag = "koto.outbox.forward.lag"
+	// metricScheduled is the number of messages scheduled in an outbox
+	// and not yet due, observed through [Telemetry.ObserveOutbox].
+	metricScheduled = "koto.outbox.scheduled"
+	// metricLateness is how late a scheduled message was moved into the
+	// outbox: its fire time minus its due time.
+	metricLateness = "koto.outbox.schedule.lateness"
+	// metricParked and metricParkedKeys are the messages parked for a
+	// consumer group and the record keys they wait on, observed through
+	// [Telemetry.ObserveParked].
+	metricParked     = "koto.parked.messages"
+	metricParkedKeys = "koto.parked.keys"
 )
 
 // Attribute keys of this project's own, on spans and metrics.
 const (
 	// attrOutcome is what became of a delivery: "ok", "duplicate",
-	// "dead-lettered", "nacked" or "probe".
+	// "parked", "dead-lettered", "nacked" or "probe".
 	attrOutcome = attribute.Key("koto.outcome")
 	// attrAttempts is how many times the handler ran in one delivery, when
 	// more than once.
@@ -59,4 +70,6 @@ const (
 	attrBatchFlush = attribute.Key("koto.batch.flush")
 	// attrOutboxTable is the outbox table of the outbox gauges.
 	attrOutboxTable = attribute.Key("koto.outbox.table")
+	// attrParkedTable is the parking table of the parked gauges.
+	attrParkedTable = attribute.Key("koto.parked.table")
 )

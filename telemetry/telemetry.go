@@ -80,6 +80,10 @@ type instruments struct {
 	timeouts      metric.Int64Counter
 	outboxWaiting metric.Int64ObservableGauge
 	outboxLag     metric.Float64ObservableGauge
+	scheduled     metric.Int64ObservableGauge
+	lateness      metric.Float64Histogram
+	parked        metric.Int64ObservableGauge
+	parkedKeys    metric.Int64ObservableGauge
 	batchSize     metric.Int64Histogram
 }
 
@@ -112,7 +116,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 func (m *instruments) create(meter metric.Meter) error {
 	buckets := durationBuckets()
-	var errs [12]error
+	var errs [16]error
 	m.consumed, errs[0] = messagingconv.NewClientConsumedMessages(meter)
 	m.process, errs[1] = messagingconv.NewProcessDuration(meter, buckets)
 	m.sent, errs[2] = messagingconv.NewClientSentMessages(meter)
@@ -131,7 +135,16 @@ func (m *instruments) create(meter metric.Meter) error {
 		metric.WithDescription("Outbox rows not yet forwarded."))
 	m.outboxLag, errs[10] = meter.Float64ObservableGauge(metricOutboxLag, metric.WithUnit("s"),
 		metric.WithDescription("Age of the oldest outbox row not yet forwarded."))
-	m.batchSize, errs[11] = meter.Int64Histogram(metricBatchSize, metric.WithUnit("{message}"),
+	m.scheduled, errs[11] = meter.Int64ObservableGauge(metricScheduled, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages scheduled in an outbox and not yet due."))
+	m.lateness, errs[12] = meter.Float64Histogram(metricLateness, metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+		metric.WithDescription("How late a scheduled message was moved into the outbox: its fire time minus its due time."))
+	m.parked, errs[13] = meter.Int64ObservableGauge(metricParked, metric.WithUnit("{message}"),
+		metric.WithDescription("Messages parked for a consumer group, to be tried again later."))
+	m.parkedKeys, errs[14] = meter.Int64ObservableGauge(metricParkedKeys, metric.WithUnit("{key}"),
+		metric.WithDescription("Record keys with messages parked for a consumer group, whose later messages wait behind them."))
+	m.batchSize, errs[15] = meter.Int64Histogram(metricBatchSize, metric.WithUnit("{message}"),
 		metric.WithExplicitBucketBoundaries(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000),
 		metric.WithDescription("Messages of each batch a batch handler ran, by flush reason."))
 	return errors.Join(errs[:]...)

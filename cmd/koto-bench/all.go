@@ -84,6 +84,11 @@ func allSections(quick bool, brokers []string) []section {
 				latency: size(500, 60), interval: 5 * time.Millisecond, brokers: brokers}, io.Discard)
 			return outboxFigures(r), err
 		}},
+		{"schedule", func(ctx context.Context) ([]figure, error) {
+			r, err := measureSchedule(ctx, scheduleFlags{late: size(5000, 300), spread: dur(10*time.Second, time.Second),
+				due: size(1_000_000, 20_000), brokers: brokers}, io.Discard)
+			return scheduleFigures(r), err
+		}},
 		{"reqreply", func(ctx context.Context) ([]figure, error) {
 			r, err := measureReqReply(ctx, reqreplyFlags{rounds: size(2000, 100), warmup: size(200, 10), size: 100, brokers: brokers}, io.Discard)
 			return reqreplyFigures(r), err
@@ -94,7 +99,7 @@ func allSections(quick bool, brokers []string) []section {
 func runAll(ctx context.Context, args []string, out io.Writer) error {
 	fs := cli.NewFlagSet("koto-bench all")
 	quick := fs.Bool("quick", false, "small sizes: a check that everything runs, in well under 30 s; its figures are rough")
-	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,concurrent,batch,outbox,reqreply)")
+	only := fs.String("only", "", "comma-separated sections to run (default all: store,memory,allocs,cleanup,e2e,concurrent,batch,outbox,schedule,reqreply)")
 	brokers := brokersFlag(fs, "section")
 	if err := cli.Parse(fs, out, args); err != nil {
 		return err

@@ -91,8 +91,8 @@ func TestAllQuickWithoutKafka(t *testing.T) {
 		t.Fatalf("all: %v\n%s", err, out.String())
 	}
 	lines := figureLines(out.String())
-	if len(lines) != 5+4 {
-		t.Fatalf("%d figure lines, want 5 memory and 4 allocation figures:\n%s", len(lines), out.String())
+	if len(lines) != 5+6 {
+		t.Fatalf("%d figure lines, want 5 memory and 6 allocation figures:\n%s", len(lines), out.String())
 	}
 	for _, l := range lines[:4] {
 		verdict := strings.HasSuffix(l, " met") || strings.HasSuffix(l, "not met")
@@ -143,6 +143,10 @@ func TestSectionFigures(t *testing.T) {
 			{"watermill", benchmarks.OutboxLatency{P50: 500 * time.Millisecond, P99: time.Second}},
 		},
 	})...)
+	figs = append(figs, scheduleFigures(scheduleResult{
+		late: benchmarks.ScheduleLateness{Consumed: benchmarks.OutboxLatency{P50: 3 * time.Millisecond, P99: 60 * time.Millisecond}},
+		fire: benchmarks.FireResult{Messages: 1000, Raw: 10 * time.Millisecond, Fired: 50 * time.Millisecond},
+	})...)
 	figs = append(figs, reqreplyFigures(benchmarks.ReqReplyResult{Raw: benchmarks.Latency{Median: 100 * time.Microsecond},
 		PingPong: benchmarks.Latency{Median: 200 * time.Microsecond}, Reply: benchmarks.Latency{Median: 210 * time.Microsecond}})...)
 	got := map[string]string{}
@@ -162,12 +166,16 @@ func TestSectionFigures(t *testing.T) {
 		"concurrent consumption, " + benchmarks.E2EConcWaitCheckHandle + " vs " + benchmarks.E2EWaitCheckHandle: "≥ 20× not met",
 		"concurrent consumption, p99 latency at 500 msg/s (half of one at a time's), " +
 			benchmarks.E2EConcWriteTx + " vs " + benchmarks.E2EWriteTransactional: "≤ 1× met",
-		"outbox forwarder throughput vs Watermill forwarder": "≥ 10× met",
-		"outbox forwarder throughput":                        "≥ 5000 msg/s met",
-		"commit-to-Kafka p99, notify vs watermill":           "< 10 ms met",
-		"commit-to-Kafka p99, poll vs watermill":             "- -",
-		"request/reply median vs raw produce→consume":        "≤ 2× not met",
-		"request/reply median vs two raw hops":               "≤ 1.10× met",
+		"outbox forwarder throughput vs Watermill forwarder":                    "≥ 10× met",
+		"outbox forwarder throughput":                                           "≥ 5000 msg/s met",
+		"commit-to-Kafka p99, notify vs watermill":                              "< 10 ms met",
+		"commit-to-Kafka p99, poll vs watermill":                                "- -",
+		"scheduled lateness p50, due to consumed":                               "- -",
+		"scheduled lateness p99, due to consumed":                               "≤ 50 ms not met",
+		"scheduled fires, 1000 due at once, vs raw INSERT … SELECT of the rows": "- -",
+		"scheduled fires, 1000 due at once":                                     "≥ 10000 msg/s met",
+		"request/reply median vs raw produce→consume":                           "≤ 2× not met",
+		"request/reply median vs two raw hops":                                  "≤ 1.10× met",
 	} {
 		if got[name] != want {
 			t.Errorf("%s: %q, want %q", name, got[name], want)

@@ -14,8 +14,8 @@ func TestAllocsSubcommand(t *testing.T) {
 		t.Fatalf("allocs: %v\n%s", err, out.String())
 	}
 	lines := figureLines(out.String())
-	if len(lines) != 4 {
-		t.Fatalf("%d figure lines, want 4:\n%s", len(lines), out.String())
+	if len(lines) != 6 {
+		t.Fatalf("%d figure lines, want 6:\n%s", len(lines), out.String())
 	}
 	for _, l := range lines {
 		rest := strings.Fields(l[strings.Index(l, "handler alone")+len("handler alone"):])

@@ -18,6 +18,7 @@
 //	memory    idempotency.MemoryStore vs Watermill's map repository, new keys and duplicates
 //	outbox    outbox forwarder vs Watermill's forwarder: throughput, commit-to-Kafka latency
 //	reqreply  cqrs request/reply vs raw produce→consume round trip
+//	schedule  scheduled messages: lateness, and fires/s when a million are due at once vs a raw INSERT … SELECT
 //	store     PostgreSQL idempotency store vs raw pgx (check+mark)
 //
 // PostgreSQL comes from DATABASE_URL (default
@@ -58,6 +59,7 @@ func commands() map[string]command {
 		"memory":     memoryCommand(),
 		"outbox":     outboxCommand(),
 		"reqreply":   reqreplyCommand(),
+		"schedule":   scheduleCommand(),
 		"store":      storeCommand(),
 	}
 }

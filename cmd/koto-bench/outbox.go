@@ -80,25 +80,41 @@ type outboxResult struct {
 
 // measureOutbox runs the throughput rounds and the latency variants, and
 // writes what it runs to out.
-func measureOutbox(ctx context.Context, f outboxFlags, out io.Writer) (outboxResult, error) {
-	var r outboxResult
-	brokers, where, stopKafka, err := kafkaFor(ctx, f.brokers)
+func measureOutbox(ctx context.Context, f outboxFlags, out io.Writer) (r outboxResult, err error) {
+	err = withOutbox(ctx, f.brokers, "koto_bench_outbox", out, func(b *benchmarks.Outbox) error {
+		r, err = measureOutboxOn(ctx, b, f, out)
+		return err
+	})
+	return r, err
+}
+
+// withOutbox runs fn on an outbox benchmark in a schema named after
+// prefix, on brokers (an embedded broker when empty), and says on out
+// where it runs.
+func withOutbox(ctx context.Context, brokers []string, prefix string, out io.Writer, fn func(b *benchmarks.Outbox) error) error {
+	brokers, where, stopKafka, err := kafkaFor(ctx, brokers)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer stopKafka()
 	pool, cleanup, err := benchPool(ctx, 8)
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer cleanup()
-	b, err := benchmarks.NewOutbox(ctx, brokers, pool, pgtest.Name("koto_bench_outbox"))
+	b, err := benchmarks.NewOutbox(ctx, brokers, pool, pgtest.Name(prefix))
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer b.Close()
-
 	fmt.Fprintf(out, "outbox table %s on %s; producers with the broker package's settings (acks=all, idempotent)\n\n", b.Table(), where)
+	return fn(b)
+}
+
+// measureOutboxOn measures the outbox figures on b.
+func measureOutboxOn(ctx context.Context, b *benchmarks.Outbox, f outboxFlags, out io.Writer) (outboxResult, error) {
+	var r outboxResult
+	var err error
 	if _, err := benchmarks.CompareOutbox(ctx, b, min(f.messages, 500), min(f.watermill, 50), 1); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}

@@ -44,3 +44,32 @@ func TestPrintOutbox(t *testing.T) {
 		}
 	}
 }
+
+func TestParseScheduleFlags(t *testing.T) {
+	f, err := parseScheduleFlags([]string{"-lateness-messages", "100", "-spread", "2s", "-due", "5000", "-brokers", "a:1"}, io.Discard)
+	if err != nil || f.late != 100 || f.spread != 2*time.Second || f.due != 5000 || len(f.brokers) != 1 {
+		t.Fatalf("parseScheduleFlags = %+v, %v", f, err)
+	}
+	for _, args := range [][]string{{"-due", "0"}, {"-spread", "0s"}, {"-lateness-messages", "-1"}} {
+		if _, err := parseScheduleFlags(args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestPrintSchedule checks the tables and the verdict line.
+func TestPrintSchedule(t *testing.T) {
+	var out bytes.Buffer
+	r := scheduleResult{
+		late: benchmarks.ScheduleLateness{Consumed: benchmarks.OutboxLatency{P50: 3 * time.Millisecond, P99: 70 * time.Millisecond}},
+		fire: benchmarks.FireResult{Messages: 1000, Raw: 10 * time.Millisecond, Fired: 200 * time.Millisecond, Forwarded: 300 * time.Millisecond},
+	}
+	if err := printSchedule(&out, scheduleFlags{late: 10, spread: time.Second}, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"raw INSERT … SELECT", "forwarder: schedule empty", "5000", "below the target: lateness p99 70.00 ms, 5000 fires/s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

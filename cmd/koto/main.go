@@ -10,6 +10,9 @@
 //	koto dlq replay  -group G [filters] [-dry-run] [-progress] [-v] [-json]
 //	koto dlq discard -group G [filters] [-dry-run] [-progress] [-v] [-json]
 //	koto outbox status [-database-url URL] [-schema S] [-table T] [-json]
+//	koto parked status [-database-url URL] [-schema S] [-table T] [-json]
+//	koto parked list -group G [-database-url URL] [-schema S] [-table T] [-limit N] [-json]
+//	koto parked run|dead-letter [-database-url URL] [-schema S] [-table T] [-outbox O] ID
 //	koto console [-listen ADDR] [-token NAME:SECRET] [-read-only] [-metrics] [-mapping M] [-database-url URL] [-schema S]
 //
 // The dlq commands connect with the same Kafka settings as the services:
@@ -41,23 +44,34 @@
 // table of -schema, found by its columns: the committed rows waiting, how
 // many of them are held behind an older running transaction, when the
 // oldest was written, the forwarder's lag and the active forwarder's
-// backend. Forwarded rows are deleted as the forwarder records its
-// position, so the rows waiting are the table's rows and the lag is the
-// age of the oldest: the outbox package documents the reading
-// (Outbox.Status). It reads with one statement per table, read-only, and
-// gives up after 5 s waiting for a table lock or 30 s running.
+// backend, and the messages scheduled, since when and when the next is
+// due. Forwarded rows are deleted as the forwarder records its position,
+// so the rows waiting are the table's rows and the lag is the age of the
+// oldest: the outbox package documents the reading (Outbox.Status). It
+// reads with one statement per table, read-only, and gives up after 5 s
+// waiting for a table lock or 30 s running.
+//
+// parked status prints, for each parking table of -schema (or -table) and
+// consumer group, the keys with parked messages, the messages, when the
+// oldest was parked and when the next comes back; parked list a group's
+// parked messages, each key's in the order they come back. parked run
+// brings the first of a key back now, parked dead-letter brings it back to
+// be dead-lettered by its consumer without a handler call; both schedule
+// it in the outbox table -outbox (default outbox) of -schema. The parking
+// package documents them.
 //
 // console serves the console package's pages on -listen (default
 // 127.0.0.1:8080) until interrupted: consumer lag, dead letters grouped by
-// cause, their replay and discard, the outbox backlog of -schema's tables
-// (default koto; comma-separated for several). It connects with the same
-// Kafka flags as dlq, reads dead letters as dlq does (-mapping), and takes
-// the same -database-url as outbox status. Beyond localhost it needs a
-// token, -token NAME:SECRET (repeatable) or $KOTO_CONSOLE_TOKEN
-// (NAME:SECRET,...); on localhost without one it answers only requests
-// addressed to localhost. -read-only removes every
-// action; -metrics serves /metrics; each replay and discard is logged on
-// stderr with the token's name.
+// cause, their replay and discard, the outbox backlog and schedule of
+// -schema's tables (default koto; comma-separated for several), and the
+// messages parked there, which it runs now or dead-letters as parked run
+// and dead-letter do. It connects with the same Kafka flags as dlq, reads
+// dead letters as dlq does (-mapping), and takes the same -database-url as
+// outbox status. Beyond localhost it needs a token, -token NAME:SECRET
+// (repeatable) or $KOTO_CONSOLE_TOKEN (NAME:SECRET,...); on localhost
+// without one it answers only requests addressed to localhost. -read-only
+// removes every action; -metrics serves /metrics; each replay, discard,
+// run and dead letter is logged on stderr with the token's name.
 //
 // Exit status: 0 on success and for -h, which prints the usage on stdout;
 // 2 for a usage error, printed on stderr with the -h that explains it; 1
@@ -100,6 +114,7 @@ func commands() map[string]command {
 		"console": consoleCommand(),
 		"dlq":     dlqCommand(),
 		"outbox":  outboxCommand(),
+		"parked":  parkedCommand(),
 	}
 }
 

@@ -47,7 +47,7 @@ func outboxSubcommands() map[string]outboxSubcommand {
 	return map[string]outboxSubcommand{
 		"status": {
 			usage:   "status [-database-url URL] [-schema S] [-table T] [-json]",
-			summary: "per outbox table: rows waiting, rows held, oldest row, forwarder lag, active forwarder",
+			summary: "per outbox table: rows waiting, rows held, oldest row, forwarder lag, messages scheduled, since when, next due, active forwarder",
 			run:     runOutboxStatus,
 		},
 	}

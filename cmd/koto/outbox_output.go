@@ -12,10 +12,10 @@ import (
 // statusTable writes one line per outbox table.
 func statusTable(w io.Writer, statuses []outbox.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tWAITING\tHELD\tOLDEST\tLAG\tFORWARDER")
+	fmt.Fprintln(tw, "TABLE\tWAITING\tHELD\tOLDEST\tLAG\tSCHEDULED\tSCHEDULED SINCE\tNEXT DUE\tFORWARDER")
 	for _, s := range statuses {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", s.Table, s.Waiting, s.Held, orDash(formatTime(s.Oldest)),
-			s.Lag.Round(time.Millisecond), forwarder(s.Forwarder))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Table, s.Waiting, s.Held, orDash(formatTime(s.Oldest)),
+			s.Lag.Round(time.Millisecond), s.Scheduled, orDash(formatTime(s.OldestScheduled)), orDash(formatTime(s.NextDue)), forwarder(s.Forwarder))
 	}
 	return tw.Flush()
 }
@@ -33,12 +33,15 @@ func forwarder(f *outbox.ActiveForwarder) string {
 
 // shownStatus is the JSON of one table's status.
 type shownStatus struct {
-	Table      string                `json:"table"`
-	Waiting    int64                 `json:"waiting"`
-	Held       int64                 `json:"held"`
-	Oldest     *time.Time            `json:"oldest"`
-	LagSeconds float64               `json:"lag_seconds"`
-	Forwarder  *shownActiveForwarder `json:"forwarder"`
+	Table          string                `json:"table"`
+	Waiting        int64                 `json:"waiting"`
+	Held           int64                 `json:"held"`
+	Oldest         *time.Time            `json:"oldest"`
+	LagSeconds     float64               `json:"lag_seconds"`
+	Scheduled      int64                 `json:"scheduled"`
+	ScheduledSince *time.Time            `json:"scheduled_since"`
+	NextDue        *time.Time            `json:"next_due"`
+	Forwarder      *shownActiveForwarder `json:"forwarder"`
 }
 
 type shownActiveForwarder struct {
@@ -49,14 +52,20 @@ type shownActiveForwarder struct {
 func jsonStatuses(statuses []outbox.Status) []shownStatus {
 	out := make([]shownStatus, len(statuses))
 	for i, s := range statuses {
-		out[i] = shownStatus{Table: s.Table, Waiting: s.Waiting, Held: s.Held, LagSeconds: s.Lag.Seconds()}
-		if !s.Oldest.IsZero() {
-			oldest := s.Oldest.UTC()
-			out[i].Oldest = &oldest
-		}
+		out[i] = shownStatus{Table: s.Table, Waiting: s.Waiting, Held: s.Held, LagSeconds: s.Lag.Seconds(), Scheduled: s.Scheduled,
+			Oldest: utcOrNil(s.Oldest), ScheduledSince: utcOrNil(s.OldestScheduled), NextDue: utcOrNil(s.NextDue)}
 		if f := s.Forwarder; f != nil {
 			out[i].Forwarder = &shownActiveForwarder{PID: f.PID, ApplicationName: f.ApplicationName}
 		}
 	}
 	return out
+}
+
+// utcOrNil is t in UTC, or nil for the zero time.
+func utcOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }

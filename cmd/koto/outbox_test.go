@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -28,17 +29,23 @@ func TestOutboxStatus(t *testing.T) {
 	for range 2 {
 		publishThroughOutbox(t, orders, 2)
 	}
+	due := time.Now().Add(time.Hour)
+	if _, err := orders.AutoTxPublisher().Schedule(due, kafkatest.Topic(t, "orders.reminder"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{envDatabaseURL: pgtest.URL()}
 
 	out, stderr, code := kotoEnv(t, env, "outbox", "status", "-schema", schema)
-	for _, want := range []string{"TABLE", "WAITING", "LAG", "FORWARDER", schema + `."Billing"`, schema + ".outbox", "none active"} {
+	for _, want := range []string{"TABLE", "WAITING", "LAG", "SCHEDULED", "SCHEDULED SINCE", "NEXT DUE", "FORWARDER", schema + `."Billing"`, schema + ".outbox", "none active"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("status (exit %d) lacks %q:\n%s%s", code, want, out, stderr)
 		}
 	}
 	got := statusJSON(t, env, "-schema", schema)
 	if len(got) != 2 || got[0].Table != schema+`."Billing"` || got[0].Waiting != 0 || got[0].Oldest != nil ||
-		got[1].Table != schema+".outbox" || got[1].Waiting != 4 || got[1].Oldest == nil || got[1].LagSeconds < 0 || got[1].Forwarder != nil {
+		got[1].Table != schema+".outbox" || got[1].Waiting != 4 || got[1].Oldest == nil || got[1].LagSeconds < 0 || got[1].Forwarder != nil ||
+		got[0].Scheduled != 0 || got[0].NextDue != nil || got[1].Scheduled != 1 || got[1].NextDue == nil || got[1].NextDue.Sub(due).Abs() > time.Millisecond ||
+		got[1].ScheduledSince == nil || got[0].ScheduledSince != nil {
 		t.Fatalf("status -json: %+v", got)
 	}
 

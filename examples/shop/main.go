@@ -6,6 +6,12 @@
 // orders consumes that. The outbox's forwarder takes the committed events
 // to Kafka. Each order is placed twice to show that it is charged once, and
 // one malformed message goes to the dead-letter topic with its reason.
+// Checkout also schedules the order's PaymentTimedOut, which its payment
+// cancels in the transaction that records it. The card gateway is too
+// busy for the second order's first charge and asks to be tried again in
+// a second: the message is parked that long, its partition moving on and
+// the order's next event waiting behind it, and is charged when it comes
+// back.
 //
 //	go run ./examples/shop
 //

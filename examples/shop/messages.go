@@ -25,6 +25,16 @@ type PaymentProcessed struct {
 // PartitionKey keeps one order's events in order on one partition.
 func (e PaymentProcessed) PartitionKey() string { return e.OrderID }
 
+// PaymentTimedOut is the orders service's own event, scheduled at checkout
+// for paymentTimeout later and cancelled when the payment arrives: topic
+// "orders.payment-timed-out".
+type PaymentTimedOut struct {
+	OrderID string `json:"orderId"`
+}
+
+// PartitionKey keeps one order's events in order on one partition.
+func (e PaymentTimedOut) PartitionKey() string { return e.OrderID }
+
 // ReserveStock is a command the inventory service handles and answers:
 // topic "inventory.reserve-stock".
 type ReserveStock struct {

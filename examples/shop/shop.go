@@ -38,6 +38,7 @@ type shop struct {
 	services []*cqrs.Service
 	orders   *cqrs.EventPublisher // writes into the outbox
 	commands *cqrs.CommandDispatcher
+	gateway  cardGateway
 	paid     chan string
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -116,8 +117,8 @@ func (s *shop) register(ctx context.Context) error {
 		consumers []cqrs.Consumer
 	}{
 		{"inventory", false, []cqrs.Consumer{inventory(s.log)}},
-		{"payments", true, []cqrs.Consumer{payments(s.log, s.ledger, events)}},
-		{"orders", false, []cqrs.Consumer{paid(s.log, s.paid)}},
+		{"payments", true, []cqrs.Consumer{payments(s.log, s.ledger, events, &s.gateway)}},
+		{"orders", true, []cqrs.Consumer{paid(s.log, s.ledger, s.orders, s.paid), timedOut(s.log, s.ledger)}},
 	} {
 		cfg := cqrs.ServiceConfig{
 			Name:                svc.name,
@@ -129,6 +130,13 @@ func (s *shop) register(ctx context.Context) error {
 		}
 		var service *cqrs.Service
 		if svc.durable {
+			// Three attempts in place, then later ones, in the durable
+			// outbox's parking table: a charge the card gateway cannot
+			// take now is parked, its partition moving on, and comes
+			// back in a minute, then in 5, then in 30, before its dead
+			// letter. koto.RetryAfter parks it at once, for as long as
+			// it asks.
+			cfg.DeadLetter.Parking.Delays = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute}
 			service, err = s.durable.Service(cfg)
 		} else {
 			cfg.Publisher = s.pub
@@ -235,6 +243,17 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 	if charges != orders {
 		return fmt.Errorf("payments charged %d times for %d orders", charges, orders)
 	}
+	states, err := s.ledger.states(ctx, "o-"+run+"-%")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.out, "%d payment timeouts scheduled at checkout, %d cancelled by their payment\n", orders, states["paid"])
+	if err := s.parked(ctx, orders); err != nil {
+		return err
+	}
+	if states["paid"] != orders {
+		return fmt.Errorf("orders by state %v, want all %d paid", states, orders)
+	}
 	// Every event was written into the outbox; wait until the forwarder has
 	// sent them all on to Kafka.
 	deadline := time.Now().Add(10 * time.Second)
@@ -255,10 +274,15 @@ func (s *shop) summary(ctx context.Context, run string, orders int) error {
 	return nil
 }
 
+// paymentTimeout is how long an order waits for its payment before it
+// expires; a real shop would wait longer, 15 minutes say.
+const paymentTimeout = 30 * time.Second
+
 // placeOrder reserves stock, then writes the order and its OrderPlaced in
 // one transaction, twice, as a client that retries after a timeout would:
 // the order row is written once, the event (with the same message ID)
-// twice, and payments charges once.
+// twice, and payments charges once. The transaction that writes the order
+// also schedules its PaymentTimedOut, which the payment cancels.
 // It runs in the checkout span that makes the order's messages one trace.
 func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	ctx = correlation.WithID(ctx, "checkout-"+orderID)
@@ -280,8 +304,18 @@ func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 			if err := s.durable.Outbox().LockKeys(ctx, tx, orderID); err != nil {
 				return err
 			}
-			if err := s.ledger.placeOrder(ctx, tx, ev); err != nil {
+			placed, err := s.ledger.placeOrder(ctx, tx, ev)
+			if err != nil {
 				return err
+			}
+			if placed {
+				timeout, err := s.orders.PublishAfter(ctx, paymentTimeout, PaymentTimedOut{OrderID: orderID})
+				if err != nil {
+					return err
+				}
+				if err := s.ledger.setTimeout(ctx, tx, orderID, timeout); err != nil {
+					return err
+				}
 			}
 			return s.orders.Publish(ctx, ev)
 		})
@@ -320,4 +354,27 @@ func (s *shop) poison(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("the malformed message did not reach %s: %w", dlq, ctx.Err())
+}
+
+// parked reports the charges the card gateway was too busy for: parked,
+// then charged when they came back, so that nothing stays parked.
+func (s *shop) parked(ctx context.Context, orders int) error {
+	busy := s.gateway.busy.Load()
+	fmt.Fprintf(s.out, "%d charge(s) the card gateway was too busy for: parked for %v, charged when they came back\n", busy, gatewayBusyFor)
+	if orders >= 2 && busy != 1 {
+		return fmt.Errorf("the card gateway was too busy %d times, want once", busy)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := s.durable.Parking().Status(ctx)
+		switch {
+		case err != nil:
+			return err
+		case len(st) == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("messages still parked: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

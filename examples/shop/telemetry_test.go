@@ -142,7 +142,8 @@ func checkPrintedTree(t *testing.T, out string) {
 		{2, "send inventory.reserve-stock", "orders"},
 		{3, "process inventory.reserve-stock", "inventory"},
 		{4, "send orders.replies", "inventory"},
-		{1, "send orders.order-placed", "orders"}, // through the outbox, twice
+		{1, "send orders.payment-timed-out", "orders"}, // into the schedule, cancelled by the payment
+		{1, "send orders.order-placed", "orders"},      // through the outbox, twice
 		{2, "process orders.order-placed", "payments"},
 		{3, "send payments.payment-processed", "payments"},
 		{4, "process payments.payment-processed", "orders"},
@@ -251,6 +252,7 @@ func checkPrintedJSON(t *testing.T, full string) {
 		"process inventory.reserve-stock":    1,
 		"send orders.replies":                1,
 		"send orders.order-placed":           2, // published twice
+		"send orders.payment-timed-out":      1, // scheduled, never consumed
 		"process orders.order-placed":        2, // ok, then duplicate
 		"send payments.payment-processed":    1,
 		"process payments.payment-processed": 1,

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/google/uuid"
 
+	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
@@ -24,6 +26,9 @@ type AllocsCase struct {
 	// Store is true when the chain has check-handle-mark idempotency on
 	// an idempotency.MemoryStore.
 	Store bool
+	// Parking is true when the chain parks (DeadLetterConfig.Parking),
+	// with nothing parked.
+	Parking bool
 }
 
 // AllocsCases returns the paths ConsumerAllocs measures: the bare handler,
@@ -34,16 +39,18 @@ func AllocsCases() []AllocsCase {
 		{Name: "handler alone"},
 		{Name: "Defaults, no idempotency", Chain: true},
 		{Name: "Defaults + check-handle-mark (memory store)", Chain: true, Store: true},
+		{Name: "Defaults + parking, nothing parked", Chain: true, Parking: true},
 	}
 }
 
 // ConsumerAllocs measures what one delivery allocates on path c: it calls
 // the no-op handler, wrapped as c says, directly with a new message per
 // operation (a new UUID, a small payload, as a subscriber would hand it
-// over), with no transport, so that the transport's allocations do not
-// drown the chain's. Dead letters, none expected, would go to a gochannel
-// Pub/Sub. The operation's own message is counted on every path; the
-// difference between paths is the chain's.
+// over, with its position on one of 16 keys of a partition), with no
+// transport, so that the transport's allocations do not drown the chain's.
+// Dead letters, none expected, would go to a gochannel Pub/Sub. The
+// operation's own message is counted on every path; the difference
+// between paths is the chain's.
 func ConsumerAllocs(b *testing.B, c AllocsCase) {
 	h, closeChain, err := allocsHandler(c)
 	if err != nil {
@@ -51,14 +58,41 @@ func ConsumerAllocs(b *testing.B, c AllocsCase) {
 	}
 	defer closeChain()
 	payload := []byte(`{"order_id":1,"amount":10}`)
+	var keys [16][]byte
+	for i := range keys {
+		keys[i] = []byte{'k', byte('a' + i)}
+	}
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
 		msg := message.NewMessage(uuid.Must(uuid.NewV7()).String(), payload)
+		msg.SetContext(koto.ContextWithPosition(msg.Context(),
+			koto.Position{Topic: "allocs", Offset: int64(i), Key: keys[i%len(keys)], Generation: 1}))
+		i++
 		if _, err := h(msg); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
+
+// nothingParked is a middleware.ParkingStore with nothing parked, for
+// measuring what parking costs a message when no key is parked: the chain
+// reads a partition's keys once, and then parks nothing.
+type nothingParked struct{}
+
+var errNothingParks = errors.New("benchmarks: this store parks nothing")
+
+func (nothingParked) ParkedKeys(context.Context, string, string, int32) ([][]byte, error) {
+	return nil, nil
+}
+func (nothingParked) Park(context.Context, *middleware.Parked) error { return errNothingParks }
+func (nothingParked) ParkBehind(context.Context, *middleware.Parked) (bool, error) {
+	return false, errNothingParks
+}
+func (nothingParked) Load(context.Context, string, string) (*middleware.Parked, bool, error) {
+	return nil, false, nil
+}
+func (nothingParked) Release(context.Context, *middleware.Parked) error { return errNothingParks }
 
 // allocsHandler returns the no-op handler wrapped as c says, and a function
 // that closes what it opened.
@@ -68,6 +102,10 @@ func allocsHandler(c AllocsCase) (message.HandlerFunc, func(), error) {
 		return h, func() {}, nil
 	}
 	cfg, _, closeCfg := directConfig("allocs", c.Store)
+	if c.Parking {
+		cfg.DeadLetter.ConsumerGroup = func(*message.Message) string { return "allocs" }
+		cfg.DeadLetter.Parking = middleware.ParkingConfig{Store: nothingParked{}, Delays: []time.Duration{time.Minute}}
+	}
 	chain, err := middleware.Defaults(cfg)
 	if err != nil {
 		closeCfg()

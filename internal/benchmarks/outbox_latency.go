@@ -49,11 +49,7 @@ type OutboxLatency struct {
 // open loop), and measures each from the return of its commit to its
 // arrival at a Kafka consumer in this process.
 func (b *Outbox) Latency(ctx context.Context, v OutboxVariant, n int, interval time.Duration) (OutboxLatency, error) {
-	topic, err := b.newTopic(ctx, "latency")
-	if err != nil {
-		return OutboxLatency{}, err
-	}
-	arrived, stopReading, err := b.read(topic, n)
+	topic, arrived, stopReading, err := b.topicRead(ctx, "latency", n)
 	if err != nil {
 		return OutboxLatency{}, err
 	}
@@ -67,7 +63,7 @@ func (b *Outbox) Latency(ctx context.Context, v OutboxVariant, n int, interval t
 	if err != nil {
 		return OutboxLatency{}, err
 	}
-	var at map[string]time.Time
+	var at map[string]arrival
 	select {
 	case at = <-arrived:
 	case <-ctx.Done():
@@ -75,7 +71,7 @@ func (b *Outbox) Latency(ctx context.Context, v OutboxVariant, n int, interval t
 	}
 	lat := make([]time.Duration, 0, n)
 	for id, t0 := range committed {
-		lat = append(lat, at[id].Sub(t0))
+		lat = append(lat, at[id].consumed.Sub(t0))
 	}
 	return summariseOutbox(lat), nil
 }
@@ -137,37 +133,32 @@ func (b *Outbox) commitPaced(ctx context.Context, v OutboxVariant, topic string,
 	return committed, nil
 }
 
-// read consumes topic from its start until n distinct messages arrived and
-// then sends their arrival times by UUID. stop ends the reading.
-func (b *Outbox) read(topic string, n int) (<-chan map[string]time.Time, func(), error) {
+// consume reads topic from its start on a goroutine of its own, handing
+// each record's UUID, with the time its fetch arrived, to each, until each
+// returns false or stop is called.
+func (b *Outbox) consume(topic string, each func(uuid string, rec *kgo.Record, now time.Time) bool) (stop func(), err error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan map[string]time.Time, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		at := make(map[string]time.Time, n)
-		for len(at) < n && ctx.Err() == nil {
+		more := true
+		for more && ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			now := time.Now()
 			fs.EachRecord(func(rec *kgo.Record) {
 				for _, h := range rec.Headers {
-					if h.Key == kafka.UUIDHeaderKey {
-						if _, seen := at[string(h.Value)]; !seen {
-							at[string(h.Value)] = now
-						}
+					if more && h.Key == kafka.UUIDHeaderKey {
+						more = each(string(h.Value), rec, now)
 					}
 				}
 			})
 		}
-		if len(at) == n {
-			out <- at
-		}
 	})
-	return out, func() { cancel(); wg.Wait(); cl.Close() }, nil
+	return func() { cancel(); wg.Wait(); cl.Close() }, nil
 }
 
 func summariseOutbox(ds []time.Duration) OutboxLatency {

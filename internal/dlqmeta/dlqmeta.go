@@ -33,6 +33,10 @@ const (
 	// FailedAt holds when it was dead-lettered, in UTC,
 	// RFC 3339 with nanoseconds.
 	FailedAt = "dead_letter_failed_at"
+	// History holds, for a message that was parked, each delivery that
+	// failed and parked it, oldest first, as a JSON array of objects
+	// with failed_at, attempts, error and retry_at.
+	History = "dead_letter_history"
 	// Dropped is set on a dead letter that Kafka refused as too large: it
 	// was sent again without its payload, and this key says why (see the
 	// middleware's package doc, Dead letters).

@@ -24,6 +24,11 @@ const (
 	DeadLetterTopic       = "dead_letter_topic"
 	Probe                 = "probe"
 
+	ParkedID     = "parked_id"
+	ParkedBehind = "parked_behind"
+	ParkedFor    = "parked_for"
+	RetryAt      = "retry_at"
+
 	Type        = "type"
 	OperationID = "operation_id"
 	Result      = "result"

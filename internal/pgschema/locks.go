@@ -18,6 +18,7 @@ const (
 	ClassCleanup   int32 = 0x6b6f7403 // cleaning a table
 	ClassForwarder int32 = 0x6b6f7404 // forwarding an outbox table: one active forwarder
 	ClassKey       int32 = 0x6b6f7405 // a partition key, by [LockKeysSQL]
+	ClassParked    int32 = 0x6b6f7406 // a queue of parked messages: a consumer group's partition key
 )
 
 // LockObject hashes a quoted name into the object half of a lock key.

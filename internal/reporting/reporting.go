@@ -10,7 +10,8 @@ import (
 
 // Outcome is what became of one delivery of a message.
 type Outcome struct {
-	// Outcome is "ok", "duplicate", "dead-lettered", "nacked" or "probe".
+	// Outcome is "ok", "duplicate", "parked", "dead-lettered", "nacked" or
+	// "probe".
 	Outcome string
 	// Attempts is how many times the handler ran.
 	Attempts int

@@ -1,0 +1,18 @@
+package parking_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) {
+	kafkatest.VerifyTestMain(m,
+		// After a failed produce, a sarama producer's circuit breaker
+		// sleeps 10 s in a goroutine of its own, which outlives the
+		// closed producer by up to that long and then ends.
+		goleak.IgnoreAnyFunction("github.com/eapache/go-resiliency/breaker.(*Breaker).timer"),
+	)
+}
