@@ -111,7 +111,7 @@ func BatchDefaults(cfg Config, batch BatchConfig) (*BatchChain, error) {
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.settings = batchSettings{
 		batch: batch, idem: cfg.Idempotency, store: cfg.Store, classify: cfg.DeadLetter.Classify,
-		dead: &deadLetter{pub: tel.Publisher(cfg.Publisher), cfg: cfg.DeadLetter},
+		dead: newDeadLetter(tel.Publisher(cfg.Publisher), cfg.DeadLetter),
 		tel:  tel, logger: logger, closed: &c.closed, life: c.life,
 	}
 	return c, nil

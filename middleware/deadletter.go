@@ -116,12 +116,17 @@ func DeadLetter(pub message.Publisher, cfg DeadLetterConfig) (message.HandlerMid
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	return newDeadLetter(pub, cfg).middleware, nil
+}
+
+// newDeadLetter is the dead-lettering of a valid cfg, with its parking.
+func newDeadLetter(pub message.Publisher, cfg DeadLetterConfig) *deadLetter {
 	cfg.setDefaults()
 	d := &deadLetter{pub: pub, cfg: cfg}
 	if cfg.Parking.enabled() {
 		d.park = &parker{cfg: cfg.Parking, backoff: cfg.Backoff}
 	}
-	return d.middleware, nil
+	return d
 }
 
 type deadLetter struct {
