@@ -12,7 +12,8 @@
 // everything those messages caused, has been handled, dead-lettered, or
 // waits on a schedule. It decides from the state of things, never from a
 // time without activity: no delivery of the harness's router is in
-// flight; no outbox table of the harness's schema holds a row; and every
+// flight; no outbox table of the harness's schema holds a row, or a
+// scheduled message that is due; and every
 // partition of every topic that holds records has been finished up to its
 // end by each consumer group that reads the topic, by the router's handler
 // of that group (an ack) or by the group's committed offset. A message a

@@ -17,6 +17,7 @@ type tracker struct {
 	finished   map[partitionOf]*offsetSet
 	deliveries []Delivery
 	changed    chan struct{} // closed, and replaced, at each change
+	version    uint64        // counts the changes
 }
 
 // partitionOf is a handler's partition of a topic.
@@ -113,15 +114,17 @@ func (tr *tracker) end(d *delivery, acked bool) {
 
 // notify wakes the waits. Under mu.
 func (tr *tracker) notify() {
+	tr.version++
 	close(tr.changed)
 	tr.changed = make(chan struct{})
 }
 
-// wake returns a channel closed at the next change.
-func (tr *tracker) wake() <-chan struct{} {
+// wake returns a channel closed at the next change, and the count of
+// changes so far.
+func (tr *tracker) wake() (<-chan struct{}, uint64) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return tr.changed
+	return tr.changed, tr.version
 }
 
 // done returns how far the handler finished a partition from start: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ import (
 // the deliveries' own wake-ups: what a forwarder or another client writes
 // shows there, not in the router.
 const pollInterval = 5 * time.Millisecond
+
+// lookTimeout bounds one look at the broker and the outbox.
+const lookTimeout = 5 * time.Second
 
 // Wait returns once everything published so far, and everything it
 // caused, has been handled or dead-lettered (see Waiting in the package
@@ -38,15 +42,20 @@ func (h *Harness) Wait() {
 // first.
 func (h *Harness) WaitContext(ctx context.Context) error {
 	start := time.Now()
+	var last *look
 	for {
-		wake := h.track.wake()
+		wake, _ := h.track.wake()
 		// Each look runs to its end: cut short by ctx, it would say less
 		// than the one before.
-		look, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
-		pending := h.pending(look)
+		lookCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
+		now := h.look(lookCtx)
 		cancel()
-		if len(pending) == 0 {
+		if len(now.pending) == 0 && last != nil && len(last.pending) == 0 && now.same(last) {
 			return nil
+		}
+		last = &now
+		if len(now.pending) == 0 {
+			continue // look again at once: see look
 		}
 		t := time.NewTimer(pollInterval)
 		select {
@@ -54,27 +63,43 @@ func (h *Harness) WaitContext(ctx context.Context) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("waited %v; still pending:\n  %s", time.Since(start).Round(time.Millisecond), strings.Join(pending, "\n  "))
+			return fmt.Errorf("waited %v; still pending:\n  %s", time.Since(start).Round(time.Millisecond), strings.Join(now.pending, "\n  "))
 		}
 		t.Stop()
 	}
 }
 
-// lookTimeout bounds one look at the broker and the outbox.
-const lookTimeout = 5 * time.Second
+// look is what one look at the broker, the router and the outbox found.
+// Its parts are read one after the other, in the order a message moves
+// against (Kafka, then the deliveries, then the outbox), so a message can
+// still move between them unseen: from the outbox into Kafka after Kafka
+// was read, say. It cannot do so in two looks in a row, so two looks that
+// find nothing pending, with the same Kafka ends and no delivery begun or
+// ended in between, have seen everything.
+type look struct {
+	pending []string
+	ends    map[string]int64 // "topic/partition" → end offset
+	version uint64           // the tracker's
+}
 
-// pending lists what keeps a Wait waiting; empty when nothing does.
-func (h *Harness) pending(ctx context.Context) []string {
-	var out []string
+func (l look) same(o *look) bool {
+	return l.version == o.version && maps.Equal(l.ends, o.ends)
+}
+
+// look lists what keeps a Wait waiting; empty when nothing does.
+func (h *Harness) look(ctx context.Context) look {
+	_, version := h.track.wake()
+	l := look{version: version}
+	l.pending, l.ends = h.kafkaPending(ctx)
 	for _, d := range h.track.flying() {
-		out = append(out, fmt.Sprintf("in flight: handler %s, %s/%d/%d, message %s", d.handler, d.pos.Topic, d.pos.Partition, d.pos.Offset, d.msg.UUID))
+		l.pending = append(l.pending, fmt.Sprintf("in flight: handler %s, %s/%d/%d, message %s", d.handler, d.pos.Topic, d.pos.Partition, d.pos.Offset, d.msg.UUID))
 	}
-	out = append(out, h.outboxPending(ctx)...)
-	return append(out, h.kafkaPending(ctx)...)
+	l.pending = append(l.pending, h.outboxPending(ctx)...)
+	return l
 }
 
 // outboxPending lists the outbox tables of the harness's schema with rows
-// not yet forwarded.
+// not forwarded yet, or scheduled messages due and not moved yet.
 func (h *Harness) outboxPending(ctx context.Context) []string {
 	if h.pool == nil {
 		return nil
@@ -86,11 +111,16 @@ func (h *Harness) outboxPending(ctx context.Context) []string {
 	var out []string
 	for _, cfg := range tables {
 		table := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
-		var n int64
-		if err := h.pool.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		scheduled := pgx.Identifier{cfg.Schema, cfg.Table + "_scheduled"}.Sanitize()
+		var rows, due int64
+		err := h.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM "+scheduled+" WHERE due_at <= now())").Scan(&rows, &due)
+		switch {
+		case err != nil:
 			out = append(out, fmt.Sprintf("outbox %s: %v", table, err))
-		} else if n > 0 {
-			out = append(out, fmt.Sprintf("outbox %s: %d row(s) not forwarded yet", table, n))
+		case rows > 0:
+			out = append(out, fmt.Sprintf("outbox %s: %d row(s) not forwarded yet", table, rows))
+		case due > 0:
+			out = append(out, fmt.Sprintf("outbox %s: %d scheduled message(s) due and not moved into it yet", table, due))
 		}
 	}
 	return out
@@ -98,24 +128,26 @@ func (h *Harness) outboxPending(ctx context.Context) []string {
 
 // kafkaPending lists, for each partition of each topic that holds
 // records, the groups that have not finished it, or says that no group
-// reads it (unless it is a sink).
-func (h *Harness) kafkaPending(ctx context.Context) []string {
+// reads it (unless it is a sink); and returns the ends it read.
+func (h *Harness) kafkaPending(ctx context.Context) ([]string, map[string]int64) {
 	topics, err := h.admin.ListTopics(ctx)
 	if err != nil {
-		return []string{fmt.Sprintf("list topics: %v", err)}
+		return []string{fmt.Sprintf("list topics: %v", err)}, nil
 	}
 	names := topics.Names()
 	if len(names) == 0 {
-		return nil
+		return nil, nil
 	}
 	starts, err1 := h.admin.ListStartOffsets(ctx, names...)
 	ends, err2 := h.admin.ListEndOffsets(ctx, names...)
 	readers, err3 := h.readers(ctx)
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return []string{fmt.Sprintf("read the broker's offsets: %v", err)}
+		return []string{fmt.Sprintf("read the broker's offsets: %v", err)}, nil
 	}
 	var out []string
+	seen := map[string]int64{}
 	ends.Each(func(end kadm.ListedOffset) {
+		seen[fmt.Sprintf("%s/%d", end.Topic, end.Partition)] = end.Offset
 		start, _ := starts.Lookup(end.Topic, end.Partition)
 		if end.Err != nil || end.Offset <= start.Offset {
 			return
@@ -123,7 +155,7 @@ func (h *Harness) kafkaPending(ctx context.Context) []string {
 		out = append(out, h.partitionPending(end.Topic, end.Partition, start.Offset, end.Offset, readers[end.Topic])...)
 	})
 	slices.Sort(out)
-	return out
+	return out, seen
 }
 
 // partitionPending lists what of one partition's offsets, from start to

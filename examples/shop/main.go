@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
@@ -102,6 +103,9 @@ type options struct {
 	out       io.Writer    // where the shop says what it did; nil: stdout
 	// keepRunning keeps everything running until interrupted.
 	keepRunning bool
+	// router runs the services; nil: a router of the shop's own, which it
+	// runs and stops.
+	router *message.Router
 }
 
 // stdout is where the shop says what it did.

@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -50,6 +51,9 @@ type shop struct {
 }
 
 func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts options, obs *observability) (_ *shop, err error) {
+	if obs == nil { // a test's: no metrics or traces of its own
+		obs = &observability{tracer: otel.Tracer("shop")}
+	}
 	log := opts.log
 	s := &shop{out: opts.stdout(), brokers: brokers, log: log, ledger: ledger{pool: pool, schema: opts.schema},
 		paid: make(chan string, 64), stopped: make(chan struct{}), tel: obs.tel, tracer: obs.tracer}
@@ -82,13 +86,18 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 	if s.orders, err = s.durable.EventPublisher(cqrs.EventPublisherConfig{Service: "orders", Telemetry: s.tel}); err != nil {
 		return nil, err
 	}
-	if s.router, err = message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(log)); err != nil {
-		return nil, err
+	s.router = opts.router
+	if s.router == nil {
+		if s.router, err = message.NewRouter(message.RouterConfig{}, watermill.NewSlogLogger(log)); err != nil {
+			return nil, err
+		}
 	}
 	if err = s.register(ctx); err != nil {
 		return nil, err
 	}
-	s.run()
+	if opts.router == nil {
+		s.run()
+	}
 	s.commands, err = s.durable.CommandDispatcher(cqrs.CommandDispatcherConfig{
 		Service:             "orders",
 		Routes:              []cqrs.Route{cqrs.RouteOf[ReserveStock]("inventory.reserve-stock")},
