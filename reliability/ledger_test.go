@@ -103,46 +103,34 @@ func (r *ledgerRun) deadLetters(cfg consumerConfig) int64 {
 	return kafkatest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
 }
 
-// publishing is a stream being published; finished closes when it is
-// out, and err is then the outcome.
-type publishing struct {
-	finished chan struct{}
-	err      error
+// feed publishes a stream to the input topic part by part, as the test
+// releases it: a fault can then land with the rest of the stream still to
+// come, however fast the consumers are.
+type feed struct {
+	t    *testing.T
+	pub  message.Publisher
+	msgs []*message.Message
+	sent int // the messages published so far
+	r    *ledgerRun
 }
 
-// over reports whether the stream is out, failing the test if its
-// publication failed.
-func (p *publishing) over(t *testing.T) bool {
-	t.Helper()
-	select {
-	case <-p.finished:
-		if p.err != nil {
-			t.Fatalf("publish: %v", p.err)
-		}
-		return true
-	default:
-		return false
-	}
+// feed returns a feed of msgs that has published nothing yet.
+func (r *ledgerRun) feed(msgs []*message.Message) *feed {
+	return &feed{t: r.t, pub: kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers}), msgs: msgs, r: r}
 }
 
-// publish publishes msgs to the input topic in chunks spread over about
-// span, on a goroutine.
-func (r *ledgerRun) publish(msgs []*message.Message, span time.Duration) *publishing {
-	pub := kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers})
+// to publishes the stream up to message n, in chunks, and returns once
+// they are on the broker.
+func (f *feed) to(n int) {
+	f.t.Helper()
 	const chunk = 100
-	pause := span / time.Duration(max(1, len(msgs)/chunk))
-	p := &publishing{finished: make(chan struct{})}
-	go func() {
-		defer close(p.finished)
-		for i := 0; i < len(msgs); i += chunk {
-			if p.err = pub.Publish(r.topic, msgs[i:min(len(msgs), i+chunk)]...); p.err != nil {
-				return
-			}
-			time.Sleep(pause)
+	for f.sent < n {
+		end := min(n, f.sent+chunk)
+		if err := f.pub.Publish(f.r.topic, f.msgs[f.sent:end]...); err != nil {
+			f.t.Fatalf("publish: %v", err)
 		}
-	}()
-	r.t.Cleanup(func() { <-p.finished })
-	return p
+		f.sent = end
+	}
 }
 
 // ledger returns the rows of the scenario's ledger and the distinct
