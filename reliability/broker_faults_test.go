@@ -74,7 +74,7 @@ func TestBrokerFaults(t *testing.T) {
 	cfg := base
 	cfg.ConsumerGroup = kafkatest.Group(t, "faults")
 	spec := routedSpec{cfg: cfg, topic: stream, store: store, effect: func(msg *message.Message) error {
-		if err := h.wait("faults", msg); err != nil {
+		if err := h.wait(beforeEffect, "faults", msg); err != nil {
 			return err
 		}
 		// The event per message: under a fault its publish fails, an
@@ -95,12 +95,16 @@ func TestBrokerFaults(t *testing.T) {
 
 	sent := keyedMessages("fault", n)
 	msgs := withRepublished(sent)
-	// Hold 0, for the close, is in the third eighth of the stream; hold 1,
+	// The handler holds a delivery before its effect, the event. Hold 0,
+	// for the close, is in the third eighth of the stream; hold 1,
 	// for the produce fault, in the first sixteenth of the half that the
 	// publisher holds back, which it publishes once the first consumer has
 	// stopped (see below).
 	sixteenths := streamParts(len(msgs), 16)
 	held := []int{markHold(msgs, sixteenths[4], sixteenths[6], 0), markHold(msgs, sixteenths[8], sixteenths[9], 1)}
+	for _, i := range held {
+		msgs[i].Metadata.Set(holdAtKey, string(beforeEffect))
+	}
 	// letGo opens hold k, whose delivery is held, and waits until an
 	// event fails to publish under fault, as that delivery's will.
 	letGo := func(k int, fault string) {

@@ -176,17 +176,21 @@ func (c *consumer) stop() error {
 	return errors.Join(errs...)
 }
 
-// handler records msg in the ledger, then waits for its hold, if it has
-// one. In the transactional mode the row is written in the middleware's
-// transaction, with the claim, and so is the event, through the outbox;
-// in check-handle-mark it is written on its own, before the mark.
+// handler records msg in the ledger, waiting for its hold, if it has one,
+// before or after. In the transactional mode the row is written in the
+// middleware's transaction, with the claim, and so is the event, through
+// the outbox; in check-handle-mark it is written on its own, before the
+// mark.
 func handler(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox, h *holds) message.NoPublishHandlerFunc {
 	effect := ledgerEffect(pool, cfg, box)
 	return func(msg *message.Message) error {
+		if err := h.wait(beforeEffect, cfg.Name, msg); err != nil {
+			return err
+		}
 		if err := effect(msg); err != nil {
 			return err
 		}
-		return h.wait(cfg.Name, msg)
+		return h.wait(afterEffect, cfg.Name, msg)
 	}
 }
 

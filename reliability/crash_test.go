@@ -29,11 +29,12 @@ type crash struct {
 // Config.Concurrency concurrency, on a stream of distinct messages, a
 // fifth of them re-published, in kills+1 parts. Part k goes out once kill
 // k-1 is over; one of its messages, chosen at random, is held by its
-// handler after its effect (see holds). Kill k waits until a consumer holds
-// that message, kills it with SIGKILL, and starts a new one: each kill
-// lands mid-stream, with a delivery in flight whose effect is written and
-// not yet acked, and parts still to come. Then it waits until the group
-// has consumed everything.
+// handler (see holds), after its effect for kills 1, 3 and 5 and before it
+// for the others. Kill k waits until a consumer holds that message, kills
+// it with SIGKILL, and starts a new one: each kill lands mid-stream, with
+// a delivery in flight, its effect written and not acked or not written
+// yet, and parts still to come. Then it waits until the group has
+// consumed everything.
 func crashRun(t *testing.T, transactional bool, events string, concurrency int, r *ledgerRun) *crash {
 	t.Helper()
 	c := &crash{total: fullOrShort(5000, 1000)} // distinct messages; a fifth come again
@@ -51,6 +52,11 @@ func crashRun(t *testing.T, transactional bool, events string, concurrency int, 
 	c.records = len(msgs)
 	parts := streamParts(len(msgs), kills+1)
 	held := markHolds(msgs, parts, kills)
+	for k, i := range held {
+		if k%2 == 1 {
+			msgs[i].Metadata.Set(holdAtKey, string(beforeEffect))
+		}
+	}
 	stream := r.feed(msgs)
 	for k := range kills {
 		stream.to(parts[k+1])
@@ -109,9 +115,9 @@ func holder(t *testing.T, procs []*process, k int, uuid string) int {
 // mode, each a subprocess (this test binary, run again), share a group
 // and handle 5 000 messages (-short: 1 000) plus a re-publication (same
 // UUID) of a fifth of them; [kills] times while messages remain, a
-// consumer holding a delivery whose effect is written (a message chosen at
-// random) is killed with SIGKILL and replaced (see crashRun). Each writes
-// a ledger row
+// consumer holding a delivery (a message chosen at random, its effect
+// written or not yet) is killed with SIGKILL and replaced (see crashRun).
+// Each writes a ledger row
 // and publishes an event through the outbox in the transaction of its
 // claim; a forwarder in the test's process sends the events to Kafka.
 // The ledger holds each message exactly once, and Kafka exactly one event
@@ -141,7 +147,7 @@ func TestKillTransactional(t *testing.T) {
 // TestKillCheckHandleMark (scenario 2): as TestKillTransactional, in the
 // check-handle-mark mode: the handler writes its ledger row on its own,
 // and the message is marked in the store after. A kill between the two
-// (each kill is, for the message held) runs the handler again on redelivery, so the ledger may hold duplicates,
+// (kills 1, 3 and 5 are, for the message held) runs the handler again on redelivery, so the ledger may hold duplicates,
 // but at most the deliveries in flight (begun and not ended: each
 // subprocess writes a line as a delivery enters and leaves the chain) in
 // the processes killed, summed over the kills. Nothing is lost.

@@ -13,13 +13,24 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 )
 
-// holdKey is the metadata key of a message whose handler, once its effect
-// is written, waits until the test opens the message's hold: its value is
-// the hold's number. A scenario marks one message in each part of its
-// stream and injects a fault while that message is held, so that the
-// fault lands with a delivery in flight on any machine, however fast its
-// consumers run.
-const holdKey = "reliability_hold"
+// holdKey is the metadata key of a message whose handler waits, after its
+// effect or before it (holdAtKey), until the test opens the message's
+// hold: its value is the hold's number. A scenario marks one message in
+// each part of its stream and injects a fault while that message is held,
+// so that the fault lands with a delivery in flight on any machine,
+// however fast its consumers run.
+const (
+	holdKey   = "reliability_hold"
+	holdAtKey = "reliability_hold_at"
+)
+
+// holdAt is where a handler holds a marked delivery.
+type holdAt string
+
+const (
+	afterEffect  holdAt = "" // the default
+	beforeEffect holdAt = "before-effect"
+)
 
 // holds are the holds of the consumers of one process: hold k is open
 // once open is above k. A held handler waits for its hold alone, not for
@@ -47,10 +58,10 @@ func newTestHolds(t *testing.T) *holds {
 }
 
 // wait holds the delivery of msg by who, when msg is marked with a hold
-// that is not open, until it opens.
-func (h *holds) wait(who string, msg *message.Message) error {
+// at at that is not open, until it opens.
+func (h *holds) wait(at holdAt, who string, msg *message.Message) error {
 	v := msg.Metadata.Get(holdKey)
-	if v == "" || h == nil {
+	if v == "" || h == nil || holdAt(msg.Metadata.Get(holdAtKey)) != at {
 		return nil
 	}
 	k, err := strconv.Atoi(v)
@@ -125,8 +136,8 @@ func streamParts(total, n int) []int {
 }
 
 // markHolds marks, in each of the first n parts of msgs, a message with
-// hold k, the part's number (see markHold). It returns their places in
-// msgs.
+// hold k, the part's number, after its effect (see markHold). It returns
+// their places in msgs.
 func markHolds(msgs []*message.Message, bounds []int, n int) []int {
 	marked := make([]int, n)
 	for k := range n {
@@ -135,10 +146,10 @@ func markHolds(msgs []*message.Message, bounds []int, n int) []int {
 	return marked
 }
 
-// markHold marks a message of msgs[from:to] with hold k, chosen at random
-// in the middle half of that part: a message's first publication, so that
-// it is not skipped as a duplicate before its handler. It returns its
-// place in msgs.
+// markHold marks a message of msgs[from:to] with hold k, after its
+// effect, chosen at random in the middle half of that part: a message's
+// first publication, so that it is not skipped as a duplicate before its
+// handler. It returns its place in msgs.
 func markHold(msgs []*message.Message, from, to, k int) int {
 	firstAt := map[string]int{}
 	for i, m := range msgs[:to] {
