@@ -76,9 +76,13 @@ func TestPostgresOutage(t *testing.T) {
 		stream.to(parts[cut+2])
 		h.openTo(cut + 1)
 		kafkatest.WaitFor(t, fmt.Sprintf("cut %d: each consumer to retry a delivery as an outage beyond attempt %d, and the forwarder to retry", cut+1, maxAttempts), func() bool {
-			return outageBeyond(txLogs.String()[txFrom:], maxAttempts) &&
-				outageBeyond(chmLogs.String()[chmFrom:], maxAttempts) &&
-				forwarderRetries() > fwdFrom
+			tx, chm := txLogs.String()[txFrom:], chmLogs.String()[chmFrom:]
+			for _, logs := range []string{tx, chm} {
+				if line := deadLettered(logs); line != "" {
+					t.Fatalf("cut %d: a delivery was dead-lettered: %s", cut+1, line)
+				}
+			}
+			return outageBeyond(tx, maxAttempts) && outageBeyond(chm, maxAttempts) && forwarderRetries() > fwdFrom
 		})
 		restore()
 		lengths = append(lengths, time.Since(start).Round(time.Millisecond).String())
@@ -109,6 +113,17 @@ func TestPostgresOutage(t *testing.T) {
 		Note: fmt.Sprintf("%d records incl. duplicates; cuts of %s; %d deliveries and %d forwarder rounds retried as outages; check-handle-mark duplicates %d; %d event records (re-sent batches included)",
 			len(msgs), strings.Join(lengths, " and "), outageRetries, forwarderRetries(), chmRows-chmDistinct, eventRecords),
 	})
+}
+
+// deadLettered returns the first line of logs, the JSON lines of a
+// consumer, that says a delivery was dead-lettered, or "".
+func deadLettered(logs string) string {
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, `"outcome":"dead-lettered"`) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
 
 // outageBeyond reports whether logs, the JSON lines of a consumer, hold a
