@@ -256,6 +256,9 @@ func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, h *holds,
 		})
 	}
 	t.Cleanup(stop)
+	if h != nil {
+		t.Cleanup(h.openAll) // before stop: no held delivery keeps it waiting
+	}
 	return stop
 }
 

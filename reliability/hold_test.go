@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -53,7 +54,7 @@ func newHolds(open int) *holds {
 // that no consumer of t waits for a hold as it stops.
 func newTestHolds(t *testing.T) *holds {
 	h := newHolds(0)
-	t.Cleanup(func() { h.openTo(1 << 30) })
+	t.Cleanup(h.openAll)
 	return h
 }
 
@@ -103,6 +104,9 @@ func (h *holds) openTo(n int) {
 		h.opened = make(chan struct{})
 	}
 }
+
+// openAll opens every hold.
+func (h *holds) openAll() { h.openTo(math.MaxInt) }
 
 // holders returns the consumers that hold a delivery of hold k now.
 func (h *holds) holders(k int) []string {

@@ -84,7 +84,7 @@ func runConsumerProcess() error {
 		}
 	}()
 	<-ctx.Done()
-	h.openTo(1 << 30) // no held delivery keeps the router from closing
+	h.openAll() // no held delivery keeps the router from closing
 	return c.stop()
 }
 
