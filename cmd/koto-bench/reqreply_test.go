@@ -37,7 +37,7 @@ func TestPrintReqReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"raw produce→consume", "request/reply (cqrs)", "2.25× raw (200 µs), shown; 1.15× two raw hops (390 µs), guard ≤ 1.25×",
-		"the guard is a guard against regression, not a goal"} {
+		"the guard catches a regression; it is not a goal"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
