@@ -12,8 +12,9 @@ import (
 // BenchmarkRoundTrip compares a request/reply round trip (cqrs.Request
 // through a Service's command consumer and back) with a raw produce→consume
 // round trip of the same payload on the same broker, and with two raw hops
-// back to back (ping-pong). The target is request-reply ≤ 2 × raw: a
-// request is two hops.
+// back to back (ping-pong), the floor of a request, which is two hops.
+// Request/reply over ping-pong has a guard against regression, ≤ 1.25×
+// (hops-ratio), not a goal.
 //
 //	go test -run '^$' -bench RoundTrip ./cqrs/
 func BenchmarkRoundTrip(b *testing.B) {
@@ -50,7 +51,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 	})
 	// Interleaved rounds, so that all see the same noise; reports the
-	// median of each and the ratio of request/reply to raw.
+	// median of each and the ratios of request/reply to raw and to
+	// ping-pong.
 	b.Run("interleaved", func(b *testing.B) {
 		res, err := benchmarks.MeasureReqReply(ctx, rr, 0, b.N)
 		if err != nil {
@@ -60,5 +62,6 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.ReportMetric(float64(res.PingPong.Median.Microseconds()), "pingpong-µs")
 		b.ReportMetric(float64(res.Reply.Median.Microseconds()), "reqreply-µs")
 		b.ReportMetric(res.ReplyRatio, "ratio")
+		b.ReportMetric(res.ReplyHopsRatio, "hops-ratio")
 	})
 }

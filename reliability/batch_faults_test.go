@@ -23,6 +23,10 @@ import (
 // Every batch and the forwarder retry the outage in place: nothing is
 // dead-lettered, the ledger holds each message exactly once, each key's
 // in offset order, and Kafka one event per message.
+// batchOutageLength is how long the batch scenario's cut of PostgreSQL
+// lasts: the length of the fault itself, not a wait for a state.
+const batchOutageLength = 5 * time.Second
+
 func TestBatchPostgresOutage(t *testing.T) {
 	r := newBatchRun(t, 8)
 	total := fullOrShort(10000, 4000)
@@ -51,7 +55,7 @@ func TestBatchPostgresOutage(t *testing.T) {
 	proxy.Cut()
 	holds.openTo(1) // its commit meets the cut
 	r.produce(stream[half:])
-	time.Sleep(outageLength)
+	time.Sleep(batchOutageLength)
 	cutRetries, cutForwarder := retries(), forwarderRetries()
 	proxy.Restore()
 	r.waitConsumed(cfg, len(stream), 3*time.Minute)
@@ -61,15 +65,15 @@ func TestBatchPostgresOutage(t *testing.T) {
 		t.Errorf("%d messages dead-lettered during the outage", n)
 	}
 	if cutRetries == 0 {
-		t.Errorf("no batch failed as an outage in the %v cut", outageLength)
+		t.Errorf("no batch failed as an outage in the %v cut", batchOutageLength)
 	}
 	if cutForwarder == 0 {
-		t.Errorf("the forwarder retried nothing in the %v cut", outageLength)
+		t.Errorf("the forwarder retried nothing in the %v cut", batchOutageLength)
 	}
 	eventRecords := seen.check(r, events, total)
 	record(t, row{
 		Checks:     "no dead letter; ledger exactly once, each key in offset order; one event per message on Kafka (outbox)",
-		Faults:     fmt.Sprintf("PostgreSQL cut (TCP proxy) %v, with a batch's rows written and its commit to come; 2 %% re-published", outageLength),
+		Faults:     fmt.Sprintf("PostgreSQL cut (TCP proxy) %v, with a batch's rows written and its commit to come; 2 %% re-published", batchOutageLength),
 		Messages:   total,
 		Duplicates: duplicates,
 		Losses:     losses,

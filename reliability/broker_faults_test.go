@@ -38,10 +38,14 @@ const (
 // TestBrokerFaults streams messages (-short: fewer) through an idempotent
 // consumer whose handler publishes an event per message, while the broker
 // fails under it: it is closed and restarted on its data directory, then
-// fails every produce, then every fetch, then every offset commit for a
-// while. The stream's publisher retries what fails with the same UUID; it
-// holds back half the stream for the produce fault, and publishes into it
-// until a publish has failed. The consumer is replaced by a new one in the same group after the restart.
+// fails every produce, then every fetch, then every offset commit. The
+// close and the produce fault each begin while the handler holds a
+// delivery before its event (see holds), and last until that event's
+// publish has failed; the fetch and offset commit faults last until they
+// failed a request. The stream's publisher retries what fails with the
+// same UUID; it holds back half the stream for the produce fault, and
+// publishes into it until a publish has failed. The consumer is replaced
+// by a new one in the same group after the restart.
 // The test checks that the ledger has exactly one effect per distinct
 // message, that nothing was dead-lettered, that the consumers resumed from
 // the committed offsets rather than from the start, and that a Request
@@ -63,11 +67,16 @@ func TestBrokerFaults(t *testing.T) {
 
 	pub := kafkatest.NewPublisher(t, base)
 	var effects effectLedger
+	var eventFailures atomic.Int64
+	h := newTestHolds(t)
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	cfg := base
 	cfg.ConsumerGroup = kafkatest.Group(t, "faults")
 	spec := routedSpec{cfg: cfg, topic: stream, store: store, effect: func(msg *message.Message) error {
+		if err := h.wait(beforeEffect, "faults", msg); err != nil {
+			return err
+		}
 		// The event per message: under a fault its publish fails, an
 		// outage that the chain retries.
 		ev := message.NewMessage(msg.UUID, msg.Payload)
@@ -75,6 +84,7 @@ func TestBrokerFaults(t *testing.T) {
 		defer cancel()
 		ev.SetContext(ctx)
 		if err := pub.Publish(events, ev); err != nil {
+			eventFailures.Add(1)
 			return err
 		}
 		return effects.add(msg)
@@ -85,6 +95,24 @@ func TestBrokerFaults(t *testing.T) {
 
 	sent := keyedMessages("fault", n)
 	msgs := withRepublished(sent)
+	// The handler holds a delivery before its effect, the event. Hold 0,
+	// for the close, is in the third eighth of the stream; hold 1,
+	// for the produce fault, in the first sixteenth of the half that the
+	// publisher holds back, which it publishes once the first consumer has
+	// stopped (see below).
+	sixteenths := streamParts(len(msgs), 16)
+	held := []int{markHold(msgs, sixteenths[4], sixteenths[6], 0), markHold(msgs, sixteenths[8], sixteenths[9], 1)}
+	for _, i := range held {
+		msgs[i].Metadata.Set(holdAtKey, string(beforeEffect))
+	}
+	// letGo opens hold k, whose delivery is held, and waits until an
+	// event fails to publish under fault, as that delivery's will.
+	letGo := func(k int, fault string) {
+		t.Helper()
+		failed := eventFailures.Load()
+		h.openTo(k + 1)
+		kafkatest.WaitFor(t, "an event to fail to publish under "+fault, func() bool { return eventFailures.Load() > failed })
+	}
 	// The publisher keeps at most a few hundred messages ahead of the
 	// consumers, so that the stream goes on through every fault. It stops
 	// at limit, half the stream, until the produce fault, so that it has
@@ -97,15 +125,16 @@ func TestBrokerFaults(t *testing.T) {
 		return int64(i) < limit.Load() && (push.Load() || effects.Distinct() >= i*5/6-200)
 	})
 
-	// Fault 1: the broker closes mid-stream and comes back on its data.
-	waitEffects(t, &effects, n/4, "a quarter of the stream before the restart")
+	// Fault 1: the broker closes mid-stream, with a delivery held, and
+	// comes back on its data.
+	h.waitHeld(t, 0, "faults")
 	kafkatest.WaitFor(t, "a first offset commit", func() bool { return kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream) > 0 })
 	committed := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
 	if err := b.Close(); err != nil {
 		t.Fatalf("close the broker: %v", err)
 	}
 	rr.request(t, "while the broker is down", false)
-	time.Sleep(2 * time.Second)
+	letGo(0, "the broker's close")
 	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
 	defer cancel()
 	if err := b.Restart(ctx); err != nil {
@@ -122,8 +151,10 @@ func TestBrokerFaults(t *testing.T) {
 	c2 := startRouted(t, pub, spec)
 
 	// Faults 2 to 4: the restarted broker answers every produce, then every
-	// fetch, then every offset commit with a retriable error for a while.
-	// Produce fails on the stream, event and command topics only: the
+	// fetch, then every offset commit with a retriable error, until the
+	// fault has failed a request; the produce fault begins while the new
+	// consumer holds a delivery, and lasts until the stream's publisher and
+	// that delivery's event have failed. Produce fails on the stream, event and command topics only: the
 	// dead-letter topics keep working, so that an outage taken for poison
 	// would be dead-lettered and show.
 	produce := func(topic string) kfake.Fault {
@@ -141,9 +172,14 @@ func TestBrokerFaults(t *testing.T) {
 	}
 	var hits []string
 	for i, f := range faults {
-		waitEffects(t, &effects, n*(i+2)/6, "more of the stream before the "+f.name+" fault")
+		if f.publisher {
+			limit.Store(int64(held[1] + 1))
+			h.waitHeld(t, 1, "faults")
+		} else {
+			waitEffects(t, &effects, n*(i+2)/6, "more of the stream before the "+f.name+" fault")
+		}
 		failed := p.failures.Load()
-		h := b.Cluster().Fault(f.faults...)
+		fault := b.Cluster().Fault(f.faults...)
 		if f.request {
 			rr.request(t, "while every "+f.name+" fails", false)
 		}
@@ -154,13 +190,11 @@ func TestBrokerFaults(t *testing.T) {
 			push.Store(true)
 			kafkatest.WaitFor(t, "a publish of the stream failed by the "+f.name+" fault", func() bool { return p.failures.Load() > failed })
 			push.Store(false)
+			letGo(1, "the "+f.name+" fault")
 		}
-		time.Sleep(2 * time.Second)
-		h.Remove()
-		if h.Hits() == 0 {
-			t.Fatalf("the %s fault failed no request", f.name)
-		}
-		hits = append(hits, fmt.Sprintf("%s %d", f.name, h.Hits()))
+		kafkatest.WaitFor(t, "the "+f.name+" fault to fail a request", func() bool { return fault.Hits() > 0 })
+		fault.Remove()
+		hits = append(hits, fmt.Sprintf("%s %d", f.name, fault.Hits()))
 	}
 
 	p.wait(t)
@@ -174,7 +208,7 @@ func TestBrokerFaults(t *testing.T) {
 	redelivered := c.done.Load() + c2.done.Load() - records
 	record(t, row{
 		Checks:     "one effect per message, no dead letter, resume from committed offsets, Request fails fast under faults and works after",
-		Faults:     "broker closed 2 s and restarted on its data; produce (stream, event, command topics), fetch, offset commit failed 2 s each",
+		Faults:     "broker closed and restarted on its data; produce (stream, event, command topics), fetch, offset commit failed, each until it failed requests (close and produce: a held delivery's event)",
 		Messages:   n,
 		Duplicates: dups,
 		Losses:     losses,

@@ -95,7 +95,7 @@ func TestConcurrentKeyOrder(t *testing.T) {
 	cfg.Concurrency, cfg.Chaos = concurrency, true
 	pcfg := pgtest.Config(t)
 	pcfg.MaxConns = 16
-	runConsumer(t, pgtest.PoolWith(t, pcfg), cfg, kafkatest.Logger(slog.LevelError+4)) // not the router's line for each chaos failure
+	runConsumer(t, pgtest.PoolWith(t, pcfg), cfg, nil, nil, kafkatest.Logger(slog.LevelError+4)) // not the router's line for each chaos failure
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
 		recs[i] = kafkatest.Record(r.topic, m.UUID, m.Metadata.Get(koto.PartitionKeyMetadataKey), m.Payload)
@@ -182,7 +182,7 @@ func TestRebalanceConcurrent(t *testing.T) {
 	outOfOrder := r.keyOrder(res.groups[0].Schema, places)
 	record(t, row{
 		Checks:     "every message handled (both modes); transactional ledger exactly once and each key in offset order",
-		Faults:     "3 consumers a group, a 4th joins at 1/3, the 1st closes at 2/3; Concurrency 64",
+		Faults:     "3 consumers a group, a 4th joins with 1/3 out, one holding a delivery closes with 2/3 out; Concurrency 64",
 		Messages:   total,
 		Duplicates: res.duplicates,
 		Losses:     res.losses,

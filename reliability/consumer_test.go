@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -38,6 +40,8 @@ type consumerConfig struct {
 	Chaos         bool   // handlers wait 0–2 ms and fail 2 % of first deliveries (see chaos)
 	Parking       bool   // with Transactional: park failing messages (see parkingConsumer)
 	ParkFailures  bool   // with Parking: fail the attempts parkFailures names
+	Name          string // names the consumer to the holds
+	Open          int    // the holds below it are open at the start (see holds)
 }
 
 // ledgerTable is the table in which the handler records each message it
@@ -53,6 +57,10 @@ type consumer struct {
 	dlq    message.Publisher // the chain's dead letters; the router does not close it
 	done   chan error
 }
+
+// maxAttempts is the dead-letter middleware's MaxAttempts: were an
+// outage taken for an error, a delivery would be dead-lettered after it.
+const maxAttempts = 3
 
 // sessionTimeout is the consumer group session and rebalance timeout:
 // short, so that the group notices a killed member quickly (in a
@@ -75,14 +83,15 @@ func brokerConfig(brokers []string, group string) broker.Config {
 }
 
 // startConsumer runs a consumer of cfg on pool until stop. trace receives
-// the Trace lines; logger the chain's warnings.
-func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) (*consumer, error) {
+// the Trace lines; logger the chain's warnings; h, when not nil, holds the
+// deliveries of marked messages.
+func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, h *holds, trace io.Writer, logger *slog.Logger) (*consumer, error) {
 	store, err := postgres.NewStore(pool, postgres.Config{Schema: cfg.Schema, CleanupInterval: -1})
 	if err != nil {
 		return nil, err
 	}
 	c := &consumer{store: store, done: make(chan error, 1)}
-	if err := c.build(pool, cfg, trace, logger); err != nil {
+	if err := c.build(pool, cfg, h, trace, logger); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
@@ -96,7 +105,7 @@ func startConsumer(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logg
 	}
 }
 
-func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer, logger *slog.Logger) error {
+func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, holds *holds, trace io.Writer, logger *slog.Logger) error {
 	bcfg := brokerConfig(cfg.Brokers, cfg.Group)
 	bcfg.Concurrency = cfg.Concurrency
 	dlq, err := broker.NewPublisher(bcfg)
@@ -117,10 +126,10 @@ func (c *consumer) build(pool *pgxpool.Pool, cfg consumerConfig, trace io.Writer
 		idem.Outbox = box.ContextPublisher()
 	}
 	dl := middleware.DeadLetterConfig{
-		MaxAttempts: 3, // were an outage taken for an error, it would soon be dead-lettered
+		MaxAttempts: maxAttempts,
 		Backoff:     koto.Backoff{InitialInterval: 10 * time.Millisecond, MaxInterval: 200 * time.Millisecond},
 	}
-	handle := handler(pool, cfg, box)
+	handle := handler(pool, cfg, box, holds)
 	if cfg.Parking {
 		if dl, handle, err = parkingConsumer(pool, cfg, box, dl); err != nil {
 			return errors.Join(err, dlq.Close())
@@ -178,11 +187,27 @@ func (c *consumer) stop() error {
 	return errors.Join(errs...)
 }
 
-// handler records msg in the ledger. In the transactional mode the row is
-// written in the middleware's transaction, with the claim, and so is the
-// event, through the outbox; in check-handle-mark it is written on its
-// own, before the mark.
-func handler(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox) message.NoPublishHandlerFunc {
+// handler records msg in the ledger, waiting for its hold, if it has one,
+// before or after. In the transactional mode the row is written in the
+// middleware's transaction, with the claim, and so is the event, through
+// the outbox; in check-handle-mark it is written on its own, before the
+// mark.
+func handler(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox, h *holds) message.NoPublishHandlerFunc {
+	effect := ledgerEffect(pool, cfg, box)
+	return func(msg *message.Message) error {
+		if err := h.wait(beforeEffect, cfg.Name, msg); err != nil {
+			return err
+		}
+		if err := effect(msg); err != nil {
+			return err
+		}
+		return h.wait(afterEffect, cfg.Name, msg)
+	}
+}
+
+// ledgerEffect writes msg's ledger row, and its event in the
+// transactional mode with Events.
+func ledgerEffect(pool *pgxpool.Pool, cfg consumerConfig, box *outbox.Outbox) message.NoPublishHandlerFunc {
 	insert := "INSERT INTO " + cfg.Schema + "." + ledgerTable + " (message_uuid) VALUES ($1)"
 	return func(msg *message.Message) error {
 		ctx := msg.Context()
@@ -220,11 +245,16 @@ func traced(w io.Writer) message.HandlerMiddleware {
 	}
 }
 
-// runConsumer runs a consumer of cfg on pool in the test's process and
-// returns a function that stops it; the test's cleanup calls it too.
-func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, logger *slog.Logger) (stop func()) {
+// runConsumer runs a consumer of cfg on pool in the test's process, its
+// marked deliveries held by h (nil: none), its Trace lines written to
+// trace (nil: none), and returns a function that stops it; the test's
+// cleanup calls it too.
+func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, h *holds, trace io.Writer, logger *slog.Logger) (stop func()) {
 	t.Helper()
-	c, err := startConsumer(pool, cfg, io.Discard, logger)
+	if trace == nil {
+		trace = io.Discard
+	}
+	c, err := startConsumer(pool, cfg, h, trace, logger)
 	if err != nil {
 		t.Fatalf("start consumer: %v", err)
 	}
@@ -237,5 +267,19 @@ func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, logger *s
 		})
 	}
 	t.Cleanup(stop)
+	if h != nil {
+		t.Cleanup(h.openAll) // before stop: no held delivery keeps it waiting
+	}
 	return stop
+}
+
+// traceCounter counts, by UUID, the deliveries in the Trace lines written
+// to it, one line a Write.
+type traceCounter struct{ *kafkatest.Counter }
+
+func (c traceCounter) Write(p []byte) (int, error) {
+	if id, ok := strings.CutPrefix(strings.TrimSpace(string(p)), "b "); ok {
+		c.Add(id)
+	}
+	return len(p), nil
 }

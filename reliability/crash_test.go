@@ -1,10 +1,8 @@
 package reliability
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -14,17 +12,6 @@ import (
 // kills is how many times the crash scenarios kill a consumer while
 // messages remain to be handled.
 const kills = 6
-
-// busy returns the index of a random one of procs with deliveries in
-// flight, or -1.
-func busy(procs []*process) int {
-	for _, i := range rand.Perm(len(procs)) {
-		if procs[i].inFlightNow() > 0 {
-			return i
-		}
-	}
-	return -1
-}
 
 // crash is the outcome of a crash run.
 type crash struct {
@@ -39,58 +26,21 @@ type crash struct {
 }
 
 // crashRun runs two consumer subprocesses of one group, each with
-// Config.Concurrency concurrency, on a stream of
-// distinct messages, a fifth of them re-published; kills times, at random
-// moments while the ledger is incomplete, it kills one that has deliveries
-// in flight with SIGKILL and starts a new one; then it waits until the
-// group has consumed everything.
+// Config.Concurrency concurrency, on a stream of distinct messages, a
+// fifth of them re-published, in kills+1 parts. Part k goes out once kill
+// k-1 is over; one of its messages, chosen at random, is held by its
+// handler (see holds), after its effect for kills 1, 3 and 5 and before it
+// for the others. Kill k waits until a consumer holds that message, kills
+// it with SIGKILL, and starts a new one: each kill lands mid-stream, with
+// a delivery in flight, its effect written and not acked or not written
+// yet, and parts still to come. Then it waits until the group has
+// consumed everything.
 func crashRun(t *testing.T, transactional bool, events string, concurrency int, r *ledgerRun) *crash {
 	t.Helper()
 	c := &crash{total: fullOrShort(5000, 1000)} // distinct messages; a fifth come again
 	c.cfg = r.consumer(t, "crash", transactional, events)
 	c.cfg.Concurrency = concurrency
 	procs := []*process{spawn(t, c.cfg), spawn(t, c.cfg)}
-	msgs := withRepublished(keyedMessages("crash", c.total))
-	c.records = len(msgs)
-	pub := r.publish(msgs, 3*time.Second)
-
-	// Each kill waits for the ledger to grow by a random share of the
-	// stream since the last, and for a random moment more, then kills a consumer with
-	// deliveries in flight: one that is busy, not one still joining.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	step := c.total / (2 * (kills + 2))
-	last := 0 // the ledger at the last kill
-	for k := range kills {
-		next := last + step + rand.N(step)
-		var victim int
-		for {
-			_, distinct := r.ledger()
-			if distinct >= c.total {
-				t.Fatalf("the consumers handled all %d messages before kill %d", c.total, k+1)
-			}
-			if distinct >= next {
-				if victim = busy(procs); victim >= 0 {
-					break
-				}
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("kill %d: the ledger stayed at %d messages, short of %d, or no consumer was busy", k+1, distinct, next)
-			case <-time.After(time.Duration(rand.N(40)) * time.Millisecond):
-			}
-		}
-		_, distinct := r.ledger()
-		n := procs[victim].kill(t)
-		c.inFlight += n
-		c.killedAt, last = append(c.killedAt, distinct), distinct
-		t.Logf("kill %d: consumer %d with the ledger at %d, %d deliveries in flight", k+1, victim, distinct, n)
-		procs[victim] = spawn(t, c.cfg)
-	}
-	if !pub.over(t) {
-		<-pub.finished
-		pub.over(t)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, p := range procs {
@@ -98,6 +48,33 @@ func crashRun(t *testing.T, transactional bool, events string, concurrency int, 
 			}
 		}
 	})
+	msgs := withRepublished(keyedMessages("crash", c.total))
+	c.records = len(msgs)
+	parts := streamParts(len(msgs), kills+1)
+	held := markHolds(msgs, parts, kills)
+	for k, i := range held {
+		if k%2 == 1 {
+			msgs[i].Metadata.Set(holdAtKey, string(beforeEffect))
+		}
+	}
+	stream := r.feed(msgs)
+	for k := range kills {
+		stream.to(parts[k+1])
+		victim := holder(t, procs, k, msgs[held[k]].UUID)
+		_, distinct := r.ledger()
+		n := procs[victim].kill(t)
+		c.inFlight += n
+		c.killedAt = append(c.killedAt, distinct)
+		t.Logf("kill %d: consumer %d with the ledger at %d, %d deliveries in flight", k+1, victim, distinct, n)
+		c.cfg.Open = k + 1
+		for i, p := range procs {
+			if i != victim {
+				p.open(t, c.cfg.Open)
+			}
+		}
+		procs[victim] = spawn(t, c.cfg)
+	}
+	stream.to(len(msgs))
 	r.waitConsumed(c.cfg, c.records, 45*time.Second)
 	for _, p := range procs {
 		p.stop(t)
@@ -113,12 +90,34 @@ func crashRun(t *testing.T, transactional bool, events string, concurrency int, 
 	return c
 }
 
+// holder waits until one of procs holds a delivery of message uuid, hold
+// k, and returns its index.
+func holder(t *testing.T, procs []*process, k int, uuid string) int {
+	t.Helper()
+	victim := -1
+	kafkatest.WaitFor(t, fmt.Sprintf("a consumer to hold message %s (hold %d)", uuid, k), func() bool {
+		for i, p := range procs {
+			held, exited := p.holding(k)
+			if exited {
+				t.Fatalf("consumer %d exited on its own: %s", i, p.stderr.String())
+			}
+			if held {
+				victim = i
+				return true
+			}
+		}
+		return false
+	})
+	return victim
+}
+
 // TestKillTransactional (scenario 1): two consumers in the transactional
 // mode, each a subprocess (this test binary, run again), share a group
 // and handle 5 000 messages (-short: 1 000) plus a re-publication (same
-// UUID) of a fifth of them; a consumer with deliveries in flight is killed
-// with SIGKILL at random moments, [kills] times while messages remain, and
-// replaced. Each writes a ledger row
+// UUID) of a fifth of them; [kills] times while messages remain, a
+// consumer holding a delivery (a message chosen at random, its effect
+// written or not yet) is killed with SIGKILL and replaced (see crashRun).
+// Each writes a ledger row
 // and publishes an event through the outbox in the transaction of its
 // claim; a forwarder in the test's process sends the events to Kafka.
 // The ledger holds each message exactly once, and Kafka exactly one event
@@ -148,7 +147,7 @@ func TestKillTransactional(t *testing.T) {
 // TestKillCheckHandleMark (scenario 2): as TestKillTransactional, in the
 // check-handle-mark mode: the handler writes its ledger row on its own,
 // and the message is marked in the store after. A kill between the two
-// runs the handler again on redelivery, so the ledger may hold duplicates,
+// (kills 1, 3 and 5 are, for the message held) runs the handler again on redelivery, so the ledger may hold duplicates,
 // but at most the deliveries in flight (begun and not ended: each
 // subprocess writes a line as a delivery enters and leaves the chain) in
 // the processes killed, summed over the kills. Nothing is lost.

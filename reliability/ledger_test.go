@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -103,46 +104,34 @@ func (r *ledgerRun) deadLetters(cfg consumerConfig) int64 {
 	return kafkatest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
 }
 
-// publishing is a stream being published; finished closes when it is
-// out, and err is then the outcome.
-type publishing struct {
-	finished chan struct{}
-	err      error
+// feed publishes a stream to the input topic part by part, as the test
+// releases it: a fault can then land with the rest of the stream still to
+// come, however fast the consumers are.
+type feed struct {
+	t    *testing.T
+	pub  message.Publisher
+	msgs []*message.Message
+	sent int // the messages published so far
+	r    *ledgerRun
 }
 
-// over reports whether the stream is out, failing the test if its
-// publication failed.
-func (p *publishing) over(t *testing.T) bool {
-	t.Helper()
-	select {
-	case <-p.finished:
-		if p.err != nil {
-			t.Fatalf("publish: %v", p.err)
-		}
-		return true
-	default:
-		return false
-	}
+// feed returns a feed of msgs that has published nothing yet.
+func (r *ledgerRun) feed(msgs []*message.Message) *feed {
+	return &feed{t: r.t, pub: kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers}), msgs: msgs, r: r}
 }
 
-// publish publishes msgs to the input topic in chunks spread over about
-// span, on a goroutine.
-func (r *ledgerRun) publish(msgs []*message.Message, span time.Duration) *publishing {
-	pub := kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers})
+// to publishes the stream up to message n, in chunks, and returns once
+// they are on the broker.
+func (f *feed) to(n int) {
+	f.t.Helper()
 	const chunk = 100
-	pause := span / time.Duration(max(1, len(msgs)/chunk))
-	p := &publishing{finished: make(chan struct{})}
-	go func() {
-		defer close(p.finished)
-		for i := 0; i < len(msgs); i += chunk {
-			if p.err = pub.Publish(r.topic, msgs[i:min(len(msgs), i+chunk)]...); p.err != nil {
-				return
-			}
-			time.Sleep(pause)
+	for f.sent < n {
+		end := min(n, f.sent+chunk)
+		if err := f.pub.Publish(f.r.topic, f.msgs[f.sent:end]...); err != nil {
+			f.t.Fatalf("publish: %v", err)
 		}
-	}()
-	r.t.Cleanup(func() { <-p.finished })
-	return p
+		f.sent = end
+	}
 }
 
 // ledger returns the rows of the scenario's ledger and the distinct
@@ -251,18 +240,35 @@ func (r *ledgerRun) watchEvents(topic string) *events {
 
 // check waits until the outbox is empty and every record of topic was
 // read, then checks that each of the total messages has exactly one event
-// UUID. It returns the records read.
+// UUID. It returns the records read. While rows of the outbox wait behind
+// a transaction still running elsewhere in the cluster, which the
+// forwarder waits for by design (see outbox's package doc), it waits too,
+// up to heldLimit.
 func (e *events) check(r *ledgerRun, topic string, total int) int {
 	r.t.Helper()
-	kafkatest.WaitFor(r.t, "the outbox to be forwarded and its events read", func() bool {
-		if pgtest.QueryInt(r.t, r.pool, "SELECT count(*) FROM "+r.box.Table()) != 0 {
-			return false
+	start := time.Now()
+	deadline := start.Add(kafkatest.Timeout)
+	for {
+		st, err := r.box.Status(context.Background())
+		if err != nil {
+			r.t.Fatalf("outbox status: %v", err)
 		}
-		n := kafkatest.Records(r.t, r.brokers, topic)
+		onKafka := kafkatest.Records(r.t, r.brokers, topic)
 		e.mu.Lock()
-		defer e.mu.Unlock()
-		return int64(e.records) == n && len(e.bySrc) >= total
-	})
+		read, messages := e.records, len(e.bySrc)
+		e.mu.Unlock()
+		if st.Waiting == 0 && int64(read) == onKafka && messages >= total {
+			break
+		}
+		if st.Held > 0 {
+			deadline = time.Now().Add(kafkatest.Timeout)
+		}
+		if now := time.Now(); now.After(deadline) || now.After(start.Add(heldLimit)) {
+			r.t.Fatalf("after %v: %d rows left in the outbox (%d behind a running transaction; the oldest: %s), %d event records on Kafka, %d read, events of %d of %d messages",
+				now.Sub(start).Round(time.Second), st.Waiting, st.Held, r.oldestTransaction(), onKafka, read, messages, total)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	extra := 0
@@ -278,6 +284,24 @@ func (e *events) check(r *ledgerRun, topic string, total int) int {
 		r.t.Errorf("events of %d messages on Kafka, %d extra event UUIDs; want %d messages, 0 extra", len(e.bySrc), extra, total)
 	}
 	return e.records
+}
+
+// heldLimit bounds how long [events.check] waits for the outbox while a
+// transaction elsewhere in the cluster holds it back.
+const heldLimit = 5 * time.Minute
+
+// oldestTransaction describes the oldest transaction with an ID running
+// in the cluster, which holds back every outbox.
+func (r *ledgerRun) oldestTransaction() string {
+	var db, app, state, query string
+	var age float64
+	err := r.pool.QueryRow(context.Background(), `SELECT coalesce(datname, ''), coalesce(application_name, ''), coalesce(state, ''),
+		extract(epoch FROM now() - xact_start), left(coalesce(query, ''), 80)
+		FROM pg_stat_activity WHERE backend_xid IS NOT NULL ORDER BY age(backend_xid) DESC LIMIT 1`).Scan(&db, &app, &state, &age, &query)
+	if err != nil {
+		return fmt.Sprintf("none (%v)", err)
+	}
+	return fmt.Sprintf("database %s, application %q, %s for %.0f s: %s", db, app, state, age, query)
 }
 
 // diagnose logs the state of group and of the database's sessions, for a

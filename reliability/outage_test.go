@@ -1,28 +1,35 @@
 package reliability
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	koto "github.com/koto-dev/watermill-koto"
+
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
 )
 
-// outageLength is how long each cut of PostgreSQL lasts.
-const outageLength = 5 * time.Second
+// cuts is how many times TestPostgresOutage cuts PostgreSQL.
+const cuts = 2
 
 // TestPostgresOutage (scenario 3): a transactional consumer with the
 // outbox, a check-handle-mark consumer (another group, another schema) and
-// the outbox's forwarder each reach PostgreSQL through a TCP proxy; while
-// messages flow, the proxies are cut together twice for 5 s, each cut once
-// the ledgers have grown since the last. Every store, handler and
-// forwarder call fails meanwhile, and must be retried as an outage: nothing
-// is dead-lettered, nothing is lost, the transactional ledger holds each
-// message exactly once and Kafka one event UUID per message.
+// the outbox's forwarder each reach PostgreSQL through a TCP proxy. The
+// stream goes out in three parts; twice, once both consumers hold a
+// delivery of the part out after its effect (in the transactional mode,
+// with its transaction open), the proxies are cut together and the next
+// part goes out. A cut lasts until each consumer has retried a delivery as
+// an outage beyond its MaxAttempts and the forwarder has retried: every
+// store, handler and forwarder call fails meanwhile, and must be retried
+// as an outage: nothing is dead-lettered, nothing is lost, the
+// transactional ledger holds each message exactly once and Kafka one
+// event UUID per message.
 func TestPostgresOutage(t *testing.T) {
 	r := newLedgerRun(t, 4)
 	total := fullOrShort(3000, 1000) // distinct messages; a fifth come again
@@ -40,43 +47,45 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	defer restore() // should the test fail during a cut
 
+	h := newTestHolds(t)
 	txCfg := r.consumer(t, "outage-tx", true, events)
 	chmCfg := r.consumer(t, "outage-chm", false, "")
 	chmCfg.Schema = pgtest.Schema(t, r.pool)
 	r.prepare(chmCfg.Schema)
-	logs := &kafkatest.Buffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runConsumer(t, txPool, txCfg, logger)
-	runConsumer(t, chmPool, chmCfg, logger)
+	txCfg.Name, chmCfg.Name = "transactional", "check-handle-mark"
+	txLogs, chmLogs := &kafkatest.Buffer{}, &kafkatest.Buffer{}
+	runConsumer(t, txPool, txCfg, h, nil, slog.New(slog.NewJSONHandler(txLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	runConsumer(t, chmPool, chmCfg, h, nil, slog.New(slog.NewJSONHandler(chmLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	fwdLogs := &kafkatest.Buffer{}
 	r.forward(fwdPool, slog.New(slog.NewTextHandler(fwdLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	forwarderRetries := func() int { return strings.Count(fwdLogs.String(), "outbox forwarder failed; retrying") }
 
 	msgs := withRepublished(keyedMessages("outage", total))
-	pub := r.publish(msgs, 6*time.Second)
-	outageRetries := func() int { return strings.Count(logs.String(), `"error_class":"outage"`) }
-	for cut := range 2 {
-		threshold := (cut + 1) * total / 4
-		kafkatest.WaitFor(t, fmt.Sprintf("both ledgers at %d messages before cut %d", threshold, cut+1), func() bool {
-			_, tx := r.ledgerIn(txCfg.Schema)
-			_, chm := r.ledgerIn(chmCfg.Schema)
-			return tx >= threshold && chm >= threshold
-		})
-		before, fwdBefore := outageRetries(), forwarderRetries()
+	parts := streamParts(len(msgs), cuts+1)
+	markHolds(msgs, parts, cuts)
+	stream := r.feed(msgs)
+	stream.to(parts[1])
+	var lengths []string
+	for cut := range cuts {
+		h.waitHeld(t, cut, txCfg.Name, chmCfg.Name)
+		txFrom, chmFrom, fwdFrom := len(txLogs.String()), len(chmLogs.String()), forwarderRetries()
 		for _, p := range proxies {
 			p.Cut()
 		}
-		time.Sleep(outageLength)
+		start := time.Now()
+		stream.to(parts[cut+2])
+		h.openTo(cut + 1)
+		kafkatest.WaitFor(t, fmt.Sprintf("cut %d: each consumer to retry a delivery as an outage beyond attempt %d, and the forwarder to retry", cut+1, maxAttempts), func() bool {
+			tx, chm := txLogs.String()[txFrom:], chmLogs.String()[chmFrom:]
+			for _, logs := range []string{tx, chm} {
+				if line := deadLettered(logs); line != "" {
+					t.Fatalf("cut %d: a delivery was dead-lettered: %s", cut+1, line)
+				}
+			}
+			return outageBeyond(tx, maxAttempts) && outageBeyond(chm, maxAttempts) && forwarderRetries() > fwdFrom
+		})
 		restore()
-		if outageRetries() == before {
-			t.Errorf("cut %d: no delivery failed as an outage in %v", cut+1, outageLength)
-		}
-		if forwarderRetries() == fwdBefore {
-			t.Errorf("cut %d: the forwarder retried nothing in %v", cut+1, outageLength)
-		}
-	}
-	for !pub.over(t) {
-		<-pub.finished
+		lengths = append(lengths, time.Since(start).Round(time.Millisecond).String())
 	}
 	r.waitConsumed(txCfg, len(msgs), time.Minute)
 	r.waitConsumed(chmCfg, len(msgs), time.Minute)
@@ -94,13 +103,40 @@ func TestPostgresOutage(t *testing.T) {
 		t.Errorf("%d messages dead-lettered during the outages", dead)
 	}
 	eventRecords := seen.check(r, events, total)
+	outageRetries := strings.Count(txLogs.String()+chmLogs.String(), `"error_class":"outage"`)
 	record(t, row{
 		Checks:     "no dead letter; nothing lost (both modes, forwarder); transactional ledger and events exactly once",
-		Faults:     fmt.Sprintf("PostgreSQL cut (TCP proxy) 2×%v", outageLength),
+		Faults:     fmt.Sprintf("PostgreSQL cut (TCP proxy) %d×, each with a delivery held in each consumer and until each retried one beyond MaxAttempts", cuts),
 		Messages:   total,
 		Duplicates: (txRows - txDistinct) + (chmRows - chmDistinct),
 		Losses:     (total - txDistinct) + (total - chmDistinct),
-		Note: fmt.Sprintf("%d records incl. duplicates; %d deliveries and %d forwarder rounds retried as outages; check-handle-mark duplicates %d; %d event records (re-sent batches included)",
-			len(msgs), outageRetries(), forwarderRetries(), chmRows-chmDistinct, eventRecords),
+		Note: fmt.Sprintf("%d records incl. duplicates; cuts of %s; %d deliveries and %d forwarder rounds retried as outages; check-handle-mark duplicates %d; %d event records (re-sent batches included)",
+			len(msgs), strings.Join(lengths, " and "), outageRetries, forwarderRetries(), chmRows-chmDistinct, eventRecords),
 	})
+}
+
+// deadLettered returns the first line of logs, the JSON lines of a
+// consumer, that says a delivery was dead-lettered, or "".
+func deadLettered(logs string) string {
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, `"outcome":"dead-lettered"`) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// outageBeyond reports whether logs, the JSON lines of a consumer, hold a
+// retry of a delivery as an outage after its attempt n or a later one.
+func outageBeyond(logs string, n int) bool {
+	for line := range strings.Lines(logs) {
+		var l struct {
+			Class    string `json:"error_class"`
+			Attempts int    `json:"attempts"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Class == koto.ClassOutage.String() && l.Attempts > n {
+			return true
+		}
+	}
+	return false
 }

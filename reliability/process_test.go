@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,7 +52,9 @@ func runRole(role string) int {
 }
 
 // runConsumerProcess runs a consumer until SIGTERM, or until its standard
-// input closes: when the test that started it ends, however it ends.
+// input closes: when the test that started it ends, however it ends. A
+// line "open n" on its standard input opens the holds below n; it writes
+// "h k" when a delivery is held by hold k.
 func runConsumerProcess() error {
 	var cfg consumerConfig
 	if err := json.Unmarshal([]byte(os.Getenv(configEnv)), &cfg); err != nil {
@@ -68,15 +71,27 @@ func runConsumerProcess() error {
 	}
 	defer pool.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := startConsumer(pool, cfg, os.Stdout, logger)
+	h := newHolds(cfg.Open)
+	h.onHold = func(k int, _ string) { fmt.Printf("h %d\n", k) }
+	c, err := startConsumer(pool, cfg, h, os.Stdout, logger)
 	if err != nil {
 		return err
 	}
 	fmt.Println("ready")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); stop() }()
+	go func() {
+		defer stop()
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if n, ok := strings.CutPrefix(sc.Text(), "open "); ok {
+				k, _ := strconv.Atoi(n)
+				h.openTo(k)
+			}
+		}
+	}()
 	<-ctx.Done()
+	h.openAll() // no held delivery keeps the router from closing
 	return c.stop()
 }
 
@@ -91,6 +106,7 @@ type process struct {
 	mu       sync.Mutex
 	ready    bool
 	inFlight map[string]int // deliveries begun and not ended, by UUID
+	held     map[int]bool   // the holds that held a delivery
 }
 
 // spawn starts a consumer of cfg in a subprocess and waits until it runs.
@@ -103,7 +119,7 @@ func spawn(t *testing.T, cfg consumerConfig) *process {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), roleEnv+"="+roleConsumer, configEnv+"="+string(data))
-	p := &process{cmd: cmd, read: make(chan struct{}), inFlight: map[string]int{}}
+	p := &process{cmd: cmd, read: make(chan struct{}), inFlight: map[string]int{}, held: map[int]bool{}}
 	cmd.Stderr = &p.stderr
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -150,16 +166,33 @@ func (p *process) trace(stdout io.Reader) {
 			if p.inFlight[line[2:]]--; p.inFlight[line[2:]] <= 0 {
 				delete(p.inFlight, line[2:])
 			}
+		case strings.HasPrefix(line, "h "):
+			k, _ := strconv.Atoi(line[2:])
+			p.held[k] = true
 		}
 		p.mu.Unlock()
 	}
 }
 
-// inFlightNow returns how many deliveries p has in flight.
-func (p *process) inFlightNow() int {
+// holding reports whether p held a delivery by hold k, and whether it
+// exited.
+func (p *process) holding(k int) (held, exited bool) {
+	select {
+	case <-p.read:
+		exited = true
+	default:
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.inFlight)
+	return p.held[k], exited
+}
+
+// open opens the holds of p below n.
+func (p *process) open(t *testing.T, n int) {
+	t.Helper()
+	if _, err := fmt.Fprintf(p.stdin, "open %d\n", n); err != nil {
+		t.Fatalf("open the holds below %d of a consumer subprocess: %v", n, err)
+	}
 }
 
 // kill kills p with SIGKILL and returns how many deliveries it had in

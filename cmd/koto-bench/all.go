@@ -113,7 +113,8 @@ func runAll(ctx context.Context, args []string, out io.Writer) error {
 		mode = "quick run (-quick): small sizes, rough figures"
 	}
 	fmt.Fprintf(out, "koto-bench all, %s, on %d cores (GOMAXPROCS %d); each ratio is against a baseline measured in the same run.\n"+
-		"value and baseline: higher is better for ops/s, msg/s and rows/s, lower for ns, ms, µs, allocs and B.\n%s\n",
+		"value and baseline: higher is better for ops/s, msg/s and rows/s, lower for ns, ms, µs, allocs and B.\n"+
+		"target: a goal the figure must reach; a guard is a bound that catches a regression, not a goal; - is a figure shown without one.\n%s\n",
 		mode, runtime.NumCPU(), runtime.GOMAXPROCS(0), allocsNote)
 	figs, took, errs := runSections(ctx, sections)
 	if err := printFigures(out, figs); err != nil {

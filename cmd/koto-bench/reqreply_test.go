@@ -20,7 +20,8 @@ func TestParseReqReplyFlags(t *testing.T) {
 	}
 }
 
-// TestPrintReqReply checks the table and the verdict line. (The
+// TestPrintReqReply checks the table, the ratios, and the line printed
+// above the guard. (The
 // measurement itself runs in cqrs's BenchmarkRoundTrip; running it here
 // would start sarama, whose metrics goroutine never stops.)
 func TestPrintReqReply(t *testing.T) {
@@ -30,14 +31,27 @@ func TestPrintReqReply(t *testing.T) {
 		PingPong: benchmarks.Latency{Median: 390 * time.Microsecond},
 		Reply:    benchmarks.Latency{Median: 450 * time.Microsecond},
 	}
-	res.PingPongRatio, res.ReplyRatio = 1.95, 2.25
+	res.PingPongRatio, res.ReplyRatio, res.ReplyHopsRatio = 1.95, 2.25, 1.15
 	var out bytes.Buffer
 	if err := printReqReply(&out, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"raw produce→consume", "request/reply (cqrs)", "ratio 2.25", "above the target; two raw hops alone take 1.95×"} {
+	for _, want := range []string{"raw produce→consume", "request/reply (cqrs)", "2.25× raw (200 µs), shown; 1.15× two raw hops (390 µs), guard ≤ 1.25×",
+		"the guard catches a regression; it is not a goal"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Contains(out.String(), "above the guard") {
+		t.Errorf("1.15× two hops reported above the guard:\n%s", out.String())
+	}
+
+	res.Reply.Median, res.ReplyHopsRatio = 500*time.Microsecond, 1.28
+	out.Reset()
+	if err := printReqReply(&out, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "above the guard") {
+		t.Errorf("1.28× two hops not reported above the guard:\n%s", out.String())
 	}
 }

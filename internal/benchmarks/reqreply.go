@@ -239,11 +239,12 @@ type Latency struct {
 }
 
 // ReqReplyResult is what MeasureReqReply found. Durations are per round
-// trip; the ratios divide by Raw.
+// trip; the ratios are of the medians.
 type ReqReplyResult struct {
 	Rounds                    int
 	Raw, PingPong, Reply      Latency
-	PingPongRatio, ReplyRatio float64 // of the medians
+	PingPongRatio, ReplyRatio float64 // over Raw
+	ReplyHopsRatio            float64 // Reply over PingPong, two raw hops
 }
 
 // MeasureReqReply runs warmup rounds, then rounds of one raw round trip, one
@@ -280,6 +281,9 @@ func MeasureReqReply(ctx context.Context, b *ReqReply, warmup, rounds int) (ReqR
 	if r.Raw.Median > 0 {
 		r.PingPongRatio = float64(r.PingPong.Median) / float64(r.Raw.Median)
 		r.ReplyRatio = float64(r.Reply.Median) / float64(r.Raw.Median)
+	}
+	if r.PingPong.Median > 0 {
+		r.ReplyHopsRatio = float64(r.Reply.Median) / float64(r.PingPong.Median)
 	}
 	return r, nil
 }
