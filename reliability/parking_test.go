@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/koto-dev/watermill-koto/broker"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
@@ -309,17 +310,17 @@ func TestParkingKeepsKeyOrder(t *testing.T) {
 	base := newParkingRun(t)
 	cfg := base.consumer(t, "park-baseline")
 	cfg.ParkFailures = false
-	runConsumer(t, consumerPool(t, 1), cfg, kafkatest.Logger(slog.LevelWarn))
-	base.publish(parkStream(keys, n/5), 0) // a fifth of the stream gives the rate
+	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kafkatest.Logger(slog.LevelWarn))
+	base.publishOver(parkStream(keys, n/5), 0) // a fifth of the stream gives the rate
 	base.waitParked(t, total/5)
 	baseRate := base.cleanRate(t)
 
 	r := newParkingRun(t)
 	cfg = r.consumer(t, "park")
-	runConsumer(t, consumerPool(t, 1), cfg, kafkatest.Logger(slog.LevelWarn))
+	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kafkatest.Logger(slog.LevelWarn))
 	stop := make(chan struct{})
 	most := r.parkedAtMost(stop)
-	r.publish(parkStream(keys, n), 0)
+	r.publishOver(parkStream(keys, n), 0)
 	r.waitParked(t, total)
 	close(stop)
 	o := r.check(t, keys, n)
@@ -345,7 +346,7 @@ func TestParkingKill(t *testing.T) {
 	r := newParkingRun(t)
 	cfg := r.consumer(t, "park-kill")
 	procs := []*process{spawn(t, cfg), spawn(t, cfg)}
-	r.publish(parkStream(keys, n), 3*time.Second)
+	r.publishOver(parkStream(keys, n), 3*time.Second)
 	var killedAt []int
 	for k := 1; k <= 3; k++ {
 		kafkatest.WaitFor(t, "a sixth more of the stream", func() bool {
@@ -381,13 +382,13 @@ func TestParkingRebalance(t *testing.T) {
 	logger := kafkatest.Logger(slog.LevelWarn)
 	var stops []func()
 	for range 3 {
-		stops = append(stops, runConsumer(t, pool, cfg, logger))
+		stops = append(stops, runConsumer(t, pool, cfg, nil, nil, logger))
 	}
-	r.publish(parkStream(keys, n), 4*time.Second)
+	r.publishOver(parkStream(keys, n), 4*time.Second)
 	ledger := func() int { return int(pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.schema+"."+parkLedger)) }
 	kafkatest.WaitFor(t, "a third of the stream", func() bool { return ledger() >= total/3 })
 	parkedAtJoin := pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.store.Table())
-	stops = append(stops, runConsumer(t, pool, cfg, logger))
+	stops = append(stops, runConsumer(t, pool, cfg, nil, nil, logger))
 	r.waitMembers(cfg.Group, 4)
 	kafkatest.WaitFor(t, "two thirds of the stream", func() bool { return ledger() >= 2*total/3 })
 	parkedAtLeave := pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.store.Table())
@@ -397,4 +398,29 @@ func TestParkingRebalance(t *testing.T) {
 	o := r.check(t, keys, n)
 	o.record(t, total, keys, "3 consumers, a 4th joins at 1/3, the 1st leaves at 2/3, with messages parked; a tenth of the keys flaky, 5 % of messages parked once, 2 % twice",
 		fmt.Sprintf("%d messages parked at the join, %d at the leave", parkedAtJoin, parkedAtLeave))
+}
+
+// publishOver publishes msgs in chunks of 100, spread over span, on a
+// goroutine of its own that the test's end waits for: a stream that keeps
+// coming while keys are parked.
+func (r *ledgerRun) publishOver(msgs []*message.Message, span time.Duration) {
+	pub := kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers})
+	const chunk = 100
+	pause := span / time.Duration(max(1, len(msgs)/chunk))
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < len(msgs); i += chunk {
+			if err := pub.Publish(r.topic, msgs[i:min(len(msgs), i+chunk)]...); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(pause)
+		}
+		done <- nil
+	}()
+	r.t.Cleanup(func() {
+		if err := <-done; err != nil {
+			r.t.Errorf("publish: %v", err)
+		}
+	})
 }
