@@ -117,6 +117,7 @@ func (p *processing) prepare(router context.Context) []*member {
 			} else if skip {
 				p.settle(m, outcomeOK)
 			} else {
+				m.ctx = msg.Context() // with what Prepare put in it
 				todo = append(todo, m)
 			}
 		default:
