@@ -205,7 +205,7 @@ func (d *deadLetter) attempts(ctx context.Context, h message.HandlerFunc, msg *m
 	var produced []*message.Message
 	err := retry.Do(ctx, d.cfg.Backoff.Delay, func() error {
 		s.attempts++
-		msg.SetContext(retryContext(ctx, s.attempts)) // a failed attempt may have replaced it
+		msg.SetContext(ctx) // a failed attempt may have replaced it
 		rep.setAttempts(s.attempts)
 		var err error
 		produced, err = callRecovering(h, msg)
@@ -237,25 +237,6 @@ func (d *deadLetter) deadLetterParked(msg *message.Message, cause error, class k
 		}
 	}
 	return nil, nil
-}
-
-// retryKey marks the context of an attempt after the first.
-type retryKey struct{}
-
-// retryContext is the context of attempt number n of a delivery, from 1:
-// ctx itself for the first, marked as a retry for the others.
-func retryContext(ctx context.Context, n int) context.Context {
-	if n == 1 {
-		return ctx
-	}
-	return context.WithValue(ctx, retryKey{}, n)
-}
-
-// isRetry reports whether ctx is the context of a retry of a delivery
-// that [DeadLetter] runs again after a failure.
-func isRetry(ctx context.Context) bool {
-	_, ok := ctx.Value(retryKey{}).(int)
-	return ok
 }
 
 // giveUp counts a failure of class and reports whether to dead-letter, or

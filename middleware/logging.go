@@ -67,7 +67,7 @@ func messageAttrs(ctx context.Context, msg *message.Message) []slog.Attr {
 
 func logDone(ctx context.Context, logger *slog.Logger, lazyBase func() []slog.Attr, res result, d time.Duration, err error) {
 	level := outcomeLevel(res.outcome)
-	if res.inBatch && (res.outcome == outcomeOK || res.outcome == outcomeDuplicate) || !logger.Enabled(ctx, level) {
+	if !logger.Enabled(ctx, level) {
 		return
 	}
 	base := lazyBase()

@@ -53,7 +53,6 @@ type report struct {
 	deadLetter *deadLetterNote // set with outcomeDeadLettered
 	onRetry    func(retryNote)
 	onLate     func(msg string, err error)
-	inBatch    bool // ok and duplicate are told by the batch's line
 }
 
 // deadLetterNote describes the dead letter of a delivery.
@@ -114,17 +113,6 @@ func (r *report) note(attrs ...slog.Attr) {
 	r.attrs = append(r.attrs, attrs...)
 }
 
-// batched records that the delivery goes through a batch handler, which
-// logs one line per batch.
-func (r *report) batched() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inBatch = true
-}
-
 // setAttempts records how many times the handler was called.
 func (r *report) setAttempts(n int) {
 	if r == nil {
@@ -158,7 +146,6 @@ type result struct {
 	attempts   int
 	attrs      []slog.Attr
 	deadLetter *deadLetterNote
-	inBatch    bool
 }
 
 // result returns the outcome of the delivery, decided here and nowhere
@@ -167,7 +154,7 @@ type result struct {
 func (r *report) result(err error) result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	res := result{outcome: r.outcome, attempts: r.attempts, attrs: append([]slog.Attr(nil), r.attrs...), deadLetter: r.deadLetter, inBatch: r.inBatch}
+	res := result{outcome: r.outcome, attempts: r.attempts, attrs: append([]slog.Attr(nil), r.attrs...), deadLetter: r.deadLetter}
 	switch {
 	case err != nil:
 		res.outcome, res.deadLetter = outcomeNacked, nil
