@@ -243,6 +243,9 @@ func (c SASLConfig) validate(p *config.Problems) {
 func (c Config) validateSubscriber() error {
 	p := config.For("broker.Config")
 	c.validate(p)
+	if c.batching() {
+		c.validateBatch(p)
+	}
 	if c.ConsumerGroup == "" {
 		p.Add("ConsumerGroup", "is empty; set it to the group this subscriber consumes in, e.g. topics.ConsumerGroup(service, eventType)")
 	}

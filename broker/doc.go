@@ -110,11 +110,7 @@
 //   - Order: with [OrderByKey], the default, at most one message per Kafka
 //     record key is in flight, so each key's messages are handled, and
 //     acked, in offset order; records without a key are one key of their
-//     partition. [Unordered] promises no order. [OrderByKeyInBatches]
-//     hands out a key's messages together, each with the one before it
-//     that is not acked yet in its context (koto.PredecessorFromContext),
-//     for a batch handler (middleware.BatchDefaults) that keeps their
-//     order by committing a message with its predecessor or after it.
+//     partition. [Unordered] promises no order.
 //   - Redelivery: a nacked message is handed out again after
 //     Config.NackResendSleep, and the later messages of its key wait for
 //     it; other keys go on. A message whose partition moved or whose
@@ -149,6 +145,40 @@
 // it receives in a goroutine of its own, so the subscriber alone decides
 // what is in flight. A transactional idempotent handler holds a database
 // connection for each message in flight: size the pool to Concurrency.
+//
+// # Batches
+//
+// A batch subscriber ([NewBatchSubscriber]) hands out a partition's
+// messages many at a time, as one message of its channel whose context
+// carries them (koto.BatchFromContext), for a batch handler
+// (middleware.BatchDefaults). Each message of the batch has the context a
+// single message has (its position, its consumed record) and is settled
+// on its own (koto.Batch's Ack and Nack); the batch message is acked or
+// nacked once its handler returns, and what it left unsettled then counts
+// as nacked. It promises:
+//
+//   - Filling: a batch holds one partition's messages in offset order. It
+//     is handed out when it holds [BatchConfig].MaxMessages messages or
+//     MaxBytes bytes, or MaxWait after it began filling, as soon as one of
+//     the subscriber's Parallel slots is free; koto.Batch.Reason says which
+//     ("count", "bytes", "time").
+//   - Order: a key's messages that are read while none of it is in flight
+//     go into one batch together, so that a stream of one key still forms
+//     full batches; the key's later messages wait until every message of
+//     it in that batch is settled, and go together into a later batch.
+//     Records without a key are one key of their partition.
+//   - Redelivery: a nacked message waits Config.NackResendSleep, then goes
+//     into a later batch first of its key. An acked one counts as the
+//     single mode's ack: its offset is committed as described above, and a
+//     restart skips it.
+//   - Bounds: the subscriber has at most BatchConfig.Parallel batches in
+//     flight, over all its partitions; a partition holds by default
+//     Parallel+1 batches' worth of records (Config.PartitionBufferRecords
+//     and PartitionBufferBytes, where not set), and back-pressure is the
+//     single mode's. Config.Concurrency and Config.Ordering do not apply.
+//   - Rebalances and Close: a revoked partition hands out no new batch and
+//     drains the messages of its batches in flight (Config.DrainTimeout),
+//     as the single mode drains its messages.
 //
 // # Restarts
 //

@@ -31,6 +31,8 @@ type Subscriber struct {
 	work   chan job // with Config.Concurrency above 1: taken by that many workers
 	slots  *slots   // with it: which partition may offer work next
 
+	batchSlots chan struct{} // of a batch subscriber: a value for each batch in flight
+
 	life context.Context // ends at Close, and every subscription with it
 	stop context.CancelFunc
 
@@ -45,6 +47,11 @@ type Subscriber struct {
 // NewSubscriber returns a Subscriber that consumes in cfg.ConsumerGroup. It
 // connects when Subscribe is called.
 func NewSubscriber(cfg Config) (*Subscriber, error) {
+	cfg.Batch = BatchConfig{}
+	return newSubscriber(cfg)
+}
+
+func newSubscriber(cfg Config) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.validateSubscriber(); err != nil {
 		return nil, err
@@ -56,7 +63,10 @@ func NewSubscriber(cfg Config) (*Subscriber, error) {
 	cfg.setDrainTimeout(sc)
 	s := &Subscriber{cfg: cfg, sarama: sc, logger: wmlog.Plumbing(cfg.Logger).With(watermill.LogFields{"consumer_group": cfg.ConsumerGroup})}
 	s.life, s.stop = context.WithCancel(context.Background())
-	if cfg.concurrent() {
+	switch {
+	case cfg.batching():
+		s.batchSlots = make(chan struct{}, cfg.Batch.Parallel)
+	case cfg.concurrent():
 		s.work = make(chan job)
 		s.slots = newSlots(cfg.Concurrency)
 	}

@@ -20,13 +20,6 @@ const (
 	// Unordered lets any message of a partition be in flight with any
 	// other, for handlers that do not depend on order.
 	Unordered
-	// OrderByKeyInBatches hands out the messages of a key together, in
-	// offset order, each with the one before it that is not acked yet in
-	// its context (koto.PredecessorFromContext), for a batch handler
-	// (middleware's Batch) that keeps each key's order itself: it commits
-	// a message with its predecessor or after it. A handler that does not
-	// wait for the predecessor gets no order at all.
-	OrderByKeyInBatches
 )
 
 // String returns the constant's name.
@@ -36,8 +29,6 @@ func (o Ordering) String() string {
 		return "OrderByKey"
 	case Unordered:
 		return "Unordered"
-	case OrderByKeyInBatches:
-		return "OrderByKeyInBatches"
 	}
 	return fmt.Sprintf("Ordering(%d)", int(o))
 }
@@ -86,8 +77,8 @@ func (c Config) validateConsume(p *config.Problems) {
 		p.Add("Concurrency", "is %d; use 0 or 1 for one message per partition at a time, or up to %d", c.Concurrency, maxConcurrency)
 	}
 	switch {
-	case c.Ordering < OrderByKey || c.Ordering > OrderByKeyInBatches:
-		p.Add("Ordering", "is %v; use OrderByKey, Unordered or OrderByKeyInBatches", c.Ordering)
+	case c.Ordering < OrderByKey || c.Ordering > Unordered:
+		p.Add("Ordering", "is %v; use OrderByKey or Unordered", c.Ordering)
 	case c.Ordering != OrderByKey && !c.concurrent():
 		p.Add("Ordering", "is %v but Concurrency is %d; set Concurrency above 1, or leave Ordering unset", c.Ordering, c.Concurrency)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/retry"
 )
 
@@ -64,7 +63,7 @@ func (p *partition) deliver(h handout) {
 func (p *partition) handOut(h handout) bool {
 	msg, ok := p.decode(h.rec)
 	for ok {
-		ctx, done := context.WithCancel(p.messageContext(h))
+		ctx, done := context.WithCancel(p.messageContext(p.ctx, h.rec))
 		msg.SetContext(ctx)
 		acked, again := p.offer(msg)
 		done()
@@ -122,14 +121,8 @@ func (p *partition) pause(d time.Duration) error {
 	return retry.Sleep(p.stopCtx, d)
 }
 
-// messageContext is the context of the message of a record: where it was
-// read from and in which generation, its predecessor in the chain mode,
-// the Subscribe context's values, and an end when the partition's drain
-// does.
-func (p *partition) messageContext(h handout) context.Context {
-	ctx := withPosition(p.ctx, h.rec, p.sess.GenerationID())
-	if h.after != nil {
-		ctx = koto.ContextWithPredecessor(ctx, *h.after)
-	}
-	return ctx
+// messageContext is the context of the message of rec, a child of
+// parent: where rec was read from and in which generation.
+func (p *partition) messageContext(parent context.Context, rec *sarama.ConsumerMessage) context.Context {
+	return withPosition(parent, rec, p.sess.GenerationID())
 }

@@ -62,6 +62,12 @@ type partition struct {
 	borrowed  int
 	slotFreed <-chan struct{}
 
+	// Of a batch subscriber: its batches, and when to look at them again.
+	batches    *batcher
+	batchTimer *time.Timer
+	batchAt    time.Time
+	batchDue   <-chan time.Time
+
 	held, heldBytes int // records fetched and not acked, and their size
 	paused          bool
 
@@ -94,6 +100,11 @@ func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sar
 	pt.stopping = pt.stopCtx.Done()
 	pt.markTimer = time.NewTimer(markInterval)
 	pt.markTimer.Stop()
+	if sub.cfg.batching() {
+		pt.batches = newBatcher(sub.cfg)
+		pt.batchTimer = time.NewTimer(time.Hour)
+		pt.batchTimer.Stop()
+	}
 	return pt
 }
 
@@ -101,6 +112,9 @@ func newPartition(sub *subscription, sess sarama.ConsumerGroupSession, claim sar
 // drains the deliveries and marks what was acked.
 func (p *partition) run() {
 	defer p.markTimer.Stop()
+	if p.batchTimer != nil {
+		defer p.batchTimer.Stop()
+	}
 	if s := p.sub.slots; s != nil {
 		defer func() { s.leave(p.borrowed + p.ticket.shared()) }()
 	}
@@ -120,6 +134,7 @@ func (p *partition) consume() {
 	records := p.claim.Messages()
 	for {
 		work, next := p.nextWork()
+		p.batchTick()
 		select {
 		case rec, ok := <-records:
 			if !ok {
@@ -135,6 +150,11 @@ func (p *partition) consume() {
 			p.inFlight++
 			p.borrowed += p.ticket.shared()
 			p.ticket = noTicket
+		case p.batchSlot() <- struct{}{}:
+			p.launchBatch()
+		case <-p.batchDue:
+			p.batchDue, p.batchAt = nil, time.Time{}
+			p.batches.wake(time.Now())
 		case <-p.slotFreed:
 			p.slotFreed = nil
 		case d := <-p.results:
@@ -151,6 +171,9 @@ func (p *partition) consume() {
 // Config.DrainTimeout has passed.
 func (p *partition) drain() {
 	p.ready, p.backlog = nil, nil
+	if p.batches != nil {
+		p.batches.clear()
+	}
 	timeout := time.NewTimer(p.sub.cfg.DrainTimeout)
 	defer timeout.Stop()
 	for p.inFlight > 0 {
@@ -198,8 +221,13 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 	}
 	p.held++
 	p.heldBytes += recordSize(rec)
-	if h, free := p.lanes.push(rec); free {
-		p.launch(h)
+	switch {
+	case p.batches != nil:
+		p.batches.add(rec, time.Now())
+	default:
+		if h, free := p.lanes.push(rec); free {
+			p.launch(h)
+		}
 	}
 	p.throttle()
 }
@@ -212,14 +240,21 @@ func (p *partition) finish(d delivered) {
 		p.borrowed--
 		p.sub.slots.giveBack(1)
 	}
-	p.held--
-	p.heldBytes -= recordSize(d.rec)
+	if p.batches != nil {
+		p.batches.settle(d.rec, d.acked, time.Now())
+	}
+	if d.acked || p.batches == nil {
+		p.held--
+		p.heldBytes -= recordSize(d.rec)
+	}
 	if d.acked {
 		p.offsets.done(d.rec.Offset)
 		p.markSoon()
 	}
-	if next := p.lanes.finish(d.rec, d.acked); next != nil && !p.isStopping() {
-		p.launch(handout{rec: next})
+	if p.batches == nil {
+		if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
+			p.launch(handout{rec: next})
+		}
 	}
 	p.catchUp()
 	p.throttle()

@@ -131,7 +131,9 @@ func TestBatchUnnamedErrorIsBisected(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, n, true)
-	topic := env.topic(t, "bisect")
+	cfg := env.config()
+	cfg.Provision.Partitions = 1 // the 500 in one batch
+	topic := kafkatest.NewTopic(t, cfg, "bisect")
 	msgs := keyedMessages(n, 1)
 	culprit := msgs[321].UUID
 	env.publish(t, topic, msgs...)

@@ -1,0 +1,245 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	koto "github.com/koto-dev/watermill-koto"
+)
+
+// batcher fills the batches of a partition of a batch subscriber. A
+// record is open, free to join the next batch, while no record of its key
+// is in a batch in flight; otherwise it waits in its key's queue, and
+// the queue opens once the key's records in flight are all settled (a
+// nacked one after Config.NackResendSleep, first in its queue).
+type batcher struct {
+	cfg   BatchConfig
+	sleep time.Duration // Config.NackResendSleep
+
+	open      []*sarama.ConsumerMessage // in the order they opened
+	openBytes int
+	openSince time.Time // when the batch began filling
+
+	keys    map[string]*batchLane // of the keys with records in flight or waiting
+	cooling int                   // lanes with nothing in flight waiting for their nacked record's pause
+}
+
+// batchLane is a key with records in batches in flight, or a nacked
+// record waiting to be handed out again.
+type batchLane struct {
+	inFlight  int
+	waiting   []*sarama.ConsumerMessage // in offset order
+	notBefore time.Time                 // of the nacked record first in waiting
+}
+
+func newBatcher(cfg Config) *batcher {
+	return &batcher{cfg: cfg.Batch, sleep: max(cfg.NackResendSleep, 0), keys: map[string]*batchLane{}}
+}
+
+// add takes in a record received from the claim.
+func (b *batcher) add(rec *sarama.ConsumerMessage, now time.Time) {
+	if l := b.keys[string(rec.Key)]; l != nil {
+		l.waiting = append(l.waiting, rec)
+		return
+	}
+	b.opened(now, rec)
+}
+
+func (b *batcher) opened(now time.Time, recs ...*sarama.ConsumerMessage) {
+	if len(b.open) == 0 && len(recs) > 0 {
+		b.openSince = now
+	}
+	for _, rec := range recs {
+		b.open = append(b.open, rec)
+		b.openBytes += recordSize(rec)
+	}
+}
+
+// ready reports whether the open records make a batch to hand out now.
+func (b *batcher) ready(now time.Time) bool {
+	return len(b.open) > 0 && (len(b.open) >= b.cfg.MaxMessages || b.openBytes >= b.cfg.MaxBytes || !now.Before(b.openSince.Add(b.cfg.MaxWait)))
+}
+
+// take cuts the next batch from the open records, the oldest offsets
+// first, and why it was cut; the open records of its keys left out wait
+// for it.
+func (b *batcher) take(now time.Time) ([]*sarama.ConsumerMessage, string) {
+	slices.SortFunc(b.open, func(x, y *sarama.ConsumerMessage) int { return int(x.Offset - y.Offset) })
+	n, size, reason := 0, 0, "time"
+	for ; n < len(b.open); n++ {
+		if n == b.cfg.MaxMessages {
+			reason = "count"
+			break
+		}
+		s := recordSize(b.open[n])
+		if n > 0 && size+s > b.cfg.MaxBytes {
+			reason = "bytes"
+			break
+		}
+		size += s
+	}
+	batch := slices.Clone(b.open[:n])
+	for _, rec := range batch {
+		b.lane(rec).inFlight++
+	}
+	rest := b.open[n:]
+	b.open, b.openBytes = nil, 0
+	for _, rec := range rest {
+		b.add(rec, now)
+	}
+	return batch, reason
+}
+
+func (b *batcher) lane(rec *sarama.ConsumerMessage) *batchLane {
+	l := b.keys[string(rec.Key)]
+	if l == nil {
+		l = &batchLane{}
+		b.keys[string(rec.Key)] = l
+	}
+	return l
+}
+
+// settle takes the fate of a record of a batch: a nacked one goes back to
+// the front of its key, which opens once nothing of it is in flight.
+func (b *batcher) settle(rec *sarama.ConsumerMessage, acked bool, now time.Time) {
+	k := string(rec.Key)
+	l := b.keys[k]
+	l.inFlight--
+	if !acked {
+		i, _ := slices.BinarySearchFunc(l.waiting, rec.Offset, func(r *sarama.ConsumerMessage, o int64) int { return int(r.Offset - o) })
+		l.waiting = slices.Insert(l.waiting, i, rec)
+		l.notBefore = now.Add(b.sleep)
+	}
+	if l.inFlight > 0 {
+		return
+	}
+	if now.Before(l.notBefore) {
+		b.cooling++
+		return
+	}
+	delete(b.keys, k)
+	b.opened(now, l.waiting...)
+}
+
+// wake opens the lanes whose nacked record's pause is over.
+func (b *batcher) wake(now time.Time) {
+	if b.cooling == 0 {
+		return
+	}
+	for k, l := range b.keys {
+		if l.inFlight == 0 && !now.Before(l.notBefore) {
+			b.cooling--
+			delete(b.keys, k)
+			b.opened(now, l.waiting...)
+		}
+	}
+}
+
+// due is when ready or wake may change their answer without a record
+// coming in or settling, or zero.
+func (b *batcher) due(now time.Time) time.Time {
+	var at time.Time
+	if len(b.open) > 0 && !b.ready(now) {
+		at = b.openSince.Add(b.cfg.MaxWait)
+	}
+	if b.cooling > 0 {
+		for _, l := range b.keys {
+			if l.inFlight == 0 && (at.IsZero() || l.notBefore.Before(at)) {
+				at = l.notBefore
+			}
+		}
+	}
+	return at
+}
+
+// clear drops what is not in flight, when the partition stops.
+func (b *batcher) clear() {
+	b.open, b.openBytes = nil, 0
+	for _, l := range b.keys {
+		l.waiting = nil
+	}
+}
+
+// batchSlot returns the channel to take a slot of the subscriber on when
+// a batch is ready to go, or nil.
+func (p *partition) batchSlot() chan<- struct{} {
+	if p.batches == nil || !p.batches.ready(time.Now()) || p.isStopping() {
+		return nil
+	}
+	return p.sub.batchSlots
+}
+
+// launchBatch hands the next batch to a delivery, which holds the slot
+// taken for it until the batch is acked or nacked.
+func (p *partition) launchBatch() {
+	recs, reason := p.batches.take(time.Now())
+	p.inFlight += len(recs)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() { <-p.sub.batchSlots }()
+		p.deliverBatch(recs, reason)
+	}()
+}
+
+// batchTick arms the partition's timer for the batcher's next due time.
+func (p *partition) batchTick() {
+	if p.batches == nil {
+		return
+	}
+	at := p.batches.due(time.Now())
+	if at.Equal(p.batchAt) {
+		return
+	}
+	p.batchAt = at
+	if at.IsZero() {
+		p.batchTimer.Stop()
+		p.batchDue = nil
+		return
+	}
+	p.batchTimer.Reset(time.Until(at))
+	p.batchDue = p.batchTimer.C
+}
+
+// deliverBatch hands out the batch of recs as one message and reports how
+// each of them was settled; those left unsettled when the batch message
+// is acked or nacked, or when the partition stops, count as nacked.
+func (p *partition) deliverBatch(recs []*sarama.ConsumerMessage, reason string) {
+	ctx, done := context.WithCancel(p.ctx)
+	defer done()
+	msgs := make([]*message.Message, 0, len(recs))
+	for _, rec := range recs {
+		msg, ok := p.decode(rec)
+		if !ok {
+			break
+		}
+		msg.SetContext(p.messageContext(ctx, rec))
+		msgs = append(msgs, msg)
+	}
+	batch := koto.NewBatch(msgs, func(i int, acked bool) { p.report(delivered{rec: recs[i], acked: acked}) })
+	batch.Reason = reason
+	if len(msgs) == len(recs) {
+		env := message.NewMessage(watermill.NewUUID(), nil)
+		env.SetContext(koto.ContextWithBatch(ctx, batch))
+		p.offer(env)
+	}
+	for i := range msgs {
+		batch.Nack(i)
+	}
+	for _, rec := range recs[len(msgs):] {
+		p.report(delivered{rec: rec})
+	}
+}
+
+// report tells the partition how a record it handed out was settled.
+func (p *partition) report(d delivered) {
+	select {
+	case p.results <- d:
+	case <-p.gone:
+	}
+}
