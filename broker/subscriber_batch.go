@@ -71,17 +71,18 @@ func (b *batcher) ready(now time.Time) bool {
 func (b *batcher) take(now time.Time) ([]*sarama.ConsumerMessage, string) {
 	slices.SortFunc(b.open, func(x, y *sarama.ConsumerMessage) int { return int(x.Offset - y.Offset) })
 	n, size, reason := 0, 0, "time"
-	for ; n < len(b.open); n++ {
-		if n == b.cfg.MaxMessages {
-			reason = "count"
-			break
-		}
+	for ; n < len(b.open) && n < b.cfg.MaxMessages; n++ {
 		s := recordSize(b.open[n])
 		if n > 0 && size+s > b.cfg.MaxBytes {
-			reason = "bytes"
 			break
 		}
 		size += s
+	}
+	switch {
+	case n == b.cfg.MaxMessages:
+		reason = "count"
+	case size >= b.cfg.MaxBytes || n < len(b.open):
+		reason = "bytes"
 	}
 	batch := slices.Clone(b.open[:n])
 	for _, rec := range batch {
