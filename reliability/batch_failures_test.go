@@ -270,7 +270,7 @@ func TestBatchUnnamedError(t *testing.T) {
 
 func unnamedError(t *testing.T, how string) {
 	const n = batchMax
-	r := newBatchRun(t, 8)
+	r := newBatchRun(t, 1) // a batch holds one partition's messages
 	msgs, places := batchMessages("bisect", n/burst, n)
 	culprit := msgs[burst*rand.N(n/burst)+rand.N(burst-1)].UUID
 	cp := places[culprit]

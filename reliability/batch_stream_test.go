@@ -281,10 +281,9 @@ func waitBatchHold(t *testing.T, procs []*process, k int) (int, int) {
 }
 
 // TestBatchHotKey: 20 000 messages (-short: 5 000) of one key through a
-// router handler of middleware.BatchDefaults: the subscriber
-// (broker.OrderByKeyInBatches) hands out the key's messages together, each
-// knowing the one before it, so they fill batches of up to 500, one batch
-// of the key at a time. The ledger holds each message exactly once, in
+// router handler of middleware.BatchDefaults: the batch subscriber hands
+// out the key's messages read while none of it is in flight together, so
+// they fill batches of up to 500, one batch of the key at a time. The ledger holds each message exactly once, in
 // offset order, and the batches hold many messages.
 func TestBatchHotKey(t *testing.T) {
 	r := newBatchRun(t, 8)

@@ -84,7 +84,7 @@ type E2EVariant struct {
 	Messages int
 	// Batch, when not 0, makes the handler a batch handler
 	// (middleware.BatchDefaults) of batches up to Batch messages, on a
-	// subscriber with broker.OrderByKeyInBatches; with RawPgx, the
+	// batch subscriber (broker.NewBatchSubscriber); with RawPgx, the
 	// messages of each transaction.
 	Batch int
 	// Keys is how many partition keys the records have; 0 means E2EKeys.
