@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // CutPostgres cuts every connection to the database and refuses new ones,
@@ -30,7 +30,7 @@ func (h *Harness) SlowPostgres(d time.Duration) {
 	h.needProxy().SetDelay(d)
 }
 
-func (h *Harness) needProxy() *tcpproxy.Proxy {
+func (h *Harness) needProxy() *pgtest.Proxy {
 	h.t.Helper()
 	if h.proxy == nil {
 		h.t.Fatalf("kototest: the harness has no database proxy; start it with kototest.WithPostgresFaults()")

@@ -17,8 +17,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // DefaultTimeout bounds [Harness.Wait] unless [Timeout] says otherwise.
@@ -66,7 +65,7 @@ type Harness struct {
 	opts    options
 	kafka   *embedded.Broker
 	pool    *pgxpool.Pool
-	proxy   *tcpproxy.Proxy
+	proxy   *pgtest.Proxy
 	schema  string
 	logger  *slog.Logger
 	router  *message.Router

@@ -15,7 +15,7 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 

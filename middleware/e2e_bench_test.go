@@ -8,7 +8,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // newE2E sets up the end-to-end consumer benchmark on a broker of the test

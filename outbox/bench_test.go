@@ -5,7 +5,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // BenchmarkForwarder measures the forwarder's throughput: b.N messages

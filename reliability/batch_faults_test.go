@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestBatchPostgresOutage: a cqrs batch consumer of a DurableOutbox's

@@ -11,8 +11,7 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // cuts is how many times TestPostgresOutage cuts PostgreSQL.
@@ -39,7 +38,7 @@ func TestPostgresOutage(t *testing.T) {
 	txPool, txProxy := pgtest.ProxiedPool(t)
 	chmPool, chmProxy := pgtest.ProxiedPool(t)
 	fwdPool, fwdProxy := pgtest.ProxiedPool(t)
-	proxies := []*tcpproxy.Proxy{txProxy, chmProxy, fwdProxy}
+	proxies := []*pgtest.Proxy{txProxy, chmProxy, fwdProxy}
 	restore := func() {
 		for _, p := range proxies {
 			p.Restore()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func e2eCommand() command {

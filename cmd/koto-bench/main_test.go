@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestMain fails the run if any goroutine outlives the tests. Watermill's

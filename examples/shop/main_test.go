@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestMain(m *testing.M) {

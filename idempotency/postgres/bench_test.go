@@ -6,7 +6,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // BenchmarkCheckMark measures IsProcessed + MarkProcessed of new keys

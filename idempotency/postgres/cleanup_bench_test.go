@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // BenchmarkCleanup measures one Cleanup pass over b.N expired marks (each

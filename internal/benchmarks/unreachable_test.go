@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestNoKafka: with no broker listening, the set-ups that connect clean up

@@ -1,4 +1,4 @@
-package tcpproxy_test
+package pgtest_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

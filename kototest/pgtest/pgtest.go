@@ -1,9 +1,15 @@
-// Package pgtest gives tests a PostgreSQL pool and a schema of their own.
+// Package pgtest gives tests a PostgreSQL pool and a schema of their own,
+// and stages the faults of the database's connection: [ProxiedPool]
+// connects through a [Proxy] that a test cuts, restores or slows down.
 //
 // The database URL comes from DATABASE_URL, by default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable. When PostgreSQL
 // cannot be reached, a test fails with instructions if CI=true, and is
-// skipped with the same instructions otherwise.
+// skipped with the same instructions otherwise. Whatever a helper opens
+// is closed, and every schema it creates dropped, when the test ends.
+//
+// It is the PostgreSQL half of package kototest, apart so that the tests
+// of the packages kototest builds on can use it too.
 package pgtest
 
 import (
@@ -19,19 +25,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
 )
 
-// DefaultURL is the database URL used when DATABASE_URL is not set.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+// defaultURL is the database URL used when DATABASE_URL is not set.
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// URL returns DATABASE_URL, or DefaultURL when it is unset.
+// URL returns DATABASE_URL, or the default of the package documentation
+// when it is unset.
 func URL() string {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		return u
 	}
-	return DefaultURL
+	return defaultURL
 }
 
 // Config returns a parsed pool configuration for URL, for tests that need to
@@ -89,10 +94,10 @@ func LazyPool(t testing.TB) *pgxpool.Pool {
 // test can cut and restore, to stage an outage. The pool's connection
 // timeout is 2 s, so that calls fail fast while the proxy is cut. The pool
 // and the proxy are closed when the test ends.
-func ProxiedPool(t testing.TB) (*pgxpool.Pool, *tcpproxy.Proxy) {
+func ProxiedPool(t testing.TB) (*pgxpool.Pool, *Proxy) {
 	t.Helper()
 	cfg := Config(t)
-	proxy, err := tcpproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	proxy, err := StartProxy(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	if err != nil {
 		t.Fatalf("pgtest: start the proxy: %v", err)
 	}

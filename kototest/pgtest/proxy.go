@@ -1,7 +1,4 @@
-// Package tcpproxy is a TCP forwarder for tests that need to cut a
-// connection to a real server and restore it, to show how code behaves in an
-// outage, or to put the server a network hop away (SetDelay).
-package tcpproxy
+package pgtest
 
 import (
 	"errors"
@@ -11,9 +8,10 @@ import (
 	"time"
 )
 
-// Proxy forwards connections from a listener on 127.0.0.1 to a target
-// address. Cut closes every open connection and refuses new ones until
-// Restore.
+// Proxy forwards TCP connections from a listener on 127.0.0.1 to a
+// target address: a database, or any server whose outage a test stages.
+// [Proxy.Cut] closes every open connection and refuses new ones until
+// [Proxy.Restore]; [Proxy.SetDelay] puts the server a network hop away.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -26,8 +24,9 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 }
 
-// Start listens on a free port of 127.0.0.1 and forwards to target.
-func Start(target string) (*Proxy, error) {
+// StartProxy listens on a free port of 127.0.0.1 and forwards to target
+// until [Proxy.Close].
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
