@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // BenchmarkRoundTrip compares a request/reply round trip (cqrs.Request
@@ -20,7 +20,7 @@ import (
 func BenchmarkRoundTrip(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rr, err := benchmarks.NewReqReply(ctx, kafkatest.Brokers(b), kafkatest.Topic(b, "bench"), 100)
+	rr, err := benchmarks.NewReqReply(ctx, kototest.Brokers(b), kototest.Topic(b, "bench"), 100)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
@@ -18,7 +18,7 @@ func newE2E(tb testing.TB) *benchmarks.E2E {
 	cfg := pgtest.Config(tb)
 	cfg.MaxConns = benchmarks.E2EPartitions + 4
 	pool := pgtest.PoolWith(tb, cfg)
-	e, err := benchmarks.NewE2E(context.Background(), kafkatest.Brokers(tb), pool, pgtest.Name("koto_e2e"))
+	e, err := benchmarks.NewE2E(context.Background(), kototest.Brokers(tb), pool, pgtest.Name("koto_e2e"))
 	if err != nil {
 		tb.Fatalf("NewE2E: %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
@@ -14,16 +14,16 @@ import (
 // with Watermill's forwarder).
 func BenchmarkForwarder(b *testing.B) {
 	pool := pgtest.Pool(b)
-	ob, err := benchmarks.NewOutbox(kafkatest.Context(b), kafkatest.Brokers(b), pool, pgtest.Name("koto_bench"))
+	ob, err := benchmarks.NewOutbox(kototest.Context(b), kototest.Brokers(b), pool, pgtest.Name("koto_bench"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ob.Close()
-	if _, err := ob.Fill(kafkatest.Context(b), b.N); err != nil {
+	if _, err := ob.Fill(kototest.Context(b), b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	f, err := ob.ForwardKoto(kafkatest.Context(b), b.N)
+	f, err := ob.ForwardKoto(kototest.Context(b), b.N)
 	if err != nil {
 		b.Fatal(err)
 	}

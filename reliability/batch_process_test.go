@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
@@ -98,7 +98,7 @@ func spawnRole(t *testing.T, role string, cfg any) *process {
 		_ = cmd.Wait()
 	})
 	go p.trace(stdout)
-	kafkatest.WaitFor(t, "the "+role+" subprocess to run", func() bool {
+	kototest.WaitFor(t, "the "+role+" subprocess to run", func() bool {
 		select {
 		case <-p.read:
 			t.Fatalf("%s subprocess exited at start: %s", role, p.stderr.String())

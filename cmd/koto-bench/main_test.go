@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
@@ -17,7 +17,7 @@ import (
 // map repository, measured beside MemoryStore, starts a cleaning goroutine
 // that nothing can stop; it alone is ignored.
 func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m, goleak.IgnoreTopFunction(
+	kototest.VerifyTestMain(m, goleak.IgnoreTopFunction(
 		"github.com/ThreeDotsLabs/watermill/message/router/middleware.(*mapExpiringKeyRepository).cleanOutLoop"))
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
-func TestMain(m *testing.M) { kafkatest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { kototest.VerifyTestMain(m) }
 
 // TestStoreCheckMarkRunsAllOperations runs the body on a MemoryStore and
 // checks that the callers together did b.N check+marks, each with a new key.

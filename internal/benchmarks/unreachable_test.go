@@ -3,21 +3,21 @@ package benchmarks
 import (
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestNoKafka: with no broker listening, the set-ups that connect clean up
 // what they made and report the refused connection.
 func TestNoKafka(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	brokers := []string{kafkatest.ClosedAddr(t)}
+	ctx := kototest.Context(t)
+	brokers := []string{kototest.ClosedAddr(t)}
 
 	rr, err := NewReqReply(ctx, brokers, "no-kafka", 16)
 	if rr != nil {
 		t.Error("NewReqReply returned a set-up with its error")
 	}
-	kafkatest.WantRefused(t, "NewReqReply", err)
+	kototest.WantRefused(t, "NewReqReply", err)
 
 	pool := pgtest.Pool(t)
 	schema := pgtest.Name("no_kafka")
@@ -25,7 +25,7 @@ func TestNoKafka(t *testing.T) {
 	if e != nil {
 		t.Error("NewE2E returned a set-up with its error")
 	}
-	kafkatest.WantRefused(t, "NewE2E", err)
+	kototest.WantRefused(t, "NewE2E", err)
 	if n := pgtest.QueryInt(t, pool, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema); n != 0 {
 		t.Errorf("NewE2E left its schema %s behind", schema)
 	}

@@ -1,7 +1,6 @@
-package kafkatest
+package kototest
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -29,16 +28,16 @@ func TLSConfigs(t testing.TB) (server, client *tls.Config) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatalf("kafkatest: TLS key: %v", err)
+		t.Fatalf("kototest: TLS key: %v", err)
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	if err != nil {
-		t.Fatalf("kafkatest: certificate serial: %v", err)
+		t.Fatalf("kototest: certificate serial: %v", err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "kafkatest embedded broker"},
+		Subject:               pkix.Name{CommonName: "kototest embedded broker"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -50,11 +49,11 @@ func TLSConfigs(t testing.TB) (server, client *tls.Config) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatalf("kafkatest: self-signed certificate: %v", err)
+		t.Fatalf("kototest: self-signed certificate: %v", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatalf("kafkatest: parse certificate: %v", err)
+		t.Fatalf("kototest: parse certificate: %v", err)
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
@@ -73,14 +72,7 @@ func SecureBroker(t testing.TB, mechanism sarama.SASLMechanism, opts ...embedded
 	t.Helper()
 	serverTLS, clientTLS := TLSConfigs(t)
 	password := uniqueName(t, "secret", "")
-	opts = append(opts, embedded.WithTLS(serverTLS), embedded.WithSASLUser(string(mechanism), "koto", password))
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	b, err := embedded.Start(ctx, opts...)
-	if err != nil {
-		t.Fatalf("kafkatest: start secured embedded broker: %v", err)
-	}
-	t.Cleanup(func() { _ = b.Close() })
+	b := Embedded(t, append(opts, embedded.WithTLS(serverTLS), embedded.WithSASLUser(string(mechanism), "koto", password))...)
 	return b, broker.Config{
 		Brokers: b.Addrs(),
 		SASL:    broker.SASLConfig{Mechanism: mechanism, User: "koto", Password: password},
@@ -97,7 +89,7 @@ func TLSFiles(t testing.TB, server *tls.Config) (certFile, keyFile string) {
 	cert := server.Certificates[0]
 	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
 	if err != nil {
-		t.Fatalf("kafkatest: marshal TLS key: %v", err)
+		t.Fatalf("kototest: marshal TLS key: %v", err)
 	}
 	dir := t.TempDir()
 	certFile, keyFile = filepath.Join(dir, "broker.crt"), filepath.Join(dir, "broker.key")
@@ -106,7 +98,7 @@ func TLSFiles(t testing.TB, server *tls.Config) (certFile, keyFile string) {
 		keyFile:  {Type: "PRIVATE KEY", Bytes: key},
 	} {
 		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatalf("kafkatest: write %s: %v", file, err)
+			t.Fatalf("kototest: write %s: %v", file, err)
 		}
 	}
 	return certFile, keyFile

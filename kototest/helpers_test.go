@@ -1,4 +1,4 @@
-package kafkatest_test
+package kototest_test
 
 import (
 	"context"
@@ -9,17 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m)
-}
-
 func TestBrokersStartsAReachableBroker(t *testing.T) {
-	t.Setenv(kafkatest.EnvBrokers, "")
-	addrs := kafkatest.Brokers(t)
+	t.Setenv(kototest.EnvBrokers, "")
+	addrs := kototest.Brokers(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
 		t.Fatalf("kgo.NewClient: %v", err)
@@ -33,8 +29,8 @@ func TestBrokersStartsAReachableBroker(t *testing.T) {
 }
 
 func TestBrokersPrefersEnvironment(t *testing.T) {
-	t.Setenv(kafkatest.EnvBrokers, " k1:9092, ,k2:9093 ")
-	got := kafkatest.Brokers(t)
+	t.Setenv(kototest.EnvBrokers, " k1:9092, ,k2:9093 ")
+	got := kototest.Brokers(t)
 	if strings.Join(got, ",") != "k1:9092,k2:9093" {
 		t.Fatalf("Brokers() = %q, want [k1:9092 k2:9093]", got)
 	}
@@ -43,7 +39,7 @@ func TestBrokersPrefersEnvironment(t *testing.T) {
 func TestNamesAreValidAndUnique(t *testing.T) {
 	seen := map[string]bool{}
 	for _, prefix := range []string{"orders", t.Name() + "/sub test", "", strings.Repeat("x", 300), "ümlaut"} {
-		for _, name := range []string{kafkatest.Topic(t, prefix), kafkatest.Group(t, prefix)} {
+		for _, name := range []string{kototest.Topic(t, prefix), kototest.Group(t, prefix)} {
 			if err := topics.Validate(name); err != nil {
 				t.Errorf("name for prefix %q: %v", prefix, err)
 			}
@@ -53,7 +49,7 @@ func TestNamesAreValidAndUnique(t *testing.T) {
 			seen[name] = true
 		}
 	}
-	if got := kafkatest.Topic(t, "orders"); !strings.HasPrefix(got, "orders-") {
+	if got := kototest.Topic(t, "orders"); !strings.HasPrefix(got, "orders-") {
 		t.Errorf("Topic(t, \"orders\") = %q, want the prefix kept", got)
 	}
 }
@@ -67,14 +63,14 @@ func TestWaitNoLeaksWaitsForGoroutinesThatEnd(t *testing.T) {
 	go func() { <-ending }()
 	timer := time.AfterFunc(time.Second, func() { close(ending) })
 	defer timer.Stop()
-	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+	if err := kototest.WaitNoLeaks(kototest.DefaultTimeout, ignore); err != nil {
 		t.Errorf("WaitNoLeaks with a goroutine that ends: %v", err)
 	}
 
 	stuck := make(chan struct{})
 	defer close(stuck)
 	go blockUntil(stuck)
-	err := kafkatest.WaitNoLeaks(100*time.Millisecond, ignore)
+	err := kototest.WaitNoLeaks(100*time.Millisecond, ignore)
 	if err == nil || !strings.Contains(err.Error(), "blockUntil") {
 		t.Errorf("WaitNoLeaks with a goroutine that does not end: %v, want a report that names it", err)
 	}

@@ -1,14 +1,4 @@
-// Package kafkatest gives tests a Kafka broker, fresh names on it, the
-// project's clients on it, and the helpers the Kafka tests of every package
-// share: routers, waits, counters, goroutine-leak checks and faults.
-//
-// Tests talk to a real Kafka-protocol broker: the cluster named by the
-// KAFKA_BROKERS environment variable (comma-separated host:port list) when it
-// is set, otherwise an embedded broker started for the test alone. Topic and
-// group names are random, so tests never see each other's records on a
-// shared cluster. Whatever a helper opens is closed when the test finishes;
-// whatever it waits for, it waits for at most [Timeout].
-package kafkatest
+package kototest
 
 import (
 	"context"
@@ -20,8 +10,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
-// EnvBrokers is the environment variable that points tests at an existing
-// cluster, e.g. "127.0.0.1:9092" or "k1:9092,k2:9092".
+// EnvBrokers is the environment variable that points the helpers at an
+// existing cluster, e.g. "127.0.0.1:9092" or "k1:9092,k2:9092".
 const EnvBrokers = "KAFKA_BROKERS"
 
 // startTimeout bounds starting an embedded broker.
@@ -47,26 +37,14 @@ func Embedded(t testing.TB, opts ...embedded.Option) *embedded.Broker {
 	defer cancel()
 	b, err := embedded.Start(ctx, opts...)
 	if err != nil {
-		t.Fatalf("kafkatest: start embedded broker: %v", err)
+		t.Fatalf("kototest: start embedded broker: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
 }
 
 // FromEnv returns the addresses listed in KAFKA_BROKERS, or nil when it is
-// unset or empty.
+// unset or empty: the tests run on a cluster they share.
 func FromEnv() []string {
 	return broker.SplitBrokers(os.Getenv(EnvBrokers))
-}
-
-// Timeout bounds every wait of a Kafka test; a healthy run needs a fraction
-// of it.
-const Timeout = 30 * time.Second
-
-// Context returns a context that ends after Timeout or when t finishes.
-func Context(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ func ClosedAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("kafkatest: listen: %v", err)
+		t.Fatalf("kototest: listen: %v", err)
 	}
 	addr := ln.Addr().String()
 	if err := ln.Close(); err != nil {
-		t.Fatalf("kafkatest: close listener: %v", err)
+		t.Fatalf("kototest: close listener: %v", err)
 	}
 	return addr
 }

@@ -1,39 +1,38 @@
-package kafkatest
+package kototest
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 )
 
-// Stall is a kfake control of an embedded broker that leaves requests
-// unanswered, as a broker that hangs, until released.
+// Stall is a fault of an embedded broker: requests of one kind left
+// unanswered, as a broker that hangs, until [Stall.Release].
 type Stall struct {
-	// Stalled receives a value as each request is left unanswered (it keeps
-	// up to 64).
-	Stalled chan struct{}
+	stalled chan struct{}
 
 	mu       sync.Mutex
 	n        int
 	released bool
 }
 
-// StallRequests makes b leave every request of key (Produce, Fetch,
-// ListOffsets, CreateTopics…) that names one of the topics unanswered until Release is
-// called or t ends. The client waits for the answer until its own read
-// timeout (sarama's Net.ReadTimeout, 30 s by default), or until it drops
-// the connection; a retry after Release is answered. (kfake's SleepControl
-// would answer late instead, but it races and leaks goroutines when several
-// requests sleep or the cluster closes meanwhile.)
+// StallRequests makes b leave every request of key (kmsg.Produce,
+// kmsg.Fetch, kmsg.ListOffsets, kmsg.CreateTopics) that names one of
+// topics unanswered until [Stall.Release] or the end of t. The client
+// waits for the answer until its own read timeout (sarama's
+// Net.ReadTimeout, 30 s by default), or until it drops the connection; a
+// retry after Release is answered. [Harness.StallKafka] stalls the
+// harness's broker.
 func StallRequests(t testing.TB, b *embedded.Broker, key kmsg.Key, topics ...string) *Stall {
 	t.Helper()
-	s := &Stall{Stalled: make(chan struct{}, 64)}
+	// kfake's SleepControl would answer late instead, but it races and
+	// leaks goroutines when several requests sleep or the cluster closes
+	// meanwhile.
+	s := &Stall{stalled: make(chan struct{}, 64)}
 	t.Cleanup(s.Release)
 	c := b.Cluster()
 	c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -45,13 +44,17 @@ func StallRequests(t testing.TB, b *embedded.Broker, key kmsg.Key, topics ...str
 		}
 		s.n++
 		select {
-		case s.Stalled <- struct{}{}:
+		case s.stalled <- struct{}{}:
 		default:
 		}
 		return nil, nil, true // handled, with no answer
 	})
 	return s
 }
+
+// Stalled returns a channel that receives a value as each request is left
+// unanswered (it keeps up to 64).
+func (s *Stall) Stalled() <-chan struct{} { return s.stalled }
 
 // Release makes the broker answer the requests that come from now on.
 func (s *Stall) Release() {
@@ -90,25 +93,4 @@ func namesTopic(req kmsg.Request, topics []string) bool {
 		}
 	}
 	return slices.ContainsFunc(names, func(n string) bool { return slices.Contains(topics, n) })
-}
-
-// Records returns how many records topic holds over all its partitions; 0
-// when it does not exist.
-func Records(t testing.TB, brokers []string, topic string) int64 {
-	t.Helper()
-	cl := client(t, brokers)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			n += o.Offset
-		}
-	})
-	return n
 }

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ func NewPublisher(t testing.TB, cfg broker.Config) *broker.Publisher {
 	t.Helper()
 	pub, err := broker.NewPublisher(cfg)
 	if err != nil {
-		t.Fatalf("kafkatest: NewPublisher: %v", err)
+		t.Fatalf("kototest: NewPublisher: %v", err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
 	return pub
@@ -29,18 +29,18 @@ func NewSubscriber(t testing.TB, cfg broker.Config) *broker.Subscriber {
 	t.Helper()
 	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
-		t.Fatalf("kafkatest: NewSubscriber: %v", err)
+		t.Fatalf("kototest: NewSubscriber: %v", err)
 	}
 	t.Cleanup(func() { _ = sub.Close() })
 	return sub
 }
 
 // Provision creates the topics with cfg (cfg.Provision's partitions), as
-// an application does at start, within [Timeout].
+// an application does at start, within [DefaultTimeout].
 func Provision(t testing.TB, cfg broker.Config, names ...string) {
 	t.Helper()
 	if err := broker.ProvisionTopics(Context(t), cfg, names...); err != nil {
-		t.Fatalf("kafkatest: provision %v: %v", names, err)
+		t.Fatalf("kototest: provision %v: %v", names, err)
 	}
 }
 
@@ -54,7 +54,7 @@ func NewTopic(t testing.TB, cfg broker.Config, prefix string) string {
 }
 
 // Admin returns a franz-go admin client on brokers, closed when t
-// finishes, for what the tests look at behind the project's back.
+// finishes, for what a test looks at behind its clients' backs.
 func Admin(t testing.TB, brokers []string) *kadm.Client {
 	t.Helper()
 	cl := client(t, brokers)
@@ -67,7 +67,7 @@ func client(t testing.TB, brokers []string) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
-		t.Fatalf("kafkatest: client: %v", err)
+		t.Fatalf("kototest: client: %v", err)
 	}
 	return cl
 }
@@ -86,7 +86,7 @@ func TopicExists(t testing.TB, brokers []string, topic string) bool {
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(Context(t), cl)
 	if err != nil {
-		t.Fatalf("kafkatest: metadata of %s: %v", topic, err)
+		t.Fatalf("kototest: metadata of %s: %v", topic, err)
 	}
 	for _, rt := range resp.Topics {
 		if rt.Topic != nil && *rt.Topic == topic {
@@ -94,7 +94,7 @@ func TopicExists(t testing.TB, brokers []string, topic string) bool {
 				if errors.Is(err, kerr.UnknownTopicOrPartition) {
 					return false
 				}
-				t.Fatalf("kafkatest: metadata of %s: %v", topic, err)
+				t.Fatalf("kototest: metadata of %s: %v", topic, err)
 			}
 			return true
 		}

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"context"
@@ -11,19 +11,19 @@ import (
 )
 
 // Receive returns the next value of ch, failing t when none comes within
-// [Timeout] or ch is closed; what names it in the failure.
+// [DefaultTimeout] or ch is closed; what names it in the failure.
 func Receive[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(Timeout)
+	timer := time.NewTimer(DefaultTimeout)
 	defer timer.Stop()
 	select {
 	case v, ok := <-ch:
 		if !ok {
-			t.Fatalf("kafkatest: no %s: the channel is closed", what)
+			t.Fatalf("kototest: no %s: the channel is closed", what)
 		}
 		return v
 	case <-timer.C:
-		t.Fatalf("kafkatest: no %s within %v", what, Timeout)
+		t.Fatalf("kototest: no %s within %v", what, DefaultTimeout)
 		panic("unreachable")
 	}
 }
@@ -33,12 +33,12 @@ func Subscribe(t testing.TB, sub message.Subscriber, topic string) <-chan *messa
 	t.Helper()
 	msgs, err := sub.Subscribe(Context(t), topic)
 	if err != nil {
-		t.Fatalf("kafkatest: subscribe to %s: %v", topic, err)
+		t.Fatalf("kototest: subscribe to %s: %v", topic, err)
 	}
 	return msgs
 }
 
-// AckN receives n messages of msgs, acking each, within [Timeout] for
+// AckN receives n messages of msgs, acking each, within [DefaultTimeout] for
 // each.
 func AckN(t testing.TB, msgs <-chan *message.Message, n int) []*message.Message {
 	t.Helper()
@@ -70,7 +70,7 @@ func Watch(t testing.TB, brokers []string, topic string, handle func(*message.Me
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		cancel()
-		t.Fatalf("kafkatest: subscribe to %s: %v", topic, err)
+		t.Fatalf("kototest: subscribe to %s: %v", topic, err)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // tests compare with what a client wrote.
 func ReadAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	adm := client(t, brokers)
 	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
@@ -24,7 +24,7 @@ func ReadAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 		err = ends.Error()
 	}
 	if err != nil {
-		t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
+		t.Fatalf("kototest: end offsets of %s: %v", topic, err)
 	}
 	want := map[int32]int64{}
 	offsets := map[int32]kgo.Offset{}
@@ -39,14 +39,14 @@ func ReadAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
-		t.Fatalf("kafkatest: reader of %s: %v", topic, err)
+		t.Fatalf("kototest: reader of %s: %v", topic, err)
 	}
 	defer cl.Close()
 	byPartition := map[int32][]*kgo.Record{}
 	for len(want) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := fetches.Err0(); err != nil {
-			t.Fatalf("kafkatest: read %s: %v", topic, err)
+			t.Fatalf("kototest: read %s: %v", topic, err)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			if end, ok := want[r.Partition]; ok && r.Offset < end {
@@ -62,4 +62,25 @@ func ReadAll(t testing.TB, brokers []string, topic string) []*kgo.Record {
 		out = append(out, byPartition[p]...)
 	}
 	return out
+}
+
+// Records returns how many records topic holds over all its partitions; 0
+// when it does not exist.
+func Records(t testing.TB, brokers []string, topic string) int64 {
+	t.Helper()
+	cl := client(t, brokers)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("kototest: end offsets of %s: %v", topic, err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			n += o.Offset
+		}
+	})
+	return n
 }

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"context"
@@ -12,16 +12,17 @@ import (
 )
 
 // NewRouter returns a router that logs to logger (nil: nothing) and gives
-// its handlers [Timeout] to finish when it closes. [RunRouter] runs it.
+// its handlers [DefaultTimeout] to finish when it closes. [RunRouter] runs
+// it.
 func NewRouter(t testing.TB, logger *slog.Logger) *message.Router {
 	t.Helper()
 	var wl watermill.LoggerAdapter = watermill.NopLogger{}
 	if logger != nil {
 		wl = watermill.NewSlogLogger(logger)
 	}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: Timeout}, wl)
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: DefaultTimeout}, wl)
 	if err != nil {
-		t.Fatalf("kafkatest: NewRouter: %v", err)
+		t.Fatalf("kototest: NewRouter: %v", err)
 	}
 	return r
 }
@@ -46,16 +47,16 @@ func RunRouter(t testing.TB, r *message.Router) (stop func()) {
 	select {
 	case <-r.Running():
 	case err := <-done:
-		t.Fatalf("router stopped at start: %v", err)
+		t.Fatalf("kototest: the router stopped at start: %v", err)
 	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			if err := r.Close(); err != nil {
-				t.Errorf("router close: %v", err)
+				t.Errorf("kototest: close the router: %v", err)
 			}
 			if err := <-done; err != nil {
-				t.Errorf("router run: %v", err)
+				t.Errorf("kototest: the router stopped with %v", err)
 			}
 		})
 	}

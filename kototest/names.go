@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"crypto/rand"
@@ -42,7 +42,7 @@ func uniqueName(t testing.TB, prefix, fallback string) string {
 	t.Helper()
 	var suffix [8]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
-		t.Fatalf("kafkatest: random name: %v", err)
+		t.Fatalf("kototest: random name: %v", err)
 	}
 	p := sanitize(prefix)
 	if p == "" {

@@ -1,4 +1,4 @@
-package kafkatest
+package kototest
 
 import (
 	"sync"

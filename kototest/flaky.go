@@ -1,20 +1,20 @@
-package kafkatest
+package kototest
 
 import (
 	"cmp"
 	"fmt"
 	"sync"
 
-	koto "github.com/koto-dev/watermill-koto"
-
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	koto "github.com/koto-dev/watermill-koto"
 )
 
 // ErrPublishDown is what a [FlakyPublisher]'s failing calls return by
 // default: it wraps the error sarama returns when no broker can be reached,
 // marked koto.Outage as broker.Publisher marks it.
-var ErrPublishDown = koto.Outage(fmt.Errorf("kafkatest: injected: %w", sarama.ErrOutOfBrokers))
+var ErrPublishDown = koto.Outage(fmt.Errorf("kototest: injected: %w", sarama.ErrOutOfBrokers))
 
 // FlakyPublisher is a real publisher whose calls to Publish fail, without
 // publishing, while fewer than the number set by FailFor or FailWith of
