@@ -1,11 +1,11 @@
-package cqrs_test
+package benchmarks_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/kototest"
 )
 
@@ -16,7 +16,7 @@ import (
 // Request/reply over ping-pong has a guard against regression, ≤ 1.25×
 // (hops-ratio), not a goal.
 //
-//	go test -run '^$' -bench RoundTrip ./cqrs/
+//	go test -run '^$' -bench RoundTrip ./cmd/koto-bench/internal/benchmarks
 func BenchmarkRoundTrip(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -1,11 +1,11 @@
-package postgres_test
+package benchmarks_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 

@@ -1,9 +1,9 @@
-package outbox_test
+package benchmarks_test
 
 import (
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )

@@ -1,10 +1,10 @@
-package postgres_test
+package benchmarks_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 

@@ -1,4 +1,4 @@
-package idempotency_test
+package benchmarks_test
 
 import (
 	"testing"
@@ -6,15 +6,14 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
 )
 
 // BenchmarkMemoryCheckMark compares MemoryStore's check+mark with the one
 // call Watermill's map repository makes per message, on new keys and on
-// duplicates, from one goroutine and from GOMAXPROCS goroutines (the bodies
-// are in internal/benchmarks; go run ./cmd/koto-bench memory prints the
-// ratios).
+// duplicates, from one goroutine and from GOMAXPROCS goroutines (go run
+// ./cmd/koto-bench memory prints the ratios).
 func BenchmarkMemoryCheckMark(b *testing.B) {
 	for _, mode := range []struct {
 		name     string

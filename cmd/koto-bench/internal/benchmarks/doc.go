@@ -1,5 +1,6 @@
-// Package benchmarks holds benchmark bodies shared by the go test
-// benchmarks and cmd/koto-bench, so that both measure the same thing.
+// Package benchmarks holds the bodies of koto-bench's measurements; the go
+// test benchmarks of this package run the same bodies, so that both
+// measure the same thing.
 //
 // Each body takes a *testing.B and a number of concurrent callers, which
 // share b.N operations between them; the result's ns/op is wall time per

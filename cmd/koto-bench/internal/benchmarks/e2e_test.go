@@ -1,4 +1,4 @@
-package middleware_test
+package benchmarks_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
