@@ -21,7 +21,7 @@ import (
 
 // spread returns n records per partition of topic, each of a key of its
 // own, with payload "partition/offset": the records' offsets, as they are
-// produced into an empty topic with kototest.ManualPartitions.
+// produced into an empty topic with kgo.ManualPartitioner.
 func spread(topic string, partitions int32, n int) []*kgo.Record {
 	var recs []*kgo.Record
 	for i := range n {
