@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // BenchmarkRouterNoopHandler measures consumption through a Watermill
@@ -27,10 +27,10 @@ func BenchmarkRouterNoopHandler(b *testing.B) {
 }
 
 func benchRouterNoop(b *testing.B, concurrency int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*kototest.DefaultTimeout)
 	defer cancel()
-	brokers := kafkatest.Brokers(b)
-	topic := kafkatest.NewTopic(b, provisionCfg(brokers, 4), "bench")
+	brokers := kototest.Brokers(b)
+	topic := kototest.NewTopic(b, provisionCfg(brokers, 4), "bench")
 	fill(ctx, b, brokers, topic, b.N)
 
 	var handled atomic.Int64
@@ -60,7 +60,7 @@ func benchRouter(b *testing.B, cfg broker.Config, topic string, h message.NoPubl
 	if err != nil {
 		b.Fatalf("NewRouter: %v", err)
 	}
-	cfg.ConsumerGroup = kafkatest.Group(b, "bench")
+	cfg.ConsumerGroup = kototest.Group(b, "bench")
 	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		b.Fatalf("NewSubscriber: %v", err)
@@ -98,8 +98,8 @@ func fill(ctx context.Context, b *testing.B, brokers []string, topic string, n i
 // (idempotent, acks=all), publishing from several goroutines as a service
 // handling concurrent requests does.
 func BenchmarkPublishParallel(b *testing.B) {
-	brokers := kafkatest.Brokers(b)
-	topic := kafkatest.Topic(b, "bench-pub")
+	brokers := kototest.Brokers(b)
+	topic := kototest.Topic(b, "bench-pub")
 	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers})
 	if err != nil {
 		b.Fatalf("NewPublisher: %v", err)

@@ -16,18 +16,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // spread returns n records per partition of topic, each of a key of its
 // own, with payload "partition/offset": the records' offsets, as they are
-// produced into an empty topic with kafkatest.ManualPartitions.
+// produced into an empty topic with kgo.ManualPartitioner.
 func spread(topic string, partitions int32, n int) []*kgo.Record {
 	var recs []*kgo.Record
 	for i := range n {
 		for p := range partitions {
 			payload := fmt.Sprintf("%d/%d", p, i)
-			rec := kafkatest.Record(topic, watermill.NewUUID(), "key-"+payload, []byte(payload))
+			rec := kototest.Record(topic, watermill.NewUUID(), "key-"+payload, []byte(payload))
 			rec.Partition = p
 			recs = append(recs, rec)
 		}
@@ -108,7 +108,7 @@ func (h *holder) ackedOf(p int32) []string {
 func (h *holder) firstHeld(t *testing.T, what string) string {
 	t.Helper()
 	var first string
-	kafkatest.WaitFor(t, what, func() bool {
+	kototest.WaitFor(t, what, func() bool {
 		if held := h.heldNow(); len(held) > 0 {
 			first = held[0]
 		}
@@ -139,7 +139,7 @@ func (h *holder) ackedCount() int {
 func committedAt(t *testing.T, brokers []string, group, topic string) map[int32]int64 {
 	t.Helper()
 	out := map[int32]int64{}
-	for p, o := range kafkatest.CommittedOffsets(t, brokers, group, topic) {
+	for p, o := range kototest.CommittedOffsets(t, brokers, group, topic) {
 		out[p] = o.At
 	}
 	return out
@@ -154,14 +154,14 @@ func committedAt(t *testing.T, brokers []string, group, topic string) map[int32]
 // held offset, then to the end.
 func TestCommittedOffsetStopsAtTheFirstUnackedMessage(t *testing.T) {
 	const n = 100
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "lwm")
-	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "lwm")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 2), "lwm")
+	kototest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "lwm")
 	h := newHolder("0/10", "0/50", "1/30")
-	h.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: group, Concurrency: 32}), topic))
+	h.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: group, Concurrency: 32}), topic))
 
-	kafkatest.WaitFor(t, "every message but the held ones acked", func() bool { return h.ackedCount() == 2*n-3 })
+	kototest.WaitFor(t, "every message but the held ones acked", func() bool { return h.ackedCount() == 2*n-3 })
 	expectCommitted(t, brokers, group, topic, map[int32]int64{0: 10, 1: 30})
 	h.release(t, "0/10")
 	expectCommitted(t, brokers, group, topic, map[int32]int64{0: 50, 1: 30})
@@ -175,7 +175,7 @@ func TestCommittedOffsetStopsAtTheFirstUnackedMessage(t *testing.T) {
 // test at once when one passes its want: the messages at want are held.
 func expectCommitted(t *testing.T, brokers []string, group, topic string, want map[int32]int64) {
 	t.Helper()
-	kafkatest.WaitFor(t, fmt.Sprintf("committed offsets %v", want), func() bool {
+	kototest.WaitFor(t, fmt.Sprintf("committed offsets %v", want), func() bool {
 		got := committedAt(t, brokers, group, topic)
 		for p, w := range want {
 			if got[p] > w {
@@ -203,30 +203,30 @@ func expectCommitted(t *testing.T, brokers []string, group, topic string, want m
 // and none of the acked ones.
 func TestRestartSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 	const n = 100
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "skip")
-	kafkatest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "skip"), Concurrency: 16, DrainTimeout: 100 * time.Millisecond}
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "skip")
+	kototest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "skip"), Concurrency: 16, DrainTimeout: 100 * time.Millisecond}
 
 	first, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}
 	h := newHolder("0/20")
-	h.serve(kafkatest.Subscribe(t, first, topic))
-	kafkatest.WaitFor(t, "every message but offset 20 acked", func() bool { return h.ackedCount() == n-1 })
+	h.serve(kototest.Subscribe(t, first, topic))
+	kototest.WaitFor(t, "every message but offset 20 acked", func() bool { return h.ackedCount() == n-1 })
 	if err := first.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	o := kafkatest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[0]
+	o := kototest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[0]
 	if o.At != 20 || !strings.HasPrefix(o.Metadata, "koto1:") {
 		t.Fatalf("committed offset %d with metadata %q, want 20 with the offsets acked above it", o.At, o.Metadata)
 	}
 
-	kafkatest.Produce(t, brokers, []*kgo.Record{kafkatest.Record(topic, watermill.NewUUID(), "", []byte("after"))})
+	kototest.Produce(t, brokers, []*kgo.Record{kototest.Record(topic, watermill.NewUUID(), "", []byte("after"))})
 	again := newHolder()
-	again.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n+1)
+	again.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n+1)
 	if got := slices.Sorted(maps.Keys(again.acked)); !slices.Equal(got, []string{"0/20", "after"}) {
 		t.Errorf("the next subscriber got %v, want [0/20 after]: the unacked message and the new one", got)
 	}
@@ -242,47 +242,47 @@ func TestRestartSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 // produced after, but none of those B acked.
 func TestCooperativeNewClaimSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 	const n = 50
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "coopskip")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 2), "coopskip")
 	cfg := broker.Config{
-		Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "coopskip"), Concurrency: 8, DrainTimeout: 100 * time.Millisecond,
+		Brokers: brokers, ConsumerGroup: kototest.Group(t, "coopskip"), Concurrency: 8, DrainTimeout: 100 * time.Millisecond,
 		Sarama: func(sc *sarama.Config) {
 			sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 			sc.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 		},
 	}
 	a := newHolder("0/5", "1/5")
-	a.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	a.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
 	waitAssigned(t, brokers, cfg.ConsumerGroup, 2)
-	subB := kafkatest.NewSubscriber(t, cfg)
+	subB := kototest.NewSubscriber(t, cfg)
 	b := newHolder("0/5", "0/30", "1/5", "1/30")
-	b.serve(kafkatest.Subscribe(t, subB, topic))
+	b.serve(kototest.Subscribe(t, subB, topic))
 	waitAssigned(t, brokers, cfg.ConsumerGroup, 1, 1)
 
 	// Produced once each member has its partition, so that neither reads
 	// the other's.
-	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	kafkatest.WaitFor(t, "each subscriber to ack all but its held messages", func() bool {
+	kototest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	kototest.WaitFor(t, "each subscriber to ack all but its held messages", func() bool {
 		return a.ackedCount() == n-1 && b.ackedCount() == n-2
 	})
 	p := int32(b.heldNow()[0][0] - '0')
 	if err := subB.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	o := kafkatest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[p]
+	o := kototest.CommittedOffsets(t, brokers, cfg.ConsumerGroup, topic)[p]
 	if o.At != 5 || !strings.HasPrefix(o.Metadata, "koto1:") {
 		t.Fatalf("partition %d committed at %d with metadata %q, want 5 with the offsets acked above it", p, o.At, o.Metadata)
 	}
 
-	after := kafkatest.Record(topic, watermill.NewUUID(), "", []byte(fmt.Sprintf("%d/after", p)))
+	after := kototest.Record(topic, watermill.NewUUID(), "", []byte(fmt.Sprintf("%d/after", p)))
 	after.Partition = p
-	kafkatest.Produce(t, brokers, []*kgo.Record{after}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	kototest.Produce(t, brokers, []*kgo.Record{after}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	moved, kept := fmt.Sprintf("%d/5", p), fmt.Sprintf("%d/5", 1-p)
-	kafkatest.WaitFor(t, "A to get the held message of B's partition", func() bool { return slices.Contains(a.heldNow(), moved) })
+	kototest.WaitFor(t, "A to get the held message of B's partition", func() bool { return slices.Contains(a.heldNow(), moved) })
 	a.stillLive(t, kept, "the held message of A's own partition was cancelled: its session ended, and Setup ran again")
 	a.release(t, moved)
 	a.release(t, kept)
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n+1)
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n+1)
 	want := []string{fmt.Sprintf("%d/30", p), moved, fmt.Sprintf("%d/after", p)}
 	if got := a.ackedOf(p); !slices.Equal(got, want) {
 		t.Errorf("A got %v of partition %d, want %v: what B did not ack, none of what it did", got, p, want)
@@ -293,9 +293,9 @@ func TestCooperativeNewClaimSkipsOffsetsAckedAboveTheMark(t *testing.T) {
 // them, as many partitions as want lists, in its order.
 func waitAssigned(t *testing.T, brokers []string, group string, want ...int) {
 	t.Helper()
-	admin := kafkatest.Admin(t, brokers)
-	kafkatest.WaitFor(t, fmt.Sprintf("group %s assigned %v partitions", group, want), func() bool {
-		described, err := admin.DescribeGroups(kafkatest.Context(t), group)
+	admin := kototest.Admin(t, brokers)
+	kototest.WaitFor(t, fmt.Sprintf("group %s assigned %v partitions", group, want), func() bool {
+		described, err := admin.DescribeGroups(kototest.Context(t), group)
 		if err != nil {
 			t.Fatalf("DescribeGroups: %v", err)
 		}
@@ -316,16 +316,16 @@ func waitAssigned(t *testing.T, brokers []string, group string, want ...int) {
 // messages of key b are acked: b's go on meanwhile, and the second message
 // of a is not handed out until the first is acked.
 func TestNackHoldsOnlyItsKey(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "nack")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "nack")
 	var recs []*kgo.Record
-	recs = append(recs, kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("a/0")), kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("a/1")))
+	recs = append(recs, kototest.Record(topic, watermill.NewUUID(), "a", []byte("a/0")), kototest.Record(topic, watermill.NewUUID(), "a", []byte("a/1")))
 	for i := range 20 {
-		recs = append(recs, kafkatest.Record(topic, watermill.NewUUID(), "b", []byte("b/"+strconv.Itoa(i))))
+		recs = append(recs, kototest.Record(topic, watermill.NewUUID(), "b", []byte("b/"+strconv.Itoa(i))))
 	}
-	kafkatest.Produce(t, brokers, recs)
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "nack"), Concurrency: 4, NackResendSleep: time.Millisecond}
-	msgs := kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic)
+	kototest.Produce(t, brokers, recs)
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "nack"), Concurrency: 4, NackResendSleep: time.Millisecond}
+	msgs := kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic)
 
 	// b's messages are held, unacked, until a/0 was nacked once: a/0 is
 	// in flight from the start, so it comes while they are held, however
@@ -341,7 +341,7 @@ func TestNackHoldsOnlyItsKey(t *testing.T) {
 		m.Ack()
 	}
 	for len(got) < len(recs) {
-		m := kafkatest.Receive(t, msgs, "message")
+		m := kototest.Receive(t, msgs, "message")
 		switch p := string(m.Payload); {
 		case p == "a/0" && bAcked < 20:
 			nacks++
@@ -373,14 +373,14 @@ func TestNackHoldsOnlyItsKey(t *testing.T) {
 func TestHeldMessageBoundsWhatIsFetchedAboveIt(t *testing.T) {
 	const n, buffer = 1000, 10
 	const above = 10*buffer - 1 // offsets 1 to 99: the unexported factor is 10
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "ahead")
-	kafkatest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "ahead"), Concurrency: 8, PartitionBufferRecords: buffer}
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "ahead")
+	kototest.Produce(t, brokers, spread(topic, 1, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "ahead"), Concurrency: 8, PartitionBufferRecords: buffer}
 	h := newHolder("0/0")
-	h.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	h.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
 
-	kafkatest.WaitFor(t, fmt.Sprintf("the %d messages above the held one acked", above), func() bool { return h.ackedCount() >= above })
+	kototest.WaitFor(t, fmt.Sprintf("the %d messages above the held one acked", above), func() bool { return h.ackedCount() >= above })
 	for range 50 { // sarama has fetched far more than that by now, unbounded
 		if got := h.ackedCount(); got > above {
 			t.Fatalf("%d messages handed out above the held one, want at most %d", got, above)
@@ -388,6 +388,6 @@ func TestHeldMessageBoundsWhatIsFetchedAboveIt(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	h.release(t, "0/0")
-	kafkatest.WaitFor(t, "every message acked", func() bool { return h.ackedCount() == n })
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n)
+	kototest.WaitFor(t, "every message acked", func() bool { return h.ackedCount() == n })
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, n)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // refusing is the default marshaler, but for the records with value
@@ -36,18 +36,18 @@ func (m *refusing) Unmarshal(rec *sarama.ConsumerMessage) (*message.Message, err
 // tried again until it decodes, and handed out then, not skipped; the
 // record of its key after it waits for it, another key's does not.
 func TestUndecodableRecordHoldsOnlyItsKey(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "decode")
-	kafkatest.Produce(t, brokers, []*kgo.Record{
-		kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("bad")),
-		kafkatest.Record(topic, watermill.NewUUID(), "a", []byte("a/1")),
-		kafkatest.Record(topic, watermill.NewUUID(), "b", []byte("b/0")),
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "decode")
+	kototest.Produce(t, brokers, []*kgo.Record{
+		kototest.Record(topic, watermill.NewUUID(), "a", []byte("bad")),
+		kototest.Record(topic, watermill.NewUUID(), "a", []byte("a/1")),
+		kototest.Record(topic, watermill.NewUUID(), "b", []byte("b/0")),
 	})
 	m := &refusing{}
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "decode"), Concurrency: 4,
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "decode"), Concurrency: 4,
 		Marshaler: m, ReconnectRetrySleep: 50 * time.Millisecond}
 	var got []string
-	for _, msg := range kafkatest.AckN(t, kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic), 3) {
+	for _, msg := range kototest.AckN(t, kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic), 3) {
 		got = append(got, string(msg.Payload))
 	}
 	if got[0] != "b/0" || got[1] != "bad" || got[2] != "a/1" || m.refused.Load() < 4 {

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestCloseDrainsMessagesInFlight receives messages of a one-partition
@@ -23,22 +23,22 @@ func TestCloseDrainsMessagesInFlight(t *testing.T) {
 	for name, concurrency := range map[string]int{"one at a time": 0, "concurrent": 16} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			brokers := kafkatest.Brokers(t)
-			topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "drain")
-			kafkatest.Produce(t, brokers, spread(topic, 1, 10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "drain"), Concurrency: concurrency, DrainTimeout: time.Second}
+			brokers := kototest.Brokers(t)
+			topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "drain")
+			kototest.Produce(t, brokers, spread(topic, 1, 10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "drain"), Concurrency: concurrency, DrainTimeout: time.Second}
 			sub, err := broker.NewSubscriber(cfg)
 			if err != nil {
 				t.Fatalf("NewSubscriber: %v", err)
 			}
-			msgs := kafkatest.Subscribe(t, sub, topic)
+			msgs := kototest.Subscribe(t, sub, topic)
 			inFlight, want, hold := 1, int64(1), ""
 			if concurrency > 1 {
 				inFlight, want, hold = 10, 5, "0/5"
 			}
 			var got []*message.Message
 			for range inFlight {
-				got = append(got, kafkatest.Receive(t, msgs, "message"))
+				got = append(got, kototest.Receive(t, msgs, "message"))
 			}
 			closed := make(chan error, 1)
 			go func() { closed <- sub.Close() }()
@@ -54,13 +54,13 @@ func TestCloseDrainsMessagesInFlight(t *testing.T) {
 				}
 				m.Ack()
 			}
-			if err := kafkatest.Receive(t, closed, "end of Close"); err != nil {
+			if err := kototest.Receive(t, closed, "end of Close"); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
 			if held != nil && held.Context().Err() == nil {
 				t.Error("the context of the message left unacked is not cancelled after Close")
 			}
-			if got := kafkatest.Committed(t, brokers, cfg.ConsumerGroup, topic); got != want {
+			if got := kototest.Committed(t, brokers, cfg.ConsumerGroup, topic); got != want {
 				t.Errorf("committed offset %d after Close, want %d: the messages acked while it drained", got, want)
 			}
 		})
@@ -75,24 +75,24 @@ func TestCloseDrainsMessagesInFlight(t *testing.T) {
 // the new owner holds it, and moves on when it acks.
 func TestRevokedPartitionIsNotAckedIntoTheNewOwner(t *testing.T) {
 	const n = 50
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "revoke")
-	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "revoke"), Concurrency: 8, DrainTimeout: 200 * time.Millisecond}
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 2), "revoke")
+	kototest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "revoke"), Concurrency: 8, DrainTimeout: 200 * time.Millisecond}
 
 	old := newHolder("0/0", "1/0")
-	old.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
-	kafkatest.WaitFor(t, "the first subscriber to ack all but the held messages", func() bool { return old.ackedCount() == 2*n-2 })
+	old.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
+	kototest.WaitFor(t, "the first subscriber to ack all but the held messages", func() bool { return old.ackedCount() == 2*n-2 })
 	expectCommitted(t, brokers, cfg.ConsumerGroup, topic, map[int32]int64{0: 0, 1: 0})
 
 	fresh := newHolder("0/0", "1/0")
-	fresh.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	fresh.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
 	moved := fresh.firstHeld(t, "the second subscriber to get a partition's held message")
 	old.release(t, moved)
 	p := int32(moved[0] - '0')
 	expectCommitted(t, brokers, cfg.ConsumerGroup, topic, map[int32]int64{p: 0, 1 - p: 0})
 	fresh.release(t, moved)
-	kafkatest.WaitFor(t, fmt.Sprintf("partition %d committed to its end", p), func() bool {
+	kototest.WaitFor(t, fmt.Sprintf("partition %d committed to its end", p), func() bool {
 		return committedAt(t, brokers, cfg.ConsumerGroup, topic)[p] == n
 	})
 }
@@ -106,26 +106,26 @@ func TestRevokedPartitionIsNotAckedIntoTheNewOwner(t *testing.T) {
 // the second gets that partition's offset 0 again.
 func TestCooperativeRevokeOfAPartitionReadNoFurther(t *testing.T) {
 	const n, buffer = 300, 10
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "coop")
-	kafkatest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 2), "coop")
+	kototest.Produce(t, brokers, spread(topic, 2, n), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	cfg := broker.Config{
-		Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "coop"), Concurrency: 8, PartitionBufferRecords: buffer, DrainTimeout: 200 * time.Millisecond,
+		Brokers: brokers, ConsumerGroup: kototest.Group(t, "coop"), Concurrency: 8, PartitionBufferRecords: buffer, DrainTimeout: 200 * time.Millisecond,
 		Sarama: func(sc *sarama.Config) {
 			sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 			sc.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond // members hear of each of the two rebalances at a heartbeat
 		},
 	}
 	old := newHolder("0/0", "1/0")
-	old.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
-	kafkatest.WaitFor(t, "both partitions to read no further", func() bool { return old.ackedCount() == 2*(10*buffer-1) })
+	old.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
+	kototest.WaitFor(t, "both partitions to read no further", func() bool { return old.ackedCount() == 2*(10*buffer-1) })
 
 	fresh := newHolder("0/0", "1/0")
-	fresh.serve(kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic))
+	fresh.serve(kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic))
 	moved := fresh.firstHeld(t, "the second subscriber to get a partition's held message")
 	kept := map[string]string{"0/0": "1/0", "1/0": "0/0"}[moved]
 	old.stillLive(t, kept, "the held message of the partition the first subscriber kept was cancelled: its session ended")
 	fresh.release(t, moved)
 	old.release(t, kept)
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n)
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, 2*n)
 }

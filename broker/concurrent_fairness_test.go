@@ -12,7 +12,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestConcurrentPartitionsShareTheSlots: on 8 partitions with Concurrency
@@ -24,15 +24,15 @@ import (
 // 32/(2·8) = 2 and the 16 shared.
 func TestConcurrentPartitionsShareTheSlots(t *testing.T) {
 	const partitions, concurrency, slow, fast, keysPerPartition = 8, 32, 2000, 1000, 50
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, partitions), "fair")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, partitions), "fair")
 	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
 
 	slowRecs := make([]*kgo.Record, slow)
 	for i := range slowRecs {
-		slowRecs[i] = kafkatest.Record(topic, watermill.NewUUID(), "slow"+strconv.Itoa(i), []byte("slow"+strconv.Itoa(i)+"/0"))
+		slowRecs[i] = kototest.Record(topic, watermill.NewUUID(), "slow"+strconv.Itoa(i), []byte("slow"+strconv.Itoa(i)+"/0"))
 	}
-	kafkatest.Produce(t, brokers, slowRecs, manual)
+	kototest.Produce(t, brokers, slowRecs, manual)
 
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // after the release below
@@ -41,8 +41,8 @@ func TestConcurrentPartitionsShareTheSlots(t *testing.T) {
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	var slowInFlight, slowPeak atomic.Int64
 	order := newKeyOrder(t)
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "fair"), Concurrency: concurrency}
-	msgs := kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic)
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "fair"), Concurrency: concurrency}
+	msgs := kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic)
 	go func() {
 		for msg := range msgs {
 			wg.Add(1)
@@ -62,19 +62,19 @@ func TestConcurrentPartitionsShareTheSlots(t *testing.T) {
 			}()
 		}
 	}()
-	kafkatest.WaitFor(t, "partition 0's records to block in their handlers", func() bool { return slowInFlight.Load() > 0 })
+	kototest.WaitFor(t, "partition 0's records to block in their handlers", func() bool { return slowInFlight.Load() > 0 })
 
 	var fastRecs []*kgo.Record
 	for p := int32(1); p < partitions; p++ {
 		for i := range fast {
 			key := fmt.Sprintf("p%d-k%d", p, i%keysPerPartition)
-			rec := kafkatest.Record(topic, watermill.NewUUID(), key, []byte(key+"/"+strconv.Itoa(i/keysPerPartition)))
+			rec := kototest.Record(topic, watermill.NewUUID(), key, []byte(key+"/"+strconv.Itoa(i/keysPerPartition)))
 			rec.Partition = p
 			fastRecs = append(fastRecs, rec)
 		}
 	}
-	kafkatest.Produce(t, brokers, fastRecs, manual)
-	kafkatest.WaitFor(t, "partitions 1–7 handled while partition 0 blocks", func() bool {
+	kototest.Produce(t, brokers, fastRecs, manual)
+	kototest.WaitFor(t, "partitions 1–7 handled while partition 0 blocks", func() bool {
 		return order.acked.Load() >= int64(len(fastRecs))
 	})
 	if n := order.acked.Load(); n != int64(len(fastRecs)) {
@@ -85,7 +85,7 @@ func TestConcurrentPartitionsShareTheSlots(t *testing.T) {
 	}
 
 	releaseOnce.Do(func() { close(release) })
-	kafkatest.WaitFor(t, "every record handled", func() bool { return order.acked.Load() >= int64(slow+len(fastRecs)) })
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, int64(slow+len(fastRecs)))
+	kototest.WaitFor(t, "every record handled", func() bool { return order.acked.Load() >= int64(slow+len(fastRecs)) })
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, int64(slow+len(fastRecs)))
 	t.Logf("partition 0 peaked at %d in flight; %d records handled", slowPeak.Load(), order.acked.Load())
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // jsonish returns a record value of about size bytes that compresses as
@@ -64,29 +64,29 @@ func liveHeap() uint64 {
 // fetch, decoded); released, the handlers get every record.
 func TestBackPressureBoundsTheHeap(t *testing.T) {
 	const partitions, total, size = 4, 100000, 2048
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, partitions), "pressure")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, partitions), "pressure")
 	values := make([][]byte, 64)
 	for i := range values {
 		values[i] = jsonish(size)
 	}
 	recs := make([]*kgo.Record, total)
 	for i := range recs {
-		recs[i] = kafkatest.Record(topic, watermill.NewUUID(), fmt.Sprint("k", i%1000), values[i%len(values)])
+		recs[i] = kototest.Record(topic, watermill.NewUUID(), fmt.Sprint("k", i%1000), values[i%len(values)])
 	}
-	kafkatest.Produce(t, brokers, recs, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	kototest.Produce(t, brokers, recs, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
 	ratio := gzipRatio(t, values) // gzip compresses more than snappy: a bound on its ratio
 	recs = nil
 
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "pressure"), Concurrency: 8, PartitionBufferBytes: 512 << 10}
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "pressure"), Concurrency: 8, PartitionBufferBytes: 512 << 10}
 	bound := heapBound(cfg, partitions, size, ratio)
 	base := liveHeap()
-	sub := kafkatest.NewSubscriber(t, cfg)
+	sub := kototest.NewSubscriber(t, cfg)
 	release := make(chan struct{})
 	var handled, inFlight atomic.Int64
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 	for range cfg.Concurrency {
 		wg.Go(func() {
 			for msg := range msgs {
@@ -97,7 +97,7 @@ func TestBackPressureBoundsTheHeap(t *testing.T) {
 			}
 		})
 	}
-	kafkatest.WaitFor(t, "every handler blocked", func() bool { return inFlight.Load() == int64(cfg.Concurrency) })
+	kototest.WaitFor(t, "every handler blocked", func() bool { return inFlight.Load() == int64(cfg.Concurrency) })
 	var peak uint64
 	for range 30 { // three seconds of fetching at whatever speed the machine has
 		time.Sleep(100 * time.Millisecond)
@@ -110,8 +110,8 @@ func TestBackPressureBoundsTheHeap(t *testing.T) {
 		t.Errorf("the heap grew by %.1f MiB with every handler blocked, over the bound of %.1f MiB", mib(peak), mib(bound))
 	}
 	close(release)
-	kafkatest.WaitFor(t, "every record handled", func() bool { return handled.Load() >= total })
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, total)
+	kototest.WaitFor(t, "every record handled", func() bool { return handled.Load() >= total })
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, total)
 }
 
 // heapBound is what a subscriber of cfg may hold of records of size

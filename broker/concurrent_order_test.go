@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // keyedStream returns total records of topic over keys keys, record i
@@ -25,7 +25,7 @@ func keyedStream(topic string, keys, total int) []*kgo.Record {
 	recs := make([]*kgo.Record, total)
 	for i := range recs {
 		key := "k" + strconv.Itoa(i%keys)
-		recs[i] = kafkatest.Record(topic, watermill.NewUUID(), key, []byte(key+"/"+strconv.Itoa(i/keys)))
+		recs[i] = kototest.Record(topic, watermill.NewUUID(), key, []byte(key+"/"+strconv.Itoa(i/keys)))
 	}
 	return recs
 }
@@ -131,17 +131,17 @@ func TestConcurrentKeepsEachKeyInOrder(t *testing.T) {
 	if testing.Short() {
 		total = 4000
 	}
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, partitions), "order")
-	kafkatest.Produce(t, brokers, keyedStream(topic, keys, total))
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, partitions), "order")
+	kototest.Produce(t, brokers, keyedStream(topic, keys, total))
 
-	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "order"), Concurrency: 64, NackResendSleep: time.Millisecond}
-	sub := kafkatest.NewSubscriber(t, cfg)
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "order"), Concurrency: 64, NackResendSleep: time.Millisecond}
+	sub := kototest.NewSubscriber(t, cfg)
 	order := newKeyOrder(t)
-	order.serve(kafkatest.Subscribe(t, sub, topic))
-	kafkatest.WaitFor(t, fmt.Sprintf("%d messages acked", total), func() bool { return order.acked.Load() >= int64(total) })
+	order.serve(kototest.Subscribe(t, sub, topic))
+	kototest.WaitFor(t, fmt.Sprintf("%d messages acked", total), func() bool { return order.acked.Load() >= int64(total) })
 
-	kafkatest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, int64(total))
+	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, int64(total))
 	if err := sub.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestMappingReaderReadsEveryMapping reads a record of each mapping, and
@@ -89,7 +89,7 @@ func TestMappingReaderReadsEveryMapping(t *testing.T) {
 // headers in order and value, whatever the message's own UUID, metadata
 // and payload.
 func TestPublisherWritesVerbatim(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	want := koto.Record{Key: []byte("k\x00ey"), Value: []byte("\xffvalue"), Headers: []koto.Header{
 		{Key: []byte("id"), Value: []byte(wolverineID)}, {Key: []byte("ce_id"), Value: []byte("x")},
 		{Key: []byte("dup"), Value: []byte("1")}, {Key: []byte("dup"), Value: []byte("2")}, {Key: []byte("empty"), Value: nil},
@@ -103,15 +103,15 @@ func TestPublisherWritesVerbatim(t *testing.T) {
 		{"wolverine", broker.Config{Brokers: brokers, Marshaler: newWolverine(t)}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
-			topic := kafkatest.NewTopic(t, m.cfg, "verbatim")
-			pub := kafkatest.NewPublisher(t, m.cfg)
+			topic := kototest.NewTopic(t, m.cfg, "verbatim")
+			pub := kototest.NewPublisher(t, m.cfg)
 			msg := message.NewMessage("uuid-of-the-message", []byte("its payload"))
 			msg.Metadata.Set(koto.TypeNameMetadataKey, "order-placed")
 			msg.SetContext(koto.ContextWithVerbatim(context.Background(), want))
 			if err := pub.Publish(topic, msg); err != nil {
 				t.Fatalf("Publish: %v", err)
 			}
-			recs := kafkatest.ReadAll(t, brokers, topic)
+			recs := kototest.ReadAll(t, brokers, topic)
 			if len(recs) != 1 {
 				t.Fatalf("%d records, want 1", len(recs))
 			}

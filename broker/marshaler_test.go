@@ -10,7 +10,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestMarshalerKeysOnlyMessagesWithPartitionKey(t *testing.T) {
@@ -55,9 +55,9 @@ func TestUnmarshalTakesPartitionKeyFromForeignRecordKey(t *testing.T) {
 // aggregates and checks that each aggregate's events arrive on one
 // partition, in order, with the key readable on the consumer side.
 func TestSamePartitionKeySamePartition(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 4), "keys")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 4), "keys")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	keys := []string{"order-1", "order-2", "order-3", "order-4", "order-5", "order-6"}
 	const perKey = 5
 	for i := range perKey {
@@ -66,10 +66,10 @@ func TestSamePartitionKeySamePartition(t *testing.T) {
 		}
 	}
 
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "keys")})
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "keys")})
 	partitionOf := map[string]int32{}
 	seq := map[string]int{}
-	for _, m := range kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), perKey*len(keys)) {
+	for _, m := range kototest.AckN(t, kototest.Subscribe(t, sub, topic), perKey*len(keys)) {
 		key := m.Metadata.Get(koto.PartitionKeyMetadataKey)
 		pos, _ := koto.PositionFromContext(m.Context())
 		if string(pos.Key) != key {

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // partitionedKeys and partitionedPartitions size the partitioner tests: as
@@ -44,10 +44,10 @@ func TestPartitionersMatchTheirClients(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			brokers := kafkatest.Brokers(t)
+			brokers := kototest.Brokers(t)
 			pcfg := provisionCfg(brokers, partitionedPartitions)
 			keys := randomKeys(t, partitionedKeys)
-			refTopic := kafkatest.NewTopic(t, pcfg, "reference")
+			refTopic := kototest.NewTopic(t, pcfg, "reference")
 			tt.reference(t, brokers, refTopic, keys)
 			want := keyPartitions(t, brokers, refTopic, len(keys))
 			if n := distinct(want); n != partitionedPartitions {
@@ -55,8 +55,8 @@ func TestPartitionersMatchTheirClients(t *testing.T) {
 			}
 
 			cfg := broker.Config{Brokers: brokers, Partitioner: tt.partitioner}
-			pubTopic, prodTopic := kafkatest.NewTopic(t, pcfg, "publisher"), kafkatest.NewTopic(t, pcfg, "producer")
-			publishKeys(t, kafkatest.NewPublisher(t, cfg), pubTopic, keys)
+			pubTopic, prodTopic := kototest.NewTopic(t, pcfg, "publisher"), kototest.NewTopic(t, pcfg, "producer")
+			publishKeys(t, kototest.NewPublisher(t, cfg), pubTopic, keys)
 			produceKeys(t, cfg, prodTopic, keys)
 			for client, topic := range map[string]string{"NewPublisher": pubTopic, "NewProducer": prodTopic} {
 				got := keyPartitions(t, brokers, topic, len(keys))
@@ -94,12 +94,12 @@ func randomKeys(t *testing.T, n int) []string {
 // produceWithKcat produces one record per key with kcat, librdkafka's
 // default partitioner choosing the partitions.
 func produceWithKcat(t *testing.T, brokers []string, topic string, keys []string) {
-	kcat := kafkatest.Kcat(t)
+	kcat := kototest.Kcat(t)
 	var in strings.Builder
 	for i, k := range keys {
 		fmt.Fprintf(&in, "%s:%d\n", k, i)
 	}
-	cmd := exec.CommandContext(kafkatest.Context(t), kcat, "-b", brokers[0], "-P", "-K", ":", "-t", topic)
+	cmd := exec.CommandContext(kototest.Context(t), kcat, "-b", brokers[0], "-P", "-K", ":", "-t", topic)
 	var stderr bytes.Buffer
 	cmd.Stdin, cmd.Stderr = strings.NewReader(in.String()), &stderr
 	if err := cmd.Run(); err != nil {
@@ -114,7 +114,7 @@ func produceWithFranzGo(t *testing.T, brokers []string, topic string, keys []str
 	for i, k := range keys {
 		recs[i] = &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(fmt.Sprint(i))}
 	}
-	kafkatest.Produce(t, brokers, recs)
+	kototest.Produce(t, brokers, recs)
 }
 
 // produceWithSarama produces one record per key with a sarama producer on
@@ -178,7 +178,7 @@ func keyPartitions(t *testing.T, brokers []string, topic string, n int) map[stri
 		t.Fatalf("kgo.NewClient: %v", err)
 	}
 	defer cl.Close()
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	got := make(map[string]int32, n)
 	for len(got) < n {
 		fetches := cl.PollFetches(ctx)

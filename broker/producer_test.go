@@ -11,7 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestProducerSendsABatchOfTopics: one SendMessages call with records of
@@ -19,13 +19,13 @@ import (
 // the UUID, the metadata and the partition key as record key, and a
 // subscriber of the package reads them back as they were.
 func TestProducerSendsABatchOfTopics(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	p, err := broker.NewProducer(broker.Config{Brokers: brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	a, b := kafkatest.Topic(t, "a"), kafkatest.Topic(t, "b")
+	a, b := kototest.Topic(t, "a"), kototest.Topic(t, "b")
 	var recs []*sarama.ProducerMessage
 	var sent []*message.Message
 	for i, topic := range []string{a, b, a} {
@@ -45,8 +45,8 @@ func TestProducerSendsABatchOfTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for topic, want := range map[string][]*message.Message{a: {sent[0], sent[2]}, b: {sent[1]}} {
-		sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "g")})
-		got := kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), len(want))
+		sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "g")})
+		got := kototest.AckN(t, kototest.Subscribe(t, sub, topic), len(want))
 		for i, m := range got {
 			if m.UUID != want[i].UUID || string(m.Payload) != string(want[i].Payload) || m.Metadata.Get("name") != "thing" {
 				t.Fatalf("%s: got %s %q %v, want %s %q", topic, m.UUID, m.Payload, m.Metadata, want[i].UUID, want[i].Payload)

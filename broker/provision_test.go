@@ -9,22 +9,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
 func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	brokers := kafkatest.Brokers(t)
+	ctx := kototest.Context(t)
+	brokers := kototest.Brokers(t)
 	cfg := provisionCfg(brokers, 5)
 	cfg.Provision.TopicConfigs = map[string]string{"retention.ms": "3600000"}
-	a, b := kafkatest.Topic(t, "prov-a"), kafkatest.Topic(t, "prov-b")
+	a, b := kototest.Topic(t, "prov-a"), kototest.Topic(t, "prov-b")
 	for i := range 2 {
 		if err := broker.ProvisionTopics(ctx, cfg, a, b, a); err != nil {
 			t.Fatalf("ProvisionTopics call %d: %v", i+1, err)
 		}
 	}
-	adm := kafkatest.Admin(t, brokers)
+	adm := kototest.Admin(t, brokers)
 	details, err := adm.ListTopics(ctx, a, b)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
@@ -48,16 +48,16 @@ func TestProvisionTopicsCreatesAndIsIdempotent(t *testing.T) {
 }
 
 func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Topic(t, "prov-existing")
+	ctx := kototest.Context(t)
+	brokers := kototest.Brokers(t)
+	topic := kototest.Topic(t, "prov-existing")
 	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 2), topic); err != nil {
 		t.Fatalf("first ProvisionTopics: %v", err)
 	}
 	if err := broker.ProvisionTopics(ctx, provisionCfg(brokers, 6), topic); err != nil {
 		t.Fatalf("second ProvisionTopics: %v", err)
 	}
-	details, err := kafkatest.Admin(t, brokers).ListTopics(ctx, topic)
+	details, err := kototest.Admin(t, brokers).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
@@ -67,9 +67,9 @@ func TestProvisionTopicsLeavesExistingTopicAlone(t *testing.T) {
 }
 
 func TestProvisionTopicsConcurrently(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	brokers := kafkatest.Brokers(t)
-	names := []string{kafkatest.Topic(t, "race-a"), kafkatest.Topic(t, "race-b"), kafkatest.Topic(t, "race-c")}
+	ctx := kototest.Context(t)
+	brokers := kototest.Brokers(t)
+	names := []string{kototest.Topic(t, "race-a"), kototest.Topic(t, "race-b"), kototest.Topic(t, "race-c")}
 	const callers = 8
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
@@ -82,7 +82,7 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("concurrent ProvisionTopics: %v", err)
 	}
-	details, err := kafkatest.Admin(t, brokers).ListTopics(ctx, names...)
+	details, err := kototest.Admin(t, brokers).ListTopics(ctx, names...)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestProvisionTopicsConcurrently(t *testing.T) {
 // nothing listens on: the error must be about the name, not the connection.
 func TestProvisionTopicsRejectsInvalidNameBeforeConnecting(t *testing.T) {
 	cfg := broker.Config{Brokers: []string{"127.0.0.1:1"}}
-	err := broker.ProvisionTopics(kafkatest.Context(t), cfg, "fine", "bad topic!")
+	err := broker.ProvisionTopics(kototest.Context(t), cfg, "fine", "bad topic!")
 	if !errors.Is(err, topics.ErrInvalid) {
 		t.Fatalf("error %v, want one wrapping topics.ErrInvalid", err)
 	}
@@ -118,20 +118,20 @@ func TestProvisionTopicsRejectsBadConfig(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := broker.ProvisionTopics(kafkatest.Context(t), tt.cfg, "t")
+			err := broker.ProvisionTopics(kototest.Context(t), tt.cfg, "t")
 			assertConfigErr(t, "ProvisionTopics", err, tt.field)
 		})
 	}
 }
 
 func TestProvisionTopicsReportsBrokerRejection(t *testing.T) {
-	if kafkatest.FromEnv() != nil {
+	if kototest.FromEnv() != nil {
 		t.Skip("replication factor 3 may be valid on the external cluster")
 	}
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Topic(t, "prov-rf")
+	brokers := kototest.Brokers(t)
+	topic := kototest.Topic(t, "prov-rf")
 	cfg := broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{ReplicationFactor: 3}}
-	err := broker.ProvisionTopics(kafkatest.Context(t), cfg, topic)
+	err := broker.ProvisionTopics(kototest.Context(t), cfg, topic)
 	if err == nil || !strings.Contains(err.Error(), topic) {
 		t.Fatalf("replication factor 3 on one broker: error %v, want one naming %s", err, topic)
 	}

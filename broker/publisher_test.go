@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestPublishHonoursTheMessageContext: the broker leaves every produce to
@@ -29,17 +29,17 @@ import (
 // A message whose context has ended is not sent. Publish after Close
 // returns ErrPublisherClosed.
 func TestPublishHonoursTheMessageContext(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "held")
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "held")
 	pub, err := broker.NewPublisher(broker.Config{Brokers: brokers, Sarama: func(sc *sarama.Config) {
 		sc.Net.ReadTimeout = time.Second
 	}})
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
-	stall := kafkatest.StallRequests(t, b, kmsg.Produce, topic)
+	stall := kototest.StallRequests(t, b, kmsg.Produce, topic)
 
 	late := message.NewMessage(watermill.NewUUID(), []byte("late"))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -52,7 +52,7 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Publish under a stalled produce: %v, want context.DeadlineExceeded", err)
 		}
-	case <-time.After(kafkatest.Timeout):
+	case <-time.After(kototest.DefaultTimeout):
 		t.Fatal("Publish did not return at its message's deadline")
 	}
 	if stall.Count() == 0 {
@@ -71,7 +71,7 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 	if err := pub.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if n := kafkatest.Records(t, brokers, topic); n != 1 {
+	if n := kototest.Records(t, brokers, topic); n != 1 {
 		t.Errorf("%d records written, want the late one alone", n)
 	}
 	err = pub.Publish(topic, message.NewMessage(watermill.NewUUID(), nil))
@@ -90,11 +90,11 @@ func TestPublishHonoursTheMessageContext(t *testing.T) {
 // and start its sequence numbers again; every message whose Publish
 // returned nil must be in the topic.
 func TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 6), "epochs")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 6), "epochs")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 
 	var produces, rejected atomic.Int64
 	const rejections = 40
@@ -140,16 +140,16 @@ func TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps(t *testing.T) {
 	}
 
 	// Every Publish has returned, so the log holds all it will.
-	records := kafkatest.Records(t, brokers, topic)
+	records := kototest.Records(t, brokers, topic)
 	var read int64
 	written := map[string]bool{}
-	kafkatest.Watch(t, brokers, topic, func(m *message.Message) {
+	kototest.Watch(t, brokers, topic, func(m *message.Message) {
 		mu.Lock()
 		defer mu.Unlock()
 		read++
 		written[m.UUID] = true
 	})
-	kafkatest.WaitFor(t, fmt.Sprintf("the %d records of %s", records, topic), func() bool {
+	kototest.WaitFor(t, fmt.Sprintf("the %d records of %s", records, topic), func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return read >= records
@@ -171,16 +171,16 @@ func TestPublisherLosesNoAcknowledgedMessageAcrossEpochBumps(t *testing.T) {
 // TestProvisionTopicsEndsWithItsContext: the broker leaves the topic
 // creation unanswered; cancelling the context ends ProvisionTopics at once.
 func TestProvisionTopicsEndsWithItsContext(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
-	topic := kafkatest.Topic(t, "held")
-	stall := kafkatest.StallRequests(t, b, kmsg.CreateTopics, topic)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
+	topic := kototest.Topic(t, "held")
+	stall := kototest.StallRequests(t, b, kmsg.CreateTopics, topic)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- broker.ProvisionTopics(ctx, broker.Config{Brokers: b.Addrs()}, topic) }()
 	select {
-	case <-stall.Stalled:
-	case <-time.After(kafkatest.Timeout):
+	case <-stall.Stalled():
+	case <-time.After(kototest.DefaultTimeout):
 		t.Fatal("the topic creation never reached the broker")
 	}
 	cancel()
@@ -189,7 +189,7 @@ func TestProvisionTopicsEndsWithItsContext(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("ProvisionTopics cancelled: %v, want context.Canceled", err)
 		}
-	case <-time.After(kafkatest.Timeout):
+	case <-time.After(kototest.DefaultTimeout):
 		t.Fatal("ProvisionTopics did not end with its context")
 	}
 }

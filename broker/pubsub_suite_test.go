@@ -8,7 +8,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestUniversalPubSub runs Watermill's universal Pub/Sub suite, which every
@@ -22,7 +22,7 @@ import (
 // they wait for each other per partition: per-key concurrency is tested
 // elsewhere (concurrent_order_test.go).
 func TestUniversalPubSub(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	for _, mode := range []struct {
 		name        string
 		concurrency int
@@ -34,11 +34,11 @@ func TestUniversalPubSub(t *testing.T) {
 			t.Run(mode.name+", "+topics.name, func(t *testing.T) {
 				features := tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: topics.partitions == 1}
 				cfg := broker.Config{Brokers: brokers, NackResendSleep: 10 * time.Millisecond, Concurrency: mode.concurrency,
-					Provision: broker.ProvisionConfig{Partitions: topics.partitions}, Sarama: kafkatest.QuickGroupSession}
-				kafkatest.UniversalSuite(t, features, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+					Provision: broker.ProvisionConfig{Partitions: topics.partitions}, Sarama: kototest.QuickGroupSession}
+				kototest.UniversalSuite(t, features, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 					c := cfg
 					c.ConsumerGroup = group
-					return kafkatest.NewPublisher(t, c), kafkatest.NewSubscriber(t, c)
+					return kototest.NewPublisher(t, c), kototest.NewSubscriber(t, c)
 				})
 			})
 		}

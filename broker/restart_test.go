@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // memberEnv, set in the environment of the test binary, makes it run a
@@ -130,8 +130,8 @@ func (m *member) waitFirst(tb testing.TB, what string) {
 	case <-m.first:
 	case <-m.ended:
 		tb.Fatalf("%s: the member process ended before it got a message", what)
-	case <-time.After(kafkatest.Timeout):
-		tb.Fatalf("%s: no message within %v", what, kafkatest.Timeout)
+	case <-time.After(kototest.DefaultTimeout):
+		tb.Fatalf("%s: no message within %v", what, kototest.DefaultTimeout)
 	}
 }
 
@@ -147,13 +147,13 @@ func (m *member) kill() {
 // a new consumer group.
 func restartTopic(tb testing.TB, brokers []string) (topic, group string) {
 	tb.Helper()
-	topic = kafkatest.NewTopic(tb, provisionCfg(brokers, 3), "restart")
+	topic = kototest.NewTopic(tb, provisionCfg(brokers, 3), "restart")
 	recs := make([]*kgo.Record, 30)
 	for i := range recs {
-		recs[i] = kafkatest.Record(topic, watermill.NewUUID(), fmt.Sprintf("key-%d", i), nil)
+		recs[i] = kototest.Record(topic, watermill.NewUUID(), fmt.Sprintf("key-%d", i), nil)
 	}
-	kafkatest.Produce(tb, brokers, recs)
-	return topic, kafkatest.Group(tb, "restart")
+	kototest.Produce(tb, brokers, recs)
+	return topic, kototest.Group(tb, "restart")
 }
 
 // killAndRestart starts a member of cfg, kills it once it consumes, starts
@@ -179,7 +179,7 @@ func killAndRestart(tb testing.TB, cfg memberConfig) time.Duration {
 // would end. Without static membership the group waits for that session,
 // or for the rebalance timeout, a minute.
 func TestStaticMemberResumesAtOnce(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	topic, group := restartTopic(t, brokers)
 	d := killAndRestart(t, memberConfig{Brokers: brokers, Group: group, Topic: topic,
 		InstanceID: "restart-test-0", SessionTimeout: 2 * time.Minute})
@@ -193,7 +193,7 @@ func TestStaticMemberResumesAtOnce(t *testing.T) {
 // heartbeats every 2s), and with static membership (Config.GroupInstanceID)
 // on the default. It reports s/restart; ns/op is the whole iteration.
 func BenchmarkRestartPause(b *testing.B) {
-	brokers := kafkatest.Brokers(b)
+	brokers := kototest.Brokers(b)
 	for _, tc := range []struct {
 		name       string
 		instanceID string
@@ -221,17 +221,17 @@ func BenchmarkRestartPause(b *testing.B) {
 // get instance IDs of their own, the ID and the topic, and a number for
 // the second, and the group settles with both, neither fencing the other.
 func TestStaticMembersOfOneSubscriber(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	topic, group := restartTopic(t, brokers)
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: group, GroupInstanceID: "pod-0"})
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: group, GroupInstanceID: "pod-0"})
 	for range 2 {
-		kafkatest.Subscribe(t, sub, topic)
+		kototest.Subscribe(t, sub, topic)
 	}
 	want := []string{"pod-0." + topic, "pod-0." + topic + ".2"}
-	admin := kafkatest.Admin(t, brokers)
+	admin := kototest.Admin(t, brokers)
 	var got []string
-	kafkatest.WaitFor(t, fmt.Sprintf("group %s stable with members %q", group, want), func() bool {
-		described, err := admin.DescribeGroups(kafkatest.Context(t), group)
+	kototest.WaitFor(t, fmt.Sprintf("group %s stable with members %q", group, want), func() bool {
+		described, err := admin.DescribeGroups(kototest.Context(t), group)
 		if err != nil {
 			t.Fatalf("describe %s: %v", group, err)
 		}

@@ -9,16 +9,16 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestSaramaClientsUseTheSecurityConfig: the raw sarama client connects
 // with Config's SASL and TLS and reads what NewProducer wrote, key and
 // headers untouched; wrong credentials fail with ErrAuthenticationFailed.
 func TestSaramaClientUsesTheSecurityConfig(t *testing.T) {
-	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
-	ctx := kafkatest.Context(t)
-	topic := kafkatest.Topic(t, "raw")
+	_, cfg := kototest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
+	ctx := kototest.Context(t)
+	topic := kototest.Topic(t, "raw")
 	cfg.Provision.Partitions = 1
 	if err := broker.ProvisionTopics(ctx, cfg, topic); err != nil {
 		t.Fatalf("ProvisionTopics: %v", err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestSecuredBroker runs every client of the package against a broker that
@@ -27,7 +27,7 @@ func TestSecuredBroker(t *testing.T) {
 	for _, mechanism := range []sarama.SASLMechanism{sarama.SASLTypePlaintext, sarama.SASLTypeSCRAMSHA256, sarama.SASLTypeSCRAMSHA512} {
 		t.Run(string(mechanism), func(t *testing.T) {
 			t.Parallel()
-			kafka, cfg := kafkatest.SecureBroker(t, mechanism)
+			kafka, cfg := kototest.SecureBroker(t, mechanism)
 			t.Run("right credentials", func(t *testing.T) { useEveryClient(t, kafka, cfg) })
 
 			attempts := kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.SASLAuthenticate}, Count: -1, Observe: true})
@@ -49,8 +49,8 @@ func TestSecuredBroker(t *testing.T) {
 // useEveryClient provisions a topic and a reply topic, tails the reply
 // topic, publishes to both and consumes the topic in a group.
 func useEveryClient(t *testing.T, kafka *embedded.Broker, cfg broker.Config) {
-	ctx := kafkatest.Context(t)
-	topic, replies := kafkatest.Topic(t, "secure"), kafkatest.Topic(t, "secure-replies")
+	ctx := kototest.Context(t)
+	topic, replies := kototest.Topic(t, "secure"), kototest.Topic(t, "secure-replies")
 	cfg.Provision.Partitions = 2 // not the auto-creation default, so provisioning shows
 	if err := broker.ProvisionTopics(ctx, cfg, topic, replies); err != nil {
 		t.Fatalf("ProvisionTopics: %v", err)
@@ -65,17 +65,17 @@ func useEveryClient(t *testing.T, kafka *embedded.Broker, cfg broker.Config) {
 	r := startTailReader(ctx, t, cfg, replies, func(m *message.Message) { tailed <- m })
 	defer closeTailReader(t, r)
 
-	pub := kafkatest.NewPublisher(t, cfg)
+	pub := kototest.NewPublisher(t, cfg)
 	publish(t, pub, topic, "", "event")
 	publish(t, pub, replies, "", "reply")
 
-	cfg.ConsumerGroup = kafkatest.Group(t, "secure")
-	if m := kafkatest.Receive(t, kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "event" {
+	cfg.ConsumerGroup = kototest.Group(t, "secure")
+	if m := kototest.Receive(t, kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "event" {
 		t.Fatalf("subscriber received %q, want \"event\"", m.Payload)
 	} else {
 		m.Ack()
 	}
-	if m := kafkatest.Receive(t, tailed, "message"); string(m.Payload) != "reply" {
+	if m := kototest.Receive(t, tailed, "message"); string(m.Payload) != "reply" {
 		t.Fatalf("tail reader received %q, want \"reply\"", m.Payload)
 	}
 }
@@ -86,7 +86,7 @@ const rejectedCalls = 6
 // assertEveryClientRejected checks that each client fails with
 // ErrAuthenticationFailed, each within the test's bound.
 func assertEveryClientRejected(t *testing.T, bad broker.Config) {
-	topic := kafkatest.Topic(t, "rejected")
+	topic := kototest.Topic(t, "rejected")
 	calls := map[string]func(ctx context.Context) error{
 		"ProvisionTopics": func(ctx context.Context) error { return broker.ProvisionTopics(ctx, bad, topic) },
 		"NewPublisher": func(context.Context) error {
@@ -120,8 +120,8 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 		},
 		"Subscriber.Subscribe": func(ctx context.Context) error {
 			cfg := bad
-			cfg.ConsumerGroup = kafkatest.Group(t, "rejected")
-			sub := kafkatest.NewSubscriber(t, cfg)
+			cfg.ConsumerGroup = kototest.Group(t, "rejected")
+			sub := kototest.NewSubscriber(t, cfg)
 			_, err := sub.Subscribe(ctx, topic)
 			return err
 		},
@@ -145,7 +145,7 @@ func assertEveryClientRejected(t *testing.T, bad broker.Config) {
 // TestUntrustedServerCertificateFails connects to a TLS broker with a
 // client that does not trust its certificate.
 func TestUntrustedServerCertificateFails(t *testing.T) {
-	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypePlaintext)
+	_, cfg := kototest.SecureBroker(t, sarama.SASLTypePlaintext)
 	cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12} // system roots only
 	err := returnsWithin(t, "NewPublisher", func(context.Context) error {
 		pub, err := broker.NewPublisher(cfg)
@@ -161,16 +161,16 @@ func TestUntrustedServerCertificateFails(t *testing.T) {
 }
 
 // returnsWithin runs call with a test context and fails the test when it
-// has not returned after kafkatest.Timeout: a hang or an endless retry.
+// has not returned after kototest.DefaultTimeout: a hang or an endless retry.
 func returnsWithin(t *testing.T, name string, call func(context.Context) error) error {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- call(kafkatest.Context(t)) }()
+	go func() { done <- call(kototest.Context(t)) }()
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(kafkatest.Timeout + 5*time.Second):
-		t.Fatalf("%s has not returned after %s", name, kafkatest.Timeout)
+	case <-time.After(kototest.DefaultTimeout + 5*time.Second):
+		t.Fatalf("%s has not returned after %s", name, kototest.DefaultTimeout)
 		return nil
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestNewSubscriberRejectsBadConsumptionSettings(t *testing.T) {
@@ -97,7 +97,7 @@ func TestValidateNamesEveryBadConsumptionSetting(t *testing.T) {
 // closes without having subscribed, having started nothing, and then
 // refuses Subscribe with ErrSubscriberClosed.
 func TestConcurrentSubscriberStartsAndCloses(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
+	kototest.VerifyNoLeaks(t)
 	for _, cfg := range []broker.Config{
 		{},
 		{Concurrency: 64},

@@ -9,20 +9,20 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestNewGroupReceivesEarlierMessages: a group that joins after messages
 // were published still gets them (sarama alone would start at the newest
 // offset and skip them).
 func TestNewGroupReceivesEarlierMessages(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Topic(t, "early")
+	brokers := kototest.Brokers(t)
+	topic := kototest.Topic(t, "early")
 	want := []string{"a", "b", "c", "d", "e"}
-	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", want...)
+	publish(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", want...)
 
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "late")})
-	got := kafkatest.Payloads(kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), len(want)))
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "late")})
+	got := kototest.Payloads(kototest.AckN(t, kototest.Subscribe(t, sub, topic), len(want)))
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("late group received %v, want %v", got, want)
@@ -34,32 +34,32 @@ func TestNewGroupReceivesEarlierMessages(t *testing.T) {
 // the committed offset stops before it, and that a new subscriber in the
 // group starts with it.
 func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "acks")
-	group := kafkatest.Group(t, "acks")
-	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "acks")
+	group := kototest.Group(t, "acks")
+	publish(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "first", "second", "third")
 	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, NackResendSleep: -1}
 
 	sub, err := broker.NewSubscriber(cfg)
 	if err != nil {
 		t.Fatalf("NewSubscriber: %v", err)
 	}
-	msgs := kafkatest.Subscribe(t, sub, topic)
-	kafkatest.Receive(t, msgs, "message").Ack()
-	kafkatest.Receive(t, msgs, "message").Nack()
-	if m := kafkatest.Receive(t, msgs, "message"); string(m.Payload) != "second" {
+	msgs := kototest.Subscribe(t, sub, topic)
+	kototest.Receive(t, msgs, "message").Ack()
+	kototest.Receive(t, msgs, "message").Nack()
+	if m := kototest.Receive(t, msgs, "message"); string(m.Payload) != "second" {
 		t.Fatalf("after a nack got %q, want the nacked message again", m.Payload)
 	} // left unacked
-	kafkatest.WaitCommitted(t, brokers, group, topic, 1)
+	kototest.WaitCommitted(t, brokers, group, topic, 1)
 	if err := sub.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if got := kafkatest.Committed(t, brokers, group, topic); got != 1 {
+	if got := kototest.Committed(t, brokers, group, topic); got != 1 {
 		t.Fatalf("committed offset after close is %d, want 1 (only the first message was acked)", got)
 	}
 
-	again := kafkatest.NewSubscriber(t, cfg)
-	if m := kafkatest.Receive(t, kafkatest.Subscribe(t, again, topic), "message"); string(m.Payload) != "second" {
+	again := kototest.NewSubscriber(t, cfg)
+	if m := kototest.Receive(t, kototest.Subscribe(t, again, topic), "message"); string(m.Payload) != "second" {
 		t.Fatalf("the group resumed with %q, want the unacked \"second\"", m.Payload)
 	}
 }
@@ -67,7 +67,7 @@ func TestOnlyAckedOffsetsAreCommitted(t *testing.T) {
 // TestProtocolVersionsWorkOnEmbeddedBroker round-trips a message with the
 // default protocol version and with sarama's newest.
 func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	for name, v := range map[string]sarama.KafkaVersion{
 		"default":                              {},
 		"newest " + sarama.MaxVersion.String(): sarama.MaxVersion,
@@ -75,10 +75,10 @@ func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			topic := kafkatest.Topic(t, "version")
-			cfg := broker.Config{Brokers: brokers, KafkaVersion: v, ConsumerGroup: kafkatest.Group(t, "version")}
-			publish(t, kafkatest.NewPublisher(t, cfg), topic, "key", "ping")
-			if m := kafkatest.Receive(t, kafkatest.Subscribe(t, kafkatest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "ping" {
+			topic := kototest.Topic(t, "version")
+			cfg := broker.Config{Brokers: brokers, KafkaVersion: v, ConsumerGroup: kototest.Group(t, "version")}
+			publish(t, kototest.NewPublisher(t, cfg), topic, "key", "ping")
+			if m := kototest.Receive(t, kototest.Subscribe(t, kototest.NewSubscriber(t, cfg), topic), "message"); string(m.Payload) != "ping" {
 				t.Fatalf("received %q, want \"ping\"", m.Payload)
 			}
 		})
@@ -89,13 +89,13 @@ func TestProtocolVersionsWorkOnEmbeddedBroker(t *testing.T) {
 // it was read: topic, partition, offset, record key, timestamp and the
 // group generation.
 func TestSubscriberPutsPositionInContext(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "position")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "position")
 	before := time.Now().Add(-time.Minute)
-	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "order-7", "a", "b")
-	publish(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "c")
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "position")})
-	msgs := kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), 3)
+	publish(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "order-7", "a", "b")
+	publish(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), topic, "", "c")
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "position")})
+	msgs := kototest.AckN(t, kototest.Subscribe(t, sub, topic), 3)
 	for i, m := range msgs {
 		p, ok := koto.PositionFromContext(m.Context())
 		if !ok {
@@ -117,8 +117,8 @@ func TestSubscriberPutsPositionInContext(t *testing.T) {
 // one never used, or whose Subscribe could not connect, holds no
 // goroutine, even left unclosed.
 func TestConcurrentSubscriberStartsWorkersAtSubscribe(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	cfg := broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}, ConsumerGroup: kafkatest.Group(t, "unused"), Concurrency: 8}
+	kototest.VerifyNoLeaks(t)
+	cfg := broker.Config{Brokers: []string{kototest.ClosedAddr(t)}, ConsumerGroup: kototest.Group(t, "unused"), Concurrency: 8}
 	if _, err := broker.NewSubscriber(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestConcurrentSubscriberStartsWorkersAtSubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := refused.Subscribe(kafkatest.Context(t), kafkatest.Topic(t, "refused")); err == nil {
+	if _, err := refused.Subscribe(kototest.Context(t), kototest.Topic(t, "refused")); err == nil {
 		t.Fatal("Subscribe to a closed port succeeded")
 	}
 }

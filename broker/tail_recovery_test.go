@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestTailReaderResumesARecreatedTopic: the reader's topic is deleted and
@@ -25,12 +25,12 @@ import (
 // Err is nil, and it reads every message published since the recreation,
 // those published while it was down included.
 func TestTailReaderResumesARecreatedTopic(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
-	ctx := kafkatest.Context(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "recreated")
-	logs := &kafkatest.Buffer{}
+	ctx := kototest.Context(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "recreated")
+	logs := &kototest.Buffer{}
 	cfg := broker.Config{Brokers: brokers, ReconnectRetrySleep: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	got := make(chan *message.Message, 64)
 	r, err := broker.NewTailReader(cfg, topic, func(m *message.Message) { got <- m })
@@ -47,24 +47,24 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("Err after Start: %v", err)
 	}
-	publish(t, kafkatest.NewPublisher(t, cfg), topic, "", "before-1", "before-2", "before-3")
-	if p := kafkatest.Payloads(kafkatest.AckN(t, got, 3)); !slices.Equal(p, []string{"before-1", "before-2", "before-3"}) {
+	publish(t, kototest.NewPublisher(t, cfg), topic, "", "before-1", "before-2", "before-3")
+	if p := kototest.Payloads(kototest.AckN(t, got, 3)); !slices.Equal(p, []string{"before-1", "before-2", "before-3"}) {
 		t.Fatalf("read %v before the recreation", p)
 	}
 
 	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: topic, Count: -1})
 	recreateTopic(ctx, t, brokers, topic)
-	pub := kafkatest.NewPublisher(t, cfg) // the first one's producer state is the old topic's
+	pub := kototest.NewPublisher(t, cfg) // the first one's producer state is the old topic's
 	publish(t, pub, topic, "", "after-1")
-	kafkatest.WaitFor(t, "the reader to report the partition it cannot read", func() bool { return r.Err() != nil })
+	kototest.WaitFor(t, "the reader to report the partition it cannot read", func() bool { return r.Err() != nil })
 	if err := r.Err(); !errors.Is(err, broker.ErrReaderDown) || !errors.Is(err, sarama.ErrOffsetOutOfRange) {
 		t.Errorf("Err while the partition cannot be resumed: %v, want ErrReaderDown and sarama.ErrOffsetOutOfRange", err)
 	}
 	publish(t, pub, topic, "", "after-2")
 	fault.Remove()
-	kafkatest.WaitFor(t, "the reader to resume", func() bool { return r.Err() == nil })
+	kototest.WaitFor(t, "the reader to resume", func() bool { return r.Err() == nil })
 	publish(t, pub, topic, "", "after-3")
-	if p := kafkatest.Payloads(kafkatest.AckN(t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
+	if p := kototest.Payloads(kototest.AckN(t, got, 3)); !slices.Equal(p, []string{"after-1", "after-2", "after-3"}) {
 		t.Errorf("read %v after the recreation, want after-1, after-2 and after-3", p)
 	}
 	if !strings.Contains(logs.String(), `msg="Tail reader resumed reading a partition`) {
@@ -77,15 +77,15 @@ func TestTailReaderResumesARecreatedTopic(t *testing.T) {
 // ends returns, and Close ends another Start and returns, leaving nothing
 // running.
 func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 2), "hanging")
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 2), "hanging")
 	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, topic, func(*message.Message) {})
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}
-	stall := kafkatest.StallRequests(t, b, kmsg.ListOffsets, topic)
+	stall := kototest.StallRequests(t, b, kmsg.ListOffsets, topic)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -99,8 +99,8 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 	go func() { started <- r.Start(context.Background()) }()
 	for range 2 { // the first Start's, and this one's
 		select {
-		case <-stall.Stalled:
-		case <-time.After(kafkatest.Timeout):
+		case <-stall.Stalled():
+		case <-time.After(kototest.DefaultTimeout):
 			t.Fatal("the second Start's offset lookup never reached the broker")
 		}
 	}
@@ -115,7 +115,7 @@ func TestTailReaderStartEndsWithCloseAndContext(t *testing.T) {
 // recreateTopic deletes topic and provisions it again.
 func recreateTopic(ctx context.Context, t *testing.T, brokers []string, topic string) {
 	t.Helper()
-	resp, err := kafkatest.Admin(t, brokers).DeleteTopics(ctx, topic)
+	resp, err := kototest.Admin(t, brokers).DeleteTopics(ctx, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -128,7 +128,7 @@ func recreateTopic(ctx context.Context, t *testing.T, brokers []string, topic st
 }
 
 // within runs f and returns its result, or fails the test when f takes
-// more than kafkatest.Timeout.
+// more than kototest.DefaultTimeout.
 func within(t *testing.T, what string, f func() error) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -136,8 +136,8 @@ func within(t *testing.T, what string, f func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(kafkatest.Timeout):
-		t.Fatalf("%s did not return within %s", what, kafkatest.Timeout)
+	case <-time.After(kototest.DefaultTimeout):
+		t.Fatalf("%s did not return within %s", what, kototest.DefaultTimeout)
 		return nil
 	}
 }

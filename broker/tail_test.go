@@ -12,7 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -20,10 +20,10 @@ import (
 // keys hashed over the partitions: the reader gets exactly the later
 // messages.
 func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 4), "tail")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	ctx := kototest.Context(t)
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 4), "tail")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	for i := range 8 {
 		publish(t, pub, topic, fmt.Sprint("key-", i), fmt.Sprint("old-", i))
 	}
@@ -38,7 +38,7 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 	}
 	var received []string
 	for len(received) < len(want) {
-		received = append(received, string(kafkatest.Receive(t, got, "message").Payload))
+		received = append(received, string(kototest.Receive(t, got, "message").Payload))
 	}
 	slices.Sort(received)
 	if !slices.Equal(received, want) {
@@ -47,7 +47,7 @@ func TestTailReaderReadsOnlyNewMessages(t *testing.T) {
 }
 
 func TestTailReaderLifecycle(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	noop := func(*message.Message) {}
 	if _, err := broker.NewTailReader(broker.Config{Brokers: brokers}, "bad topic", noop); !errors.Is(err, topics.ErrInvalid) || !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("invalid topic: %v, want topics.ErrInvalid and ErrInvalidConfig", err)
@@ -59,7 +59,7 @@ func TestTailReaderLifecycle(t *testing.T) {
 		t.Errorf("no brokers: %v, want ErrNoBrokers", err)
 	}
 
-	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, kafkatest.Topic(t, "tail-life"), noop)
+	r, err := broker.NewTailReader(broker.Config{Brokers: brokers}, kototest.Topic(t, "tail-life"), noop)
 	if err != nil {
 		t.Fatalf("NewTailReader: %v", err)
 	}
@@ -68,10 +68,10 @@ func TestTailReaderLifecycle(t *testing.T) {
 	if err := r.Start(cancelled); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start with a cancelled context: %v, want context.Canceled", err)
 	}
-	if err := r.Start(kafkatest.Context(t)); err != nil {
+	if err := r.Start(kototest.Context(t)); err != nil {
 		t.Fatalf("Start after an abandoned start: %v", err)
 	}
-	if err := r.Start(kafkatest.Context(t)); err == nil {
+	if err := r.Start(kototest.Context(t)); err == nil {
 		t.Error("second Start succeeded, want an error")
 	}
 	for i := range 2 {
@@ -79,7 +79,7 @@ func TestTailReaderLifecycle(t *testing.T) {
 			t.Fatalf("Close #%d: %v", i+1, err)
 		}
 	}
-	if err := r.Start(kafkatest.Context(t)); err == nil {
+	if err := r.Start(kototest.Context(t)); err == nil {
 		t.Error("Start after Close succeeded, want an error")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestLocalPath: a path of the console passes as it is; anything a
@@ -42,7 +42,7 @@ func TestLocalPath(t *testing.T) {
 // prefix.
 func TestLoginRedirectStaysLocal(t *testing.T) {
 	token := Token{Name: "ops", Secret: "0123456789abcdef0123"}
-	h, err := NewHandler(Config{Broker: broker.Config{Brokers: kafkatest.Brokers(t)}, Groups: []string{"none"}, Tokens: []Token{token}, Logger: slog.New(slog.DiscardHandler)})
+	h, err := NewHandler(Config{Broker: broker.Config{Brokers: kototest.Brokers(t)}, Groups: []string{"none"}, Tokens: []Token{token}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

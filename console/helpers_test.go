@@ -21,8 +21,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -56,11 +56,11 @@ const (
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{cfg: broker.Config{Brokers: kafkatest.Brokers(t)}}
-	w.orders = seeded{topic: kafkatest.Topic(t, "orders"), group: kafkatest.Group(t, "payments"), failed: map[string][]string{}}
-	w.shipments = seeded{topic: kafkatest.Topic(t, "shipments"), group: kafkatest.Group(t, "shipping"), failed: map[string][]string{}}
-	kafkatest.Provision(t, w.cfg, w.orders.topic, w.shipments.topic, topics.DeadLetter(w.orders.group), topics.DeadLetter(w.shipments.group))
-	pub := kafkatest.NewPublisher(t, w.cfg)
+	w := &world{cfg: broker.Config{Brokers: kototest.Brokers(t)}}
+	w.orders = seeded{topic: kototest.Topic(t, "orders"), group: kototest.Group(t, "payments"), failed: map[string][]string{}}
+	w.shipments = seeded{topic: kototest.Topic(t, "shipments"), group: kototest.Group(t, "shipping"), failed: map[string][]string{}}
+	kototest.Provision(t, w.cfg, w.orders.topic, w.shipments.topic, topics.DeadLetter(w.orders.group), topics.DeadLetter(w.shipments.group))
+	pub := kototest.NewPublisher(t, w.cfg)
 	for i := range 3 {
 		w.orders.publish(t, pub, "negative", fmt.Sprintf(`{"kind":"negative","order":%d}`, 100+i))
 	}
@@ -105,24 +105,24 @@ func (w *world) consume(t *testing.T, pub message.Publisher) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	for _, h := range []struct {
 		s      seeded
 		handle message.NoPublishHandlerFunc
 	}{{w.orders, handleOrder}, {w.shipments, handleShipment}} {
-		sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: w.cfg.Brokers, ConsumerGroup: h.s.group})
+		sub := kototest.NewSubscriber(t, broker.Config{Brokers: w.cfg.Brokers, ConsumerGroup: h.s.group})
 		router.AddConsumerHandler(h.s.group, h.s.topic, sub, h.handle).AddMiddleware(chain.Middlewares()...)
 	}
-	stop := kafkatest.RunRouter(t, router)
+	stop := kototest.RunRouter(t, router)
 	for _, s := range []seeded{w.orders, w.shipments} {
 		n := int64(len(slices.Concat(slices.Collect(maps.Values(s.failed))...)))
-		kafkatest.WaitFor(t, "dead letters of "+s.group, func() bool {
-			return kafkatest.Records(t, w.cfg.Brokers, topics.DeadLetter(s.group)) == n
+		kototest.WaitFor(t, "dead letters of "+s.group, func() bool {
+			return kototest.Records(t, w.cfg.Brokers, topics.DeadLetter(s.group)) == n
 		})
-		kafkatest.WaitCommitted(t, w.cfg.Brokers, s.group, s.topic, kafkatest.Records(t, w.cfg.Brokers, s.topic))
+		kototest.WaitCommitted(t, w.cfg.Brokers, s.group, s.topic, kototest.Records(t, w.cfg.Brokers, s.topic))
 	}
 	stop()
-	if err := chain.Close(kafkatest.Context(t)); err != nil {
+	if err := chain.Close(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -162,7 +162,7 @@ func (w *world) fillOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := box.Setup(kafkatest.Context(t)); err != nil {
+	if err := box.Setup(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	for range outboxWaiting {
@@ -181,7 +181,7 @@ func (w *world) console(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	t.Helper()
 	cfg.Broker, cfg.Pool, cfg.OutboxSchemas = w.cfg, w.pool, []string{w.schema}
 	if cfg.Logger == nil {
-		cfg.Logger = kafkatest.Logger(slog.LevelInfo)
+		cfg.Logger = kototest.Logger(slog.LevelInfo)
 	}
 	cfg.SampleInterval = cmp.Or(cfg.SampleInterval, 250*time.Millisecond)
 	h, err := NewHandler(cfg)
@@ -207,7 +207,7 @@ func (w *world) firstLetter(t *testing.T, group string) string {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ls, err := q.List(kafkatest.Context(t), deadletter.Filter{Limit: 1})
+	ls, err := q.List(kototest.Context(t), deadletter.Filter{Limit: 1})
 	if err != nil || len(ls) == 0 {
 		t.Fatalf("a dead letter of %s: %v %v", group, ls, err)
 	}
@@ -218,12 +218,12 @@ func (w *world) firstLetter(t *testing.T, group string) string {
 // per record.
 func (w *world) replayed(t *testing.T, topic string) []string {
 	t.Helper()
-	q, err := deadletter.NewQueue(deadletter.Config{Broker: w.cfg, ConsumerGroup: kafkatest.Group(t, "reader"), Topic: topic})
+	q, err := deadletter.NewQueue(deadletter.Config{Broker: w.cfg, ConsumerGroup: kototest.Group(t, "reader"), Topic: topic})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ls, err := q.List(kafkatest.Context(t), deadletter.Filter{})
+	ls, err := q.List(kototest.Context(t), deadletter.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,8 +243,8 @@ func (w *world) replayed(t *testing.T, topic string) []string {
 // in time, kinds "negative" and "sku" with the ce_ids of each.
 func (w *world) seedCloudEvents(t *testing.T) seeded {
 	t.Helper()
-	s := seeded{topic: kafkatest.Topic(t, "invoices"), group: kafkatest.Group(t, "billing"), failed: map[string][]string{}}
-	kafkatest.Provision(t, w.cfg, s.topic, topics.DeadLetter(s.group))
+	s := seeded{topic: kototest.Topic(t, "invoices"), group: kototest.Group(t, "billing"), failed: map[string][]string{}}
+	kototest.Provision(t, w.cfg, s.topic, topics.DeadLetter(s.group))
 	ce, err := broker.NewCloudEventsMarshaler(broker.CloudEventsConfig{Source: "/billing"})
 	if err != nil {
 		t.Fatal(err)
@@ -257,25 +257,25 @@ func (w *world) seedCloudEvents(t *testing.T) seeded {
 				{Key: "ce_source", Value: []byte("/shop")}, {Key: "ce_type", Value: []byte("invoice-due")}}})
 		s.failed[kind] = append(s.failed[kind], id)
 	}
-	kafkatest.Produce(t, w.cfg.Brokers, recs)
+	kototest.Produce(t, w.cfg.Brokers, recs)
 	cfg := broker.Config{Brokers: w.cfg.Brokers, Marshaler: ce}
 	chain, err := middleware.Defaults(middleware.Config{
-		Publisher: kafkatest.NewPublisher(t, cfg), Logger: slog.New(slog.DiscardHandler),
+		Publisher: kototest.NewPublisher(t, cfg), Logger: slog.New(slog.DiscardHandler),
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ConsumerGroup = s.group
-	router := kafkatest.NewRouter(t, nil)
-	router.AddConsumerHandler(s.group, s.topic, kafkatest.NewSubscriber(t, cfg), handleOrder).AddMiddleware(chain.Middlewares()...)
-	stop := kafkatest.RunRouter(t, router)
-	kafkatest.WaitFor(t, "dead letters of "+s.group, func() bool {
-		return kafkatest.Records(t, w.cfg.Brokers, topics.DeadLetter(s.group)) == int64(len(recs))
+	router := kototest.NewRouter(t, nil)
+	router.AddConsumerHandler(s.group, s.topic, kototest.NewSubscriber(t, cfg), handleOrder).AddMiddleware(chain.Middlewares()...)
+	stop := kototest.RunRouter(t, router)
+	kototest.WaitFor(t, "dead letters of "+s.group, func() bool {
+		return kototest.Records(t, w.cfg.Brokers, topics.DeadLetter(s.group)) == int64(len(recs))
 	})
-	kafkatest.WaitCommitted(t, w.cfg.Brokers, s.group, s.topic, int64(len(recs)))
+	kototest.WaitCommitted(t, w.cfg.Brokers, s.group, s.topic, int64(len(recs)))
 	stop()
-	if err := chain.Close(kafkatest.Context(t)); err != nil {
+	if err := chain.Close(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -3,7 +3,7 @@ package console
 import (
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
-func TestMain(m *testing.M) { kafkatest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { kototest.VerifyTestMain(m) }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestReplayLogAndMetrics replays a cause with a token over HTTP, as a
@@ -18,7 +18,7 @@ import (
 // /metrics shows the lag it adds and the replay.
 func TestReplayLogAndMetrics(t *testing.T) {
 	w := newWorld(t)
-	var logs kafkatest.Buffer
+	var logs kototest.Buffer
 	token := Token{Name: "ops-bot", Secret: "0123456789abcdef0123"}
 	h, srv := w.console(t, Config{Tokens: []Token{token}, Metrics: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := newClient(t, srv.URL)
@@ -39,7 +39,7 @@ func TestReplayLogAndMetrics(t *testing.T) {
 	if start := c.do(t, http.MethodPost, plan.location+"/start", url.Values{csrfField: {csrf}}, token.Secret); start.code != http.StatusSeeOther {
 		t.Fatalf("start the replay: %d %s", start.code, start.body)
 	}
-	kafkatest.WaitFor(t, "the replay to end", func() bool {
+	kototest.WaitFor(t, "the replay to end", func() bool {
 		return strings.Contains(c.do(t, http.MethodGet, plan.location+"/status", nil, token.Secret).body, `"state":"done"`)
 	})
 	if got, want := w.replayed(t, w.orders.topic), sorted(w.orders.failed["sku"]); !slices.Equal(got, want) {
@@ -53,7 +53,7 @@ func TestReplayLogAndMetrics(t *testing.T) {
 		}
 	}
 	wantLag := fmt.Sprintf(`koto_console_consumer_group_lag{group=%q} %d`, w.orders.group, ordersLag+2)
-	kafkatest.WaitFor(t, "the metrics to show the replay", func() bool {
+	kototest.WaitFor(t, "the metrics to show the replay", func() bool {
 		m := c.do(t, http.MethodGet, "/metrics", nil, token.Secret).body
 		return strings.Contains(m, wantLag) &&
 			strings.Contains(m, fmt.Sprintf(`koto_console_replayed_total{group=%q} 2`, w.orders.group)) &&
@@ -68,7 +68,7 @@ func TestReplayLogAndMetrics(t *testing.T) {
 // causesOf returns the causes of group's dead letters, as its page shows.
 func (h *Handler) causesOf(t *testing.T, group string) []*cause {
 	t.Helper()
-	ls, _, err := h.groupLetters(kafkatest.Context(t), group, filter{})
+	ls, _, err := h.groupLetters(kototest.Context(t), group, filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	koto "github.com/koto-dev/watermill-koto"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
@@ -30,7 +30,7 @@ func TestParkedMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := store.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestReplaySendsWhatItCounted plans a replay of every dead letter of a
@@ -33,14 +33,14 @@ func TestReplaySendsWhatItCounted(t *testing.T) {
 		t.Fatalf("the confirmation does not count the 3 negative dead letters (plan %d)", h.jobs.get(path.Base(plan.location)).Plan.Sent)
 	}
 
-	pub := kafkatest.NewPublisher(t, w.cfg)
+	pub := kototest.NewPublisher(t, w.cfg)
 	w.orders.publish(t, pub, "negative", `{"kind":"negative","order":300}`)
 	w.consume(t, pub)
 
 	if start := c.post(t, plan.location+"/start", url.Values{csrfField: {csrf}}); start.code != http.StatusSeeOther {
 		t.Fatalf("start the replay: %d %s", start.code, start.body)
 	}
-	kafkatest.WaitFor(t, "the replay to end", func() bool {
+	kototest.WaitFor(t, "the replay to end", func() bool {
 		return strings.Contains(c.get(t, plan.location+"/status", http.StatusOK), `"state":"done"`)
 	})
 	if got := w.replayed(t, w.orders.topic); !slices.Equal(got, counted) {

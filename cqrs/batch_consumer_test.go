@@ -16,7 +16,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -31,7 +31,7 @@ import (
 func TestBatchEventConsumer(t *testing.T) {
 	const orders = 300
 	e := newDurableEnv(t)
-	ordersSvc, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
+	ordersSvc, payments := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "payments")
 	ordersEvents, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: ordersSvc})
 	if err != nil {
 		t.Fatal(err)
@@ -44,8 +44,8 @@ func TestBatchEventConsumer(t *testing.T) {
 	var mu sync.Mutex
 	largest := 0
 	settled := make(chan seen, 2*orders)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = e.service(payments).Register(kafkatest.Context(t), r, cqrs.NewBatchEventConsumer(func(ctx context.Context, batch []cqrs.BatchItem[OrderSubmitted]) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = e.service(payments).Register(kototest.Context(t), r, cqrs.NewBatchEventConsumer(func(ctx context.Context, batch []cqrs.BatchItem[OrderSubmitted]) error {
 		mu.Lock()
 		largest = max(largest, len(batch))
 		mu.Unlock()
@@ -67,16 +67,16 @@ func TestBatchEventConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register payments: %v", err)
 	}
-	err = e.service(ordersSvc).Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
+	err = e.service(ordersSvc).Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
 		settled <- observe(ctx, ev.OrderID)
 		return nil
 	}, cqrs.From(payments)))
 	if err != nil {
 		t.Fatalf("Register orders: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	for i := range orders {
 		id := fmt.Sprintf("o-%d", i)
 		for range 1 + btoi(i%10 == 3) {
@@ -90,8 +90,8 @@ func TestBatchEventConsumer(t *testing.T) {
 	}
 	bad := message.NewMessage("01939a4e-0000-7000-8000-000000000001", []byte("{not json"))
 	bad.Metadata.Set(koto.TypeNameMetadataKey, "order-submitted")
-	dead := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: kafkatest.Group(t, "dlq")})
-	dlq := kafkatest.Subscribe(t, dead, topics.DeadLetter(topics.ConsumerGroup(payments, "order-submitted")))
+	dead := kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: kototest.Group(t, "dlq")})
+	dlq := kototest.Subscribe(t, dead, topics.DeadLetter(topics.ConsumerGroup(payments, "order-submitted")))
 	if err := e.d.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		bad.SetContext(ctx)
 		return e.d.Outbox().ContextPublisher().Publish(topics.Event(ordersSvc, "order-submitted"), bad)
@@ -101,7 +101,7 @@ func TestBatchEventConsumer(t *testing.T) {
 
 	got := map[string]seen{}
 	for len(got) < orders {
-		s := kafkatest.Receive(t, settled, "PaymentSettled")
+		s := kototest.Receive(t, settled, "PaymentSettled")
 		if _, dup := got[s.orderID]; dup {
 			t.Fatalf("PaymentSettled of %s twice", s.orderID)
 		}
@@ -117,7 +117,7 @@ func TestBatchEventConsumer(t *testing.T) {
 			t.Errorf("%d effects of order o-%d, want 1", n, i)
 		}
 	}
-	if dl := kafkatest.Receive(t, dlq, "the dead letter of the undecodable event"); dl.UUID != bad.UUID {
+	if dl := kototest.Receive(t, dlq, "the dead letter of the undecodable event"); dl.UUID != bad.UUID {
 		t.Errorf("dead letter %s, want %s", dl.UUID, bad.UUID)
 	} else {
 		dl.Ack()

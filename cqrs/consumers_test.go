@@ -17,7 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -33,7 +33,7 @@ func (e StockReserved) PartitionKey() string { return e.SKU }
 
 // counter counts handled IDs and signals each handling.
 type counter struct {
-	kafkatest.Counter
+	kototest.Counter
 	handled chan string
 }
 
@@ -49,7 +49,7 @@ func (c *counter) add(id string) {
 func deadLetters(t *testing.T, brokers []string, topic string) <-chan *message.Message {
 	t.Helper()
 	out := make(chan *message.Message, 64)
-	kafkatest.Watch(t, brokers, topic, func(msg *message.Message) {
+	kototest.Watch(t, brokers, topic, func(msg *message.Message) {
 		select {
 		case out <- msg:
 		default:
@@ -63,9 +63,9 @@ func deadLetters(t *testing.T, brokers []string, topic string) <-chan *message.M
 // handler sees each event once, the poison goes to the dead-letter topic.
 // The store is chosen after Register.
 func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	inventory, shipping := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "shipping")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	inventory, shipping := kototest.ServiceName(t, "inventory"), kototest.ServiceName(t, "shipping")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: inventory})
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +75,8 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Store: store})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *StockReserved) error {
 		if got := wcqrs.OriginalMessageFromCtx(ctx).UUID; got != ev.ID {
 			t.Errorf("message UUID = %q, want the event's own ID %q", got, ev.ID)
 		}
@@ -88,9 +88,9 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 	group := topics.ConsumerGroup(shipping, "stock-reserved")
 	dlq := deadLetters(t, brokers, topics.DeadLetter(group))
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	a := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000a", SKU: "sku-1"}
 	b := StockReserved{ID: "0190c3a4-0000-7000-8000-00000000000b", SKU: "sku-1"}
 	for _, ev := range []StockReserved{a, a} {
@@ -109,12 +109,12 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 	}
 
 	// One partition keeps the order: when b is handled, the rest is done.
-	for kafkatest.Receive(t, c.handled, "event b") != b.ID {
+	for kototest.Receive(t, c.handled, "event b") != b.ID {
 	}
 	if n := c.Get(a.ID); n != 1 {
 		t.Errorf("event a handled %d times, want 1", n)
 	}
-	dead := kafkatest.Receive(t, dlq, "the dead letter")
+	dead := kototest.Receive(t, dlq, "the dead letter")
 	if dead.UUID != poison.UUID {
 		t.Errorf("dead letter %s, want the poison message %s", dead.UUID, poison.UUID)
 	}
@@ -122,15 +122,15 @@ func TestEventConsumerIdempotentWithDeadLetters(t *testing.T) {
 		t.Errorf("dead letter has no reason: %v", dead.Metadata)
 	}
 	// The mark follows the handler's return: wait for it.
-	kafkatest.WaitFor(t, "2 marks in the configured store", func() bool { return store.Len() == 2 })
+	kototest.WaitFor(t, "2 marks in the configured store", func() bool { return store.Len() == 2 })
 }
 
 // TestExplicitRoute routes an event type to a topic of its own on both
 // sides.
 func TestExplicitRoute(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	custom := kafkatest.Topic(t, "orders.placed-v2")
-	events, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{
+	brokers := kototest.Brokers(t)
+	custom := kototest.Topic(t, "orders.placed-v2")
+	events, err := cqrs.NewEventPublisher(kototest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{
 		Service: "orders",
 		Routes:  []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent](custom)},
 	})
@@ -138,20 +138,20 @@ func TestExplicitRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan string, 1)
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kafkatest.ServiceName(t, "billing"), AutoProvisionTopics: true})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kototest.ServiceName(t, "billing"), AutoProvisionTopics: true})
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 		got <- message.SubscribeTopicFromCtx(ctx) + " " + ev.OrderID
 		return nil
 	}, cqrs.Topic(custom)))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
-	if err := events.Publish(kafkatest.Context(t), &OrderPlacedEvent{OrderID: "o-7"}); err != nil {
+	kototest.RunRouter(t, r)
+	if err := events.Publish(kototest.Context(t), &OrderPlacedEvent{OrderID: "o-7"}); err != nil {
 		t.Fatal(err)
 	}
-	if g := kafkatest.Receive(t, got, "the routed event"); g != custom+" o-7" {
+	if g := kototest.Receive(t, got, "the routed event"); g != custom+" o-7" {
 		t.Errorf("handled %q, want %q", g, custom+" o-7")
 	}
 }
@@ -159,11 +159,11 @@ func TestExplicitRoute(t *testing.T) {
 // TestSend sends fire-and-forget commands: one is handled with the
 // sender's correlation ID, a failing one is retried and dead-lettered.
 func TestSend(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	payments := kafkatest.ServiceName(t, "payments")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	payments := kototest.ServiceName(t, "payments")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: kafkatest.ServiceName(t, "orders"),
+		Service: kototest.ServiceName(t, "orders"),
 		Routes:  []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 		Broker:  broker.Config{Brokers: brokers},
 	})
@@ -177,8 +177,8 @@ func TestSend(t *testing.T) {
 		Name: payments, AutoProvisionTopics: true,
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 2},
 	})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumer(func(ctx context.Context, cmd *ChargeCardCommand) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewCommandConsumer(func(ctx context.Context, cmd *ChargeCardCommand) error {
 		if cmd.Fail != "" {
 			return errors.New("card service down")
 		}
@@ -189,19 +189,19 @@ func TestSend(t *testing.T) {
 		t.Fatalf("Register: %v", err)
 	}
 	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
-	ctx := correlation.WithID(kafkatest.Context(t), "corr-send")
+	ctx := correlation.WithID(kototest.Context(t), "corr-send")
 	if err := d.Send(ctx, ChargeCardCommand{ID: "c-fail", Fail: "yes"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Send(ctx, ChargeCardCommand{ID: "c-ok"}); err != nil {
 		t.Fatal(err)
 	}
-	if g := kafkatest.Receive(t, handled, "the command"); g != "c-ok corr-send" {
+	if g := kototest.Receive(t, handled, "the command"); g != "c-ok corr-send" {
 		t.Errorf("handled %q, want %q", g, "c-ok corr-send")
 	}
-	dead := kafkatest.Receive(t, dlq, "the dead letter")
+	dead := kototest.Receive(t, dlq, "the dead letter")
 	if got := dead.Metadata.Get("dead_letter_attempts"); got != "2" {
 		t.Errorf("dead letter after %s attempts, want 2", got)
 	}
@@ -231,7 +231,7 @@ func TestRegisterRejects(t *testing.T) {
 	svc := newService(t, []string{"127.0.0.1:1"}, cqrs.ServiceConfig{Name: "billing"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+			r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
 			ok := cqrs.NewEventConsumer(noop, cqrs.From("orders"))
 			err := svc.Register(context.Background(), r, ok, tt.consumer)
 			if !errors.Is(err, tt.want) || !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), tt.mention) {
@@ -244,7 +244,7 @@ func TestRegisterRejects(t *testing.T) {
 	}
 
 	t.Run("duplicate group", func(t *testing.T) {
-		r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+		r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
 		err := svc.Register(context.Background(), r, cqrs.NewEventConsumer(noop, cqrs.From("orders")), cqrs.NewEventConsumer(noop, cqrs.From("shop")))
 		if !errors.Is(err, koto.ErrInvalidConfig) || !strings.Contains(err.Error(), "billing.order-placed-consumer") {
 			t.Fatalf("Register: %v, want the duplicate group named", err)
@@ -255,7 +255,7 @@ func TestRegisterRejects(t *testing.T) {
 // TestRoutesRejected checks that constructors refuse invalid routes and
 // name them.
 func TestRoutesRejected(t *testing.T) {
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: kafkatest.Brokers(t)})
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: kototest.Brokers(t)})
 	bad := []cqrs.Route{cqrs.RouteOf[OrderPlacedEvent]("orders placed")}
 	_, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders", Routes: bad})
 	if !errors.Is(err, cqrs.ErrInvalidRoute) || !errors.Is(err, koto.ErrInvalidConfig) || !errors.Is(err, topics.ErrInvalid) || !strings.Contains(err.Error(), `"orders placed"`) ||
@@ -282,9 +282,9 @@ func TestRoutesRejected(t *testing.T) {
 // consumers: the strict one dead-letters the other type, the one with
 // SkipOtherTypes acks it, and both handle a message without a type name.
 func TestOtherTypesOnATopic(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	shared, shipping := kafkatest.Topic(t, "inventory.stock"), kafkatest.ServiceName(t, "shipping")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	shared, shipping := kototest.Topic(t, "inventory.stock"), kototest.ServiceName(t, "shipping")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "inventory", Routes: []cqrs.Route{
 		cqrs.RouteOf[StockReserved](shared), cqrs.RouteOf[OrderPlacedEvent](shared),
 	}})
@@ -295,8 +295,8 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	// and a dead-letter topic keeps the order of what is published to it.
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: shipping, AutoProvisionTopics: true, Broker: broker.Config{Provision: broker.ProvisionConfig{Partitions: 1}}})
 	reserved, placed := make(chan string, 4), make(chan string, 4)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r,
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r,
 		cqrs.NewEventConsumer(func(_ context.Context, ev *StockReserved) error { reserved <- ev.ID; return nil }, cqrs.Topic(shared)),
 		cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error { placed <- ev.OrderID; return nil },
 			cqrs.Topic(shared), cqrs.SkipOtherTypes()),
@@ -307,9 +307,9 @@ func TestOtherTypesOnATopic(t *testing.T) {
 	strictDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "stock-reserved"))
 	skippingDLQ := topics.DeadLetter(topics.ConsumerGroup(shipping, "order-placed"))
 	strictDead, skippingDead := deadLetters(t, brokers, strictDLQ), deadLetters(t, brokers, skippingDLQ)
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := events.Publish(ctx, StockReserved{ID: "r-1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -321,12 +321,12 @@ func TestOtherTypesOnATopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"r-1", "r-2"} {
-		if got := kafkatest.Receive(t, reserved, "a stock-reserved"); got != want {
+		if got := kototest.Receive(t, reserved, "a stock-reserved"); got != want {
 			t.Errorf("strict consumer handled %q, want %q", got, want)
 		}
 	}
 	for _, want := range []string{"o-1", "o-2"} {
-		if got := kafkatest.Receive(t, placed, "an order-placed"); got != want {
+		if got := kototest.Receive(t, placed, "an order-placed"); got != want {
 			t.Errorf("skipping consumer handled %q, want %q", got, want)
 		}
 	}
@@ -338,13 +338,13 @@ func TestOtherTypesOnATopic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dead := kafkatest.Receive(t, strictDead, "the strict consumer's dead letter")
+	dead := kototest.Receive(t, strictDead, "the strict consumer's dead letter")
 	reason := dead.Metadata.Get("dead_letter_reason")
 	if dead.Metadata.Get(koto.TypeNameMetadataKey) != "order-placed" ||
 		!strings.Contains(reason, `"order-placed"`) || !strings.Contains(reason, `"stock-reserved"`) {
 		t.Errorf("strict consumer's first dead letter %s (%v), want order-placed with a reason naming both types", dead.UUID, dead.Metadata)
 	}
-	if got := kafkatest.Receive(t, skippingDead, "the skipping consumer's marker"); got.UUID != "marker" {
+	if got := kototest.Receive(t, skippingDead, "the skipping consumer's marker"); got.UUID != "marker" {
 		t.Errorf("skipping consumer dead-lettered %s (%v), want nothing", got.UUID, got.Metadata)
 	}
 }

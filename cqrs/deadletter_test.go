@@ -24,8 +24,8 @@ import (
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -97,22 +97,22 @@ func TestDeadLetterKeepsTheRecordAcrossMappings(t *testing.T) {
 }
 
 func testDeadLetterAcrossMappings(t *testing.T, consumer, box estateMapping, ids [2]string) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	shop, billing := kafkatest.ServiceName(t, "shop"), kafkatest.ServiceName(t, "billing")
+	shop, billing := kototest.ServiceName(t, "shop"), kototest.ServiceName(t, "billing")
 	topic, group := topics.Event(shop, "parcel-shipped"), topics.ConsumerGroup(billing, "parcel-shipped")
-	d, err := cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
+	d, err := cqrs.NewDurableOutbox(kototest.Context(t), pool, cqrs.DurableOutboxConfig{
 		Broker: broker.Config{Brokers: brokers, Marshaler: box.marshaler(t, billing)},
 		Outbox: outbox.Config{Schema: schema}, Store: postgres.Config{Schema: schema, CleanupInterval: -1},
-		Logger: kafkatest.Logger(slog.LevelError),
+		Logger: kototest.Logger(slog.LevelError),
 	})
 	if err != nil {
 		t.Fatalf("NewDurableOutbox: %v", err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	svc, err := d.Service(cqrs.ServiceConfig{
-		Name: billing, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
+		Name: billing, AutoProvisionTopics: true, Logger: kototest.Logger(slog.LevelError),
 		Broker:     broker.Config{Brokers: brokers, Marshaler: consumer.marshaler(t, "/"+billing)},
 		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}},
 	})
@@ -123,8 +123,8 @@ func testDeadLetterAcrossMappings(t *testing.T, consumer, box estateMapping, ids
 	var broken atomic.Bool
 	broken.Store(true)
 	handled := make(chan handledEvent, 8)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
 		if broken.Load() {
 			return koto.Poison(errors.New("parcel " + ev.ParcelID + " rejected"))
 		}
@@ -134,14 +134,14 @@ func testDeadLetterAcrossMappings(t *testing.T, consumer, box estateMapping, ids
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
 	dlq := topics.DeadLetter(group)
 	original := consumer.record(ids[0], "corr-1")
 	body, _ := json.Marshal(ParcelShipped{ParcelID: "p-1"})
 	produceRecord(t, brokers, topic, "parcel-key", string(body), original...)
-	kafkatest.WaitFor(t, "the dead letter", func() bool { return kafkatest.Records(t, brokers, dlq) == 1 })
-	checkVerbatim(t, kafkatest.ReadAll(t, brokers, dlq)[0], "parcel-key", body, original)
+	kototest.WaitFor(t, "the dead letter", func() bool { return kototest.Records(t, brokers, dlq) == 1 })
+	checkVerbatim(t, kototest.ReadAll(t, brokers, dlq)[0], "parcel-key", body, original)
 
 	broken.Store(false)
 	q, err := deadletter.NewQueue(deadletter.Config{Broker: broker.Config{Brokers: brokers}, ConsumerGroup: group})
@@ -149,23 +149,23 @@ func testDeadLetterAcrossMappings(t *testing.T, consumer, box estateMapping, ids
 		t.Fatal(err)
 	}
 	defer q.Close()
-	if res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 1 {
+	if res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 1 {
 		t.Fatalf("Replay: %+v, %v; want 1 sent", res, err)
 	}
 	next, _ := json.Marshal(ParcelShipped{ParcelID: "p-2"})
 	produceRecord(t, brokers, topic, "parcel-key", string(next), consumer.record(ids[1], "corr-2")...)
 	for _, want := range []handledEvent{{id: "p-1", correlation: "corr-1"}, {id: "p-2", correlation: "corr-2"}} {
-		if got := kafkatest.Receive(t, handled, "event "+want.id); got.id != want.id || got.correlation != want.correlation {
+		if got := kototest.Receive(t, handled, "event "+want.id); got.id != want.id || got.correlation != want.correlation {
 			t.Fatalf("handled %s with correlation %q, want %s with %q, each once and in order", got.id, got.correlation, want.id, want.correlation)
 		}
 	}
-	kafkatest.WaitFor(t, "the marks of both events", func() bool { return len(processedIDs(t, pool, schema)) == 2 })
+	kototest.WaitFor(t, "the marks of both events", func() bool { return len(processedIDs(t, pool, schema)) == 2 })
 	want := []string{idempotency.KeyUUID(idempotency.ScopedKey(group, consumer.key(ids[0]))).String(), idempotency.KeyUUID(idempotency.ScopedKey(group, consumer.key(ids[1]))).String()}
 	slices.Sort(want)
 	if got := processedIDs(t, pool, schema); !slices.Equal(got, want) {
 		t.Errorf("processed_messages = %v, want the marks of the events' own ids %v", got, want)
 	}
-	if n := kafkatest.Records(t, brokers, dlq); n != 1 {
+	if n := kototest.Records(t, brokers, dlq); n != 1 {
 		t.Errorf("%d dead letters, want the first one alone: the replay was read as it was consumed", n)
 	}
 }

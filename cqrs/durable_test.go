@@ -19,8 +19,8 @@ import (
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -63,13 +63,13 @@ func newDurableEnvWith(t *testing.T, maxConns int32) *durableEnv {
 	cfg.MaxConns = maxConns
 	pool := pgtest.PoolWith(t, cfg)
 	schema := pgtest.Schema(t, pool)
-	brokers := kafkatest.Brokers(t)
-	d, err := cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
+	brokers := kototest.Brokers(t)
+	d, err := cqrs.NewDurableOutbox(kototest.Context(t), pool, cqrs.DurableOutboxConfig{
 		Broker:    broker.Config{Brokers: brokers},
 		Outbox:    outbox.Config{Schema: schema},
 		Store:     postgres.Config{Schema: schema, CleanupInterval: -1},
 		Forwarder: outbox.ForwarderConfig{PollInterval: 200 * time.Millisecond},
-		Logger:    kafkatest.Logger(slog.LevelError),
+		Logger:    kototest.Logger(slog.LevelError),
 	})
 	if err != nil {
 		t.Fatalf("NewDurableOutbox: %v", err)
@@ -98,7 +98,7 @@ func (e *durableEnv) effect(ctx context.Context, what string) error {
 func (e *durableEnv) effects(what string) int {
 	e.t.Helper()
 	var n int
-	if err := e.pool.QueryRow(kafkatest.Context(e.t), "SELECT count(*) FROM "+e.schema+".effects WHERE what = $1", what).Scan(&n); err != nil {
+	if err := e.pool.QueryRow(kototest.Context(e.t), "SELECT count(*) FROM "+e.schema+".effects WHERE what = $1", what).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n
@@ -121,7 +121,7 @@ func (e *durableEnv) concurrentService(name string, concurrency int) *cqrs.Servi
 // and fast retries set.
 func (e *durableEnv) serviceWith(cfg cqrs.ServiceConfig) *cqrs.Service {
 	e.t.Helper()
-	cfg.AutoProvisionTopics, cfg.Logger, cfg.Broker.Brokers = true, kafkatest.Logger(slog.LevelError), e.brokers
+	cfg.AutoProvisionTopics, cfg.Logger, cfg.Broker.Brokers = true, kototest.Logger(slog.LevelError), e.brokers
 	cfg.DeadLetter.Backoff = koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond}
 	svc, err := e.d.Service(cfg)
 	if err != nil {
@@ -141,7 +141,7 @@ func (e *durableEnv) serviceWith(cfg cqrs.ServiceConfig) *cqrs.Service {
 // through an AutoTxPublisher.
 func TestDurableOutboxEvents(t *testing.T) {
 	e := newDurableEnv(t)
-	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
+	orders, payments := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "payments")
 	ordersEvents, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
@@ -151,10 +151,10 @@ func TestDurableOutboxEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var tries kafkatest.Counter
+	var tries kototest.Counter
 	paid := make(chan seen, 8)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = e.service(payments).Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = e.service(payments).Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
 		if err := e.effect(ctx, "charge "+ev.OrderID); err != nil {
 			return err
 		}
@@ -171,16 +171,16 @@ func TestDurableOutboxEvents(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register payments: %v", err)
 	}
-	err = e.service(orders).Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
+	err = e.service(orders).Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentSettled) error {
 		paid <- observe(ctx, ev.OrderID)
 		return nil
 	}, cqrs.From(payments)))
 	if err != nil {
 		t.Fatalf("Register orders: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := ordersEvents.Publish(ctx, OrderSubmitted{OrderID: "o-0"}); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("Publish outside a transaction = %v, want outbox.ErrNoTransaction", err)
 	}
@@ -219,7 +219,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 
 	got := map[string]seen{}
 	for len(got) < 2 {
-		s := kafkatest.Receive(t, paid, "PaymentSettled")
+		s := kototest.Receive(t, paid, "PaymentSettled")
 		if _, dup := got[s.orderID]; dup {
 			t.Fatalf("PaymentSettled of %s handled twice", s.orderID)
 		}
@@ -230,7 +230,7 @@ func TestDurableOutboxEvents(t *testing.T) {
 			t.Errorf("PaymentSettled of %s: correlation %q, partition key %q; want %q and %s", id, s.ctxCorrelation, s.partKey, want, id)
 		}
 	}
-	kafkatest.WaitFor(t, "the outbox to be empty", func() bool {
+	kototest.WaitFor(t, "the outbox to be empty", func() bool {
 		var n int
 		_ = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.d.Outbox().Table()).Scan(&n)
 		return n == 0
@@ -258,10 +258,10 @@ func TestDurableOutboxEvents(t *testing.T) {
 // undone, a success commits its write.
 func TestDurableOutboxCommands(t *testing.T) {
 	e := newDurableEnv(t)
-	orders, inventory := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "inventory")
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	orders, inventory := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "inventory")
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
 	errNoStock := &cqrs.HandlerError{Kind: "out-of-stock", Message: "out of stock"}
-	err := e.service(inventory).Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ReserveStock) (StockReservation, error) {
+	err := e.service(inventory).Register(kototest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ReserveStock) (StockReservation, error) {
 		if err := e.effect(ctx, "reserve "+cmd.SKU); err != nil {
 			return StockReservation{}, err
 		}
@@ -273,16 +273,16 @@ func TestDurableOutboxCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	d, err := e.d.CommandDispatcher(cqrs.CommandDispatcherConfig{
-		Service: orders, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
+		Service: orders, AutoProvisionTopics: true, Logger: kototest.Logger(slog.LevelError),
 		Routes: []cqrs.Route{cqrs.RouteOf[ReserveStock](topics.Command(inventory, "reserve-stock"))},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestDurableOutboxCommands(t *testing.T) {
 	if !errors.Is(err, errNoStock) {
 		t.Fatalf("Request of a failing command = %v, want the handler's error", err)
 	}
-	kafkatest.WaitFor(t, "the sent command handled", func() bool { return e.effects("reserve sent") == 1 })
+	kototest.WaitFor(t, "the sent command handled", func() bool { return e.effects("reserve sent") == 1 })
 	for what, want := range map[string]int{"reserve in-tx": 1, "reserve none": 0, "reserve outside": 0} {
 		if n := e.effects(what); n != want {
 			t.Errorf("%d effects %q, want %d", n, what, want)
@@ -355,7 +355,7 @@ func TestDurableOutboxConfig(t *testing.T) {
 				return err
 			}
 			defer svc.Close(ctx)
-			return svc.Register(ctx, kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError)), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
+			return svc.Register(ctx, kototest.NewRouter(t, kototest.Logger(slog.LevelError)), cqrs.NewEventConsumer(func(context.Context, *OrderSubmitted) error { return nil },
 				cqrs.From("orders"), cqrs.LockKeys(func(*message.Message) ([]string, error) { return nil, nil })))
 		}},
 	}
@@ -384,7 +384,7 @@ func TestDurableOutboxServiceConfig(t *testing.T) {
 	for _, c := range cases {
 		svc, err := e.d.Service(c.cfg)
 		if err == nil {
-			_ = svc.Close(kafkatest.Context(t))
+			_ = svc.Close(kototest.Context(t))
 		}
 		if !errors.Is(err, koto.ErrInvalidConfig) || err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("Service(%+v) = %v, want koto.ErrInvalidConfig starting %q", c.cfg, err, c.want)
@@ -397,13 +397,13 @@ func TestDurableOutboxServiceConfig(t *testing.T) {
 func TestNewDurableOutboxNoKafka(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	d, err := cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
-		Broker: broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}},
+	d, err := cqrs.NewDurableOutbox(kototest.Context(t), pool, cqrs.DurableOutboxConfig{
+		Broker: broker.Config{Brokers: []string{kototest.ClosedAddr(t)}},
 		Outbox: outbox.Config{Schema: schema},
 		Store:  postgres.Config{Schema: schema},
 	})
 	if d != nil {
 		t.Error("NewDurableOutbox returned a DurableOutbox with its error")
 	}
-	kafkatest.WantRefused(t, "NewDurableOutbox", err)
+	kototest.WantRefused(t, "NewDurableOutbox", err)
 }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -33,11 +33,11 @@ import (
 // command is stalled; Request, Send and Publish end at their deadline with
 // ErrTimeout, saying that the message was not sent.
 func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
 	commands, events := topics.Command("payments", "charge-card"), topics.Event("orders", "order-placed")
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, commands, events)
+	kototest.Provision(t, broker.Config{Brokers: brokers}, commands, events)
 	cfg := cqrs.CommandDispatcherConfig{
 		Service: "orders", AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](commands)},
@@ -49,17 +49,17 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stall := kafkatest.StallRequests(t, b, kmsg.Produce, commands, events)
+	stall := kototest.StallRequests(t, b, kmsg.Produce, commands, events)
 
 	pending := async(func() error {
-		_, err := cqrs.Request[CardCharged](kafkatest.Context(t), closing, ChargeCardCommand{ID: "c-closed"})
+		_, err := cqrs.Request[CardCharged](kototest.Context(t), closing, ChargeCardCommand{ID: "c-closed"})
 		return err
 	})
-	kafkatest.Receive(t, stall.Stalled, "the stalled produce of the pending request")
-	if err := kafkatest.Receive(t, async(closing.Close), "result of Close with a request still sending"); err != nil {
+	kototest.Receive(t, stall.Stalled(), "the stalled produce of the pending request")
+	if err := kototest.Receive(t, async(closing.Close), "result of Close with a request still sending"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := kafkatest.Receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := kototest.Receive(t, pending, "result of the request that Close ends"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Fatalf("request pending at Close: %v, want ErrClosed", err)
 	} else if class := koto.ClassOf(err); class != koto.ClassOutage {
 		t.Errorf("request pending at Close: %v classifies as %v, want an outage", err, class)
@@ -78,7 +78,7 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 	}
 	for _, c := range calls {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		err := kafkatest.Receive(t, async(func() error { return c.call(ctx) }), "result of "+c.name+" under a stalled produce")
+		err := kototest.Receive(t, async(func() error { return c.call(ctx) }), "result of "+c.name+" under a stalled produce")
 		cancel()
 		if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), c.stage) {
 			t.Errorf("%s under a stalled produce: %v; want ErrTimeout and context.DeadlineExceeded, saying %q", c.name, err, c.stage)
@@ -93,26 +93,26 @@ func TestCallsEndAtTheirDeadlineWhileTheBrokerStallsTheProduce(t *testing.T) {
 // reader's offset lookup unanswered, so Start hangs. A Request meanwhile ends at its
 // own deadline, without being sent; Close ends the Start.
 func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
 	replies := cqrs.ReplyTopic("orders")
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, replies)
-	d, err := cqrs.NewCommandDispatcher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.CommandDispatcherConfig{
-		Service: "orders", Broker: broker.Config{Brokers: brokers}, Logger: kafkatest.Logger(slog.LevelError),
+	kototest.Provision(t, broker.Config{Brokers: brokers}, replies)
+	d, err := cqrs.NewCommandDispatcher(kototest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.CommandDispatcherConfig{
+		Service: "orders", Broker: broker.Config{Brokers: brokers}, Logger: kototest.Logger(slog.LevelError),
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command("payments", "charge-card"))},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	stall := kafkatest.StallRequests(t, b, kmsg.ListOffsets, replies)
+	stall := kototest.StallRequests(t, b, kmsg.ListOffsets, replies)
 	started := async(func() error { return d.Start(context.Background()) })
-	kafkatest.Receive(t, stall.Stalled, "the reply reader's stalled offset lookup")
+	kototest.Receive(t, stall.Stalled(), "the reply reader's stalled offset lookup")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err = kafkatest.Receive(t, async(func() error {
+	err = kototest.Receive(t, async(func() error {
 		_, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-early"})
 		return err
 	}), "result of a Request during Start")
@@ -125,10 +125,10 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 	default:
 	}
 
-	if err := kafkatest.Receive(t, async(d.Close), "result of Close during Start"); err != nil {
+	if err := kototest.Receive(t, async(d.Close), "result of Close during Start"); err != nil {
 		t.Fatalf("Close during Start: %v", err)
 	}
-	if err := kafkatest.Receive(t, started, "result of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
+	if err := kototest.Receive(t, started, "result of Start after Close"); !errors.Is(err, cqrs.ErrClosed) {
 		t.Errorf("Start ended by Close: %v, want ErrClosed", err)
 	}
 }
@@ -137,13 +137,13 @@ func TestStartBlocksNeitherRequestNorClose(t *testing.T) {
 // restarts on the same address without its data, so the reply topic's
 // offsets start again at 0. Requests succeed again on the same dispatcher.
 func TestReplyReaderRecoversAfterBrokerRestartWithoutData(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	e := newReqReplyEnvOn(t, b.Addrs())
 	d := e.dispatcher(t, 0)
 	requestMany(t, 30, d)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*kototest.DefaultTimeout)
 	defer cancel()
 	if err := b.Restart(ctx); err != nil {
 		t.Fatalf("Restart: %v", err)
@@ -156,7 +156,7 @@ func TestReplyReaderRecoversAfterBrokerRestartWithoutData(t *testing.T) {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("no request succeeded within %s of the restart; the last failed with %v", 2*kafkatest.Timeout, err)
+			t.Fatalf("no request succeeded within %s of the restart; the last failed with %v", 2*kototest.DefaultTimeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -168,15 +168,15 @@ func TestReplyReaderRecoversAfterBrokerRestartWithoutData(t *testing.T) {
 // producer's state. The reply is published again, the request gets it, the
 // handler ran once, and nothing is dead-lettered.
 func TestReplyRetriedAfterProducerStateError(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
 	c, _ := chargeService(t, brokers, cqrs.ServiceConfig{Name: "payments", AutoProvisionTopics: true}, nil)
-	d := newDispatcher(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
+	d := newDispatcher(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
 		Service: "orders", AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command("payments", "charge-card"))},
 	})
-	if _, err := cqrs.Request[CardCharged](kafkatest.Context(t), d, ChargeCardCommand{ID: "c-warm"}); err != nil {
+	if _, err := cqrs.Request[CardCharged](kototest.Context(t), d, ChargeCardCommand{ID: "c-warm"}); err != nil {
 		t.Fatalf("first request: %v", err)
 	}
 
@@ -195,7 +195,7 @@ func TestReplyRetriedAfterProducerStateError(t *testing.T) {
 	if n := c.Get("c-oos"); n != 1 {
 		t.Errorf("handler ran %d times, want once", n)
 	}
-	if n := kafkatest.Records(t, brokers, topics.DeadLetter(topics.ConsumerGroup("payments", "charge-card"))); n != 0 {
+	if n := kototest.Records(t, brokers, topics.DeadLetter(topics.ConsumerGroup("payments", "charge-card"))); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
 	}
 }
@@ -228,8 +228,8 @@ func retryingPublisher(t *testing.T, brokers []string) message.Publisher {
 // an error that wraps the cause and counts as an outage, and Err says so;
 // once the broker answers again, requests succeed.
 func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
-	b := kafkatest.Embedded(t)
+	kototest.VerifyNoLeaks(t)
+	b := kototest.Embedded(t)
 	brokers := b.Addrs()
 	e := newReqReplyEnvOn(t, brokers)
 	d := newDispatcher(t, e.pub, brokers, cqrs.CommandDispatcherConfig{
@@ -240,7 +240,7 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 
 	replies := cqrs.ReplyTopic(e.orders)
 	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: replies, Count: -1})
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func TestRequestsFailFastWhileRepliesCannotBeRead(t *testing.T) {
 	if resp, err := kadm.NewClient(cl).DeleteTopics(ctx, replies); err != nil || resp.Error() != nil {
 		t.Fatalf("delete %s: %v, %v", replies, err, resp.Error())
 	}
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, replies)
+	kototest.Provision(t, broker.Config{Brokers: brokers}, replies)
 	for d.Err() == nil {
 		if ctx.Err() != nil {
 			t.Fatal("the dispatcher never reported that it cannot read replies")

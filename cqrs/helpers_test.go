@@ -11,8 +11,8 @@ import (
 
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // newPostgresStore returns a PostgreSQL store on a schema of the test's
@@ -35,7 +35,7 @@ func newPostgresStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, string) {
 func newService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig) *cqrs.Service {
 	t.Helper()
 	cfg.Broker.Brokers = brokers
-	cfg.Logger = kafkatest.Logger(slog.LevelError)
+	cfg.Logger = kototest.Logger(slog.LevelError)
 	if cfg.DeadLetter.Backoff.InitialInterval == 0 {
 		cfg.DeadLetter.Backoff.InitialInterval = time.Millisecond
 		cfg.DeadLetter.Backoff.MaxInterval = 10 * time.Millisecond
@@ -49,10 +49,10 @@ func newService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig) *cqrs.Se
 }
 
 // closeAtEnd closes svc when the test ends, giving its marks after an ack
-// kafkatest.Timeout.
+// kototest.DefaultTimeout.
 func closeAtEnd(t testing.TB, svc *cqrs.Service) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 		defer cancel()
 		_ = svc.Close(ctx)
 	})
@@ -61,12 +61,12 @@ func closeAtEnd(t testing.TB, svc *cqrs.Service) {
 func newDispatcher(t *testing.T, pub message.Publisher, brokers []string, cfg cqrs.CommandDispatcherConfig) *cqrs.CommandDispatcher {
 	t.Helper()
 	cfg.Broker.Brokers = brokers
-	cfg.Logger = kafkatest.Logger(slog.LevelError)
+	cfg.Logger = kototest.Logger(slog.LevelError)
 	d, err := cqrs.NewCommandDispatcher(pub, cfg)
 	if err != nil {
 		t.Fatalf("NewCommandDispatcher: %v", err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}

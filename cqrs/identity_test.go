@@ -11,7 +11,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -34,7 +34,7 @@ func TestCloudEventIdentityIsSourceAndID(t *testing.T) {
 		{"DeduplicateByID", false, true, []string{"/billing-a 1001", "/billing-a 1002"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			billing, ledger := kafkatest.ServiceName(t, "billing"), kafkatest.ServiceName(t, "ledger")
+			billing, ledger := kototest.ServiceName(t, "billing"), kototest.ServiceName(t, "ledger")
 			topic := topics.Event(billing, "parcel-shipped")
 			marshaler, err := broker.NewCloudEventsMarshaler(broker.CloudEventsConfig{Source: "/" + ledger, Types: ceTypes, DeduplicateByID: tc.byID})
 			if err != nil {
@@ -52,7 +52,7 @@ func TestCloudEventIdentityIsSourceAndID(t *testing.T) {
 			if got := receiveUntil(t, handled, "/billing-a 1002"); !slices.Equal(got, tc.want) {
 				t.Errorf("handled %q, want %q", got, tc.want)
 			}
-			kafkatest.WaitFor(t, "a stored row per event handled", func() bool { return processed() == len(tc.want) })
+			kototest.WaitFor(t, "a stored row per event handled", func() bool { return processed() == len(tc.want) })
 		})
 	}
 }
@@ -69,7 +69,7 @@ func identityService(t *testing.T, ledger string, marshaler kafka.MarshalerUnmar
 		return e.brokers, svc, func() int { return len(processedIDs(t, e.pool, e.schema)) }
 	}
 	store, pool, schema := newPostgresStore(t)
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	svc := newService(t, brokers, cqrs.ServiceConfig{
 		Name: ledger, AutoProvisionTopics: true, Store: store, Broker: broker.Config{Marshaler: marshaler},
 	})
@@ -81,15 +81,15 @@ func identityService(t *testing.T, ledger string, marshaler kafka.MarshalerUnmar
 func handleParcels(t *testing.T, svc *cqrs.Service, from string) <-chan string {
 	t.Helper()
 	handled := make(chan string, 8)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err := svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err := svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
 		handled <- ev.ParcelID
 		return nil
 	}, cqrs.From(from)))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	return handled
 }
 
@@ -99,7 +99,7 @@ func receiveUntil(t *testing.T, handled <-chan string, last string) []string {
 	t.Helper()
 	var got []string
 	for !slices.Contains(got, last) {
-		got = append(got, kafkatest.Receive(t, handled, "parcel "+last))
+		got = append(got, kototest.Receive(t, handled, "parcel "+last))
 	}
 	return got
 }

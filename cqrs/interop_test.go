@@ -25,7 +25,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -85,8 +85,8 @@ type handledEvent struct {
 // a structured-mode event is handled too; a record without ce_id is
 // dead-lettered with the reason.
 func TestCloudEventsFromSDK(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	shop, shipping := kafkatest.ServiceName(t, "shop"), kafkatest.ServiceName(t, "shipping")
+	brokers := kototest.Brokers(t)
+	shop, shipping := kototest.ServiceName(t, "shop"), kototest.ServiceName(t, "shipping")
 	topic := topics.Event(shop, "parcel-shipped")
 	tel, spans := recordedTelemetry(t)
 	svc := newService(t, brokers, cqrs.ServiceConfig{
@@ -94,8 +94,8 @@ func TestCloudEventsFromSDK(t *testing.T) {
 		Broker: broker.Config{Marshaler: cloudEventsMarshaler(t, "/"+shipping)},
 	})
 	handled := make(chan handledEvent, 16)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err := svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err := svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ParcelShipped) error {
 		handled <- handledEvent{id: ev.ParcelID, correlation: correlation.FromContext(ctx), trace: trace.SpanContextFromContext(ctx), event: *ev}
 		return nil
 	}, cqrs.From(shop)))
@@ -103,7 +103,7 @@ func TestCloudEventsFromSDK(t *testing.T) {
 		t.Fatalf("Register: %v", err)
 	}
 	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(shipping, "parcel-shipped")))
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
 	sender, err := kafka_sarama.NewSender(brokers, sdkSaramaConfig(), topic)
 	if err != nil {
@@ -136,14 +136,14 @@ func TestCloudEventsFromSDK(t *testing.T) {
 			t.Fatalf("SDK send of %s: %v", id, res)
 		}
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	send(ctx, "ev-1", "p-1")
 	send(ctx, "ev-1", "p-1") // the same event again
 	send(binding.WithForceStructured(ctx), "ev-2", "p-2")
 
 	got := map[string]handledEvent{}
 	for len(got) < 2 { // ev-2, sent last, comes last
-		h := kafkatest.Receive(t, handled, "an event sent by the SDK")
+		h := kototest.Receive(t, handled, "an event sent by the SDK")
 		if _, dup := got[h.id]; dup {
 			t.Fatalf("event %s handled twice; one ce_id must be handled once", h.id)
 		}
@@ -156,7 +156,7 @@ func TestCloudEventsFromSDK(t *testing.T) {
 				parcel, h.correlation, h.trace.TraceID(), parcel, parent.TraceID())
 		}
 	}
-	kafkatest.WaitFor(t, "consumer spans that are children of the sent span", func() bool {
+	kototest.WaitFor(t, "consumer spans that are children of the sent span", func() bool {
 		n := 0
 		for _, s := range spans.Ended() {
 			if s.SpanKind() == trace.SpanKindConsumer && s.Parent().SpanID() == parent.SpanID() && s.Parent().IsRemote() {
@@ -168,7 +168,7 @@ func TestCloudEventsFromSDK(t *testing.T) {
 
 	produceRecord(t, brokers, topic, "p-3", `{"parcelId":"p-3"}`,
 		"ce_specversion", "1.0", "ce_source", "/"+shop, "ce_type", "com.example.shop.parcel-shipped")
-	dead := kafkatest.Receive(t, dlq, "the dead letter of a record without ce_id")
+	dead := kototest.Receive(t, dlq, "the dead letter of a record without ce_id")
 	if reason := dead.Metadata.Get("dead_letter_reason"); !strings.Contains(reason, "missing or empty: id") {
 		t.Errorf("dead letter reason %q, want the missing ce_id named", reason)
 	}
@@ -186,17 +186,17 @@ func TestCloudEventsFromSDK(t *testing.T) {
 // mapping and receives it with the CloudEvents SDK's Kafka receiver: a
 // valid CloudEvent with the expected attributes.
 func TestCloudEventsToSDK(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	shop := kafkatest.ServiceName(t, "shop")
+	brokers := kototest.Brokers(t)
+	shop := kototest.ServiceName(t, "shop")
 	topic := topics.Event(shop, "parcel-shipped")
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, topic)
+	kototest.Provision(t, broker.Config{Brokers: brokers}, topic)
 	tel, _ := recordedTelemetry(t)
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers, Marshaler: cloudEventsMarshaler(t, "/"+shop)})
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers, Marshaler: cloudEventsMarshaler(t, "/"+shop)})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: shop, Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, span := sdktrace.NewTracerProvider().Tracer("test").Start(correlation.WithID(kafkatest.Context(t), "corr-7"), "checkout")
+	ctx, span := sdktrace.NewTracerProvider().Tracer("test").Start(correlation.WithID(kototest.Context(t), "corr-7"), "checkout")
 	defer span.End()
 	if err := events.Publish(ctx, ParcelShipped{ParcelID: "p-7"}); err != nil {
 		t.Fatalf("Publish: %v", err)
@@ -228,7 +228,7 @@ func TestCloudEventsToSDK(t *testing.T) {
 // Kafka receiver in a consumer group of its own.
 func receiveWithSDK(t *testing.T, brokers []string, topic string) binding.Message {
 	t.Helper()
-	group, err := sarama.NewConsumerGroup(brokers, kafkatest.Group(t, "sdk"), sdkSaramaConfig())
+	group, err := sarama.NewConsumerGroup(brokers, kototest.Group(t, "sdk"), sdkSaramaConfig())
 	if err != nil {
 		t.Fatalf("consumer group: %v", err)
 	}
@@ -244,7 +244,7 @@ func receiveWithSDK(t *testing.T, brokers []string, topic string) binding.Messag
 		wg.Wait()
 		_ = group.Close()
 	})
-	msg, err := receiver.Receive(kafkatest.Context(t))
+	msg, err := receiver.Receive(kototest.Context(t))
 	if err != nil {
 		t.Fatalf("SDK receive: %v", err)
 	}
@@ -283,9 +283,9 @@ type PaymentCaptured struct {
 // handled once, by its id, and the row stored for it is the row a .NET
 // Koto consumer stores, message_id = the envelope's Guid.
 func TestWolverineEnvelopeDeduplicatedLikeDotnet(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	store, pool, schema := newPostgresStore(t)
-	payments, ledger := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "ledger")
+	payments, ledger := kototest.ServiceName(t, "payments"), kototest.ServiceName(t, "ledger")
 	topic := topics.Event(payments, "payment-captured")
 	wolverine, err := broker.NewWolverineMarshaler(broker.WolverineConfig{Source: ledger, Types: broker.TypeNames{
 		Names: map[string]string{"payment-captured": "Shop.Contracts.PaymentCaptured"},
@@ -301,15 +301,15 @@ func TestWolverineEnvelopeDeduplicatedLikeDotnet(t *testing.T) {
 		correlation string
 	}
 	handled := make(chan seen, 16)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentCaptured) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentCaptured) error {
 		handled <- seen{*ev, correlation.FromContext(ctx)}
 		return nil
 	}, cqrs.From(payments), cqrs.IdempotencyScope("")))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
 	envelope := func(id, payment string) {
 		body, _ := json.Marshal(PaymentCaptured{PaymentID: payment, Amount: 42.5})
@@ -323,13 +323,13 @@ func TestWolverineEnvelopeDeduplicatedLikeDotnet(t *testing.T) {
 	envelope(first, "pay-1") // redelivered
 	envelope(second, "pay-2")
 	for _, want := range []string{"pay-1", "pay-2"} {
-		got := kafkatest.Receive(t, handled, "envelope "+want)
+		got := kototest.Receive(t, handled, "envelope "+want)
 		if got.ev.PaymentID != want || got.ev.Amount != 42.5 || got.correlation != "corr-"+want {
 			t.Fatalf("handled %+v, want payment %s of 42.5 with correlation corr-%s, once", got, want, want)
 		}
 	}
 
-	kafkatest.WaitFor(t, "the marks of both envelopes", func() bool { return len(processedIDs(t, pool, schema)) == 2 })
+	kototest.WaitFor(t, "the marks of both envelopes", func() bool { return len(processedIDs(t, pool, schema)) == 2 })
 	if got, want := processedIDs(t, pool, schema), []string{first, second}; !slices.Equal(got, want) {
 		t.Errorf("processed_messages.message_id = %v, want the envelope ids %v, as a .NET Koto consumer stores them", got, want)
 	}
@@ -341,7 +341,7 @@ func processedIDs(t *testing.T, pool interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, schema string) []string {
 	t.Helper()
-	rows, err := pool.Query(kafkatest.Context(t), "SELECT message_id::text FROM "+pgx.Identifier{schema, "processed_messages"}.Sanitize()+" ORDER BY 1")
+	rows, err := pool.Query(kototest.Context(t), "SELECT message_id::text FROM "+pgx.Identifier{schema, "processed_messages"}.Sanitize()+" ORDER BY 1")
 	if err != nil {
 		t.Fatalf("read processed_messages: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -37,8 +37,8 @@ func (f *inFlight) leave() { f.now.Add(-1) }
 func TestConcurrentTransactionalConsumersFitThePool(t *testing.T) {
 	const orders = 100
 	e := newDurableEnvWith(t, 12)
-	shop, payments := kafkatest.ServiceName(t, "shop"), kafkatest.ServiceName(t, "payments")
-	charge, ship := kafkatest.Group(t, "charge"), kafkatest.Group(t, "ship")
+	shop, payments := kototest.ServiceName(t, "shop"), kototest.ServiceName(t, "payments")
+	charge, ship := kototest.Group(t, "charge"), kototest.Group(t, "ship")
 	var flight inFlight
 	consumer := func(group, what string) cqrs.Consumer {
 		return cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderSubmitted) error {
@@ -47,17 +47,17 @@ func TestConcurrentTransactionalConsumersFitThePool(t *testing.T) {
 			return e.effect(ctx, what+" "+ev.OrderID)
 		}, cqrs.From(shop), cqrs.ConsumerGroup(group))
 	}
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	if err := e.concurrentService(payments, 5).Register(kafkatest.Context(t), r, consumer(charge, "charge"), consumer(ship, "ship")); err != nil {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	if err := e.concurrentService(payments, 5).Register(kototest.Context(t), r, consumer(charge, "charge"), consumer(ship, "ship")); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
 	events, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: shop})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	for range 2 { // each order's message ID twice: a retrying producer
 		err := e.d.Outbox().Transact(ctx, func(ctx context.Context, _ pgx.Tx) error {
 			for i := range orders {
@@ -72,8 +72,8 @@ func TestConcurrentTransactionalConsumersFitThePool(t *testing.T) {
 		}
 	}
 	topic := topics.Event(shop, "order-submitted")
-	kafkatest.WaitCommitted(t, e.brokers, charge, topic, 2*orders)
-	kafkatest.WaitCommitted(t, e.brokers, ship, topic, 2*orders)
+	kototest.WaitCommitted(t, e.brokers, charge, topic, 2*orders)
+	kototest.WaitCommitted(t, e.brokers, ship, topic, 2*orders)
 
 	for i := range orders {
 		for _, what := range []string{"charge", "ship"} {
@@ -92,14 +92,14 @@ func TestConcurrentTransactionalConsumersFitThePool(t *testing.T) {
 // Service's Close, or a Register that fails, gives its connections back.
 func TestTransactionalConsumersMustFitThePool(t *testing.T) {
 	e := newDurableEnvWith(t, 12)
-	shop := kafkatest.ServiceName(t, "shop")
+	shop := kototest.ServiceName(t, "shop")
 	noop := func(context.Context, *OrderSubmitted) error { return nil }
 	consumer := func(group string) cqrs.Consumer {
-		return cqrs.NewEventConsumer(noop, cqrs.From(shop), cqrs.ConsumerGroup(kafkatest.Group(t, group)))
+		return cqrs.NewEventConsumer(noop, cqrs.From(shop), cqrs.ConsumerGroup(kototest.Group(t, group)))
 	}
-	ctx := kafkatest.Context(t)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	kafkatest.RunRouter(t, r) // which closes the subscribers when the test ends
+	ctx := kototest.Context(t)
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	kototest.RunRouter(t, r) // which closes the subscribers when the test ends
 	refused := func(err error, want string) {
 		t.Helper()
 		if !errors.Is(err, koto.ErrInvalidConfig) || err == nil || !strings.HasPrefix(err.Error(), "invalid configuration: "+want) ||
@@ -108,7 +108,7 @@ func TestTransactionalConsumersMustFitThePool(t *testing.T) {
 		}
 	}
 
-	six := e.concurrentService(kafkatest.ServiceName(t, "six"), 6)
+	six := e.concurrentService(kototest.ServiceName(t, "six"), 6)
 	refused(six.Register(ctx, r, consumer("a"), consumer("b")),
 		"cqrs.ServiceConfig.Broker.Concurrency is 6, so the 2 transactional consumer(s) being registered may hold 12 connections "+
 			"of the DurableOutbox's pool at once; with the 0 of those registered before and 2 to spare, 14, more than the pool's MaxConns (12)")
@@ -119,7 +119,7 @@ func TestTransactionalConsumersMustFitThePool(t *testing.T) {
 		t.Fatalf("one consumer of Concurrency 6 on 12 connections: %v", err)
 	}
 
-	five := e.concurrentService(kafkatest.ServiceName(t, "five"), 5)
+	five := e.concurrentService(kototest.ServiceName(t, "five"), 5)
 	refused(five.Register(ctx, r, consumer("c")),
 		"cqrs.ServiceConfig.Broker.Concurrency is 5, so the 1 transactional consumer(s) being registered may hold 5 connections "+
 			"of the DurableOutbox's pool at once; with the 6 of those registered before and 2 to spare, 13, more than the pool's MaxConns (12)")

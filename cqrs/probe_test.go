@@ -16,7 +16,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -56,10 +56,10 @@ func TestWolverineProbesAreAckedUnhandled(t *testing.T) {
 }
 
 func testProbes(t *testing.T, m probeMapping) {
-	brokers := kafkatest.Brokers(t)
-	shop, shipping := kafkatest.ServiceName(t, "shop"), kafkatest.ServiceName(t, "shipping")
+	brokers := kototest.Brokers(t)
+	shop, shipping := kototest.ServiceName(t, "shop"), kototest.ServiceName(t, "shipping")
 	topic, dlq := topics.Event(shop, "parcel-shipped"), topics.DeadLetter(topics.ConsumerGroup(shipping, "parcel-shipped"))
-	kafkatest.Provision(t, broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, topic, dlq)
+	kototest.Provision(t, broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, topic, dlq)
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -67,7 +67,7 @@ func testProbes(t *testing.T, m probeMapping) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs kafkatest.Buffer
+	var logs kototest.Buffer
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{
 		Name: shipping, Telemetry: tel, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Broker: broker.Config{Brokers: brokers, Marshaler: m.marshaler(t, shipping)},
@@ -92,7 +92,7 @@ func testProbes(t *testing.T, m probeMapping) {
 	}
 	// One partition, one message at a time: the probes were done with
 	// before the second event was handed out.
-	if n := kafkatest.Records(t, brokers, dlq); n != 0 {
+	if n := kototest.Records(t, brokers, dlq); n != 0 {
 		t.Errorf("%d dead letters, want none", n)
 	}
 	if n := consumedWithOutcome(t, reader, "probe"); n != 2 {

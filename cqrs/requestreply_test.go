@@ -20,7 +20,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -59,17 +59,17 @@ type reqReplyEnv struct {
 
 func newReqReplyEnv(t *testing.T) *reqReplyEnv {
 	t.Helper()
-	return newReqReplyEnvOn(t, kafkatest.Brokers(t))
+	return newReqReplyEnvOn(t, kototest.Brokers(t))
 }
 
 // newReqReplyEnvOn is newReqReplyEnv on the given brokers.
 func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 	t.Helper()
-	payments := kafkatest.ServiceName(t, "payments")
+	payments := kototest.ServiceName(t, "payments")
 	e := &reqReplyEnv{
 		brokers:  brokers,
-		pub:      kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}),
-		orders:   kafkatest.ServiceName(t, "orders"),
+		pub:      kototest.NewPublisher(t, broker.Config{Brokers: brokers}),
+		orders:   kototest.ServiceName(t, "orders"),
 		payments: payments,
 		released: make(chan struct{}),
 		stalled:  make(chan string, 16),
@@ -79,8 +79,8 @@ func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 		},
 	}
 	svc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err := svc.Register(kafkatest.Context(t), r,
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err := svc.Register(kototest.Context(t), r,
 		cqrs.NewCommandConsumerWithResult(func(ctx context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 			switch cmd.Fail {
 			case "declined":
@@ -101,7 +101,7 @@ func newReqReplyEnvOn(t *testing.T, brokers []string) *reqReplyEnv {
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	// Registered after runRouter, so it runs before the router closes.
 	t.Cleanup(e.release)
 	return e
@@ -130,7 +130,7 @@ func (e *reqReplyEnv) dispatcher(t *testing.T, timeout time.Duration) *cqrs.Comm
 // dispatchers, and checks that each gets the reply to its own command.
 func requestMany(t *testing.T, n int, dispatchers ...*cqrs.CommandDispatcher) {
 	t.Helper()
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
@@ -164,7 +164,7 @@ func TestRequestReply(t *testing.T) {
 	})
 
 	t.Run("HandlerErrorKeepsMessageAndKind", func(t *testing.T) {
-		ctx := kafkatest.Context(t)
+		ctx := kototest.Context(t)
 		_, err := cqrs.Request[CardCharged](ctx, d1, ChargeCardCommand{ID: "c-declined", Fail: "declined"})
 		if !errors.Is(err, ErrCardDeclined) {
 			t.Fatalf("err = %v, want one that matches ErrCardDeclined", err)
@@ -187,7 +187,7 @@ func TestRequestReply(t *testing.T) {
 	})
 
 	t.Run("CorrelationReachesTheHandler", func(t *testing.T) {
-		ctx := correlation.WithID(kafkatest.Context(t), "corr-request")
+		ctx := correlation.WithID(kototest.Context(t), "corr-request")
 		got, err := cqrs.Request[CardCharged](ctx, d2, ChargeCardCommand{ID: "c-corr"})
 		if err != nil || got.Correlation != "corr-request" {
 			t.Fatalf("Request = %+v, %v; want the handler to see corr-request", got, err)
@@ -196,12 +196,12 @@ func TestRequestReply(t *testing.T) {
 
 	t.Run("PanicIsRepliedAndDeadLettered", func(t *testing.T) {
 		dlq := deadLetters(t, e.brokers, topics.DeadLetter(topics.ConsumerGroup(e.payments, "charge-card")))
-		_, err := cqrs.Request[CardCharged](kafkatest.Context(t), d1, ChargeCardCommand{ID: "c-panic", Fail: "panic"})
+		_, err := cqrs.Request[CardCharged](kototest.Context(t), d1, ChargeCardCommand{ID: "c-panic", Fail: "panic"})
 		var he *cqrs.HandlerError
 		if !errors.As(err, &he) || he.Kind != cqrs.KindInternal || !strings.Contains(he.Message, "card reader on fire") {
 			t.Fatalf("err = %v, want a %s HandlerError with the panic value", err, cqrs.KindInternal)
 		}
-		dead := kafkatest.Receive(t, dlq, "the dead-lettered command")
+		dead := kototest.Receive(t, dlq, "the dead-lettered command")
 		if !strings.Contains(string(dead.Payload), "c-panic") {
 			t.Errorf("dead letter %s, want the panicking command", dead.Payload)
 		}
@@ -213,7 +213,7 @@ func TestRequestReply(t *testing.T) {
 		// Fire-and-forget consumers answer requests too; struct{} waits
 		// for the outcome only. The released stall handler answers at once.
 		e.release()
-		if _, err := cqrs.Request[struct{}](kafkatest.Context(t), d1, StallCommand{ID: "s-released"}); err != nil {
+		if _, err := cqrs.Request[struct{}](kototest.Context(t), d1, StallCommand{ID: "s-released"}); err != nil {
 			t.Fatalf("Request: %v", err)
 		}
 	})
@@ -229,7 +229,7 @@ func TestRequestTimeout(t *testing.T) {
 	if !errors.Is(err, cqrs.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrTimeout and context.DeadlineExceeded", err)
 	}
-	if got := kafkatest.Receive(t, e.stalled, "the stalled handler"); got != "s-1" {
+	if got := kototest.Receive(t, e.stalled, "the stalled handler"); got != "s-1" {
 		t.Fatalf("stalled %q, want s-1", got)
 	}
 
@@ -237,7 +237,7 @@ func TestRequestTimeout(t *testing.T) {
 	// shorter. The stalled handler holds its partition, so this request may
 	// or may not reach a handler; either way it times out.
 	long := e.dispatcher(t, time.Hour)
-	dctx, cancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
+	dctx, cancel := context.WithTimeout(kototest.Context(t), 200*time.Millisecond)
 	defer cancel()
 	_, err = cqrs.Request[struct{}](dctx, long, StallCommand{ID: "s-2"})
 	if !errors.Is(err, cqrs.ErrTimeout) {
@@ -245,7 +245,7 @@ func TestRequestTimeout(t *testing.T) {
 	}
 
 	// A cancelled context is not a timeout.
-	cctx, cancelNow := context.WithCancel(kafkatest.Context(t))
+	cctx, cancelNow := context.WithCancel(kototest.Context(t))
 	cancelNow()
 	_, err = cqrs.Request[struct{}](cctx, d, StallCommand{ID: "s-3"})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, cqrs.ErrTimeout) {
@@ -256,7 +256,7 @@ func TestRequestTimeout(t *testing.T) {
 	// dropped. Watch the reply topic to know that they were sent.
 	late := watchReplies(t, e.brokers, cqrs.ReplyTopic(e.orders), "late-reply")
 	e.release()
-	kafkatest.Receive(t, late, "the late reply on the reply topic")
+	kototest.Receive(t, late, "the late reply on the reply topic")
 
 	// Later requests get their own replies. (Not through d: its 300 ms
 	// Timeout bounds every request, and a loaded machine may need more.)
@@ -268,7 +268,7 @@ func TestRequestTimeout(t *testing.T) {
 func watchReplies(t *testing.T, brokers []string, topic, corrID string) <-chan struct{} {
 	t.Helper()
 	found := make(chan struct{}, 8)
-	kafkatest.Watch(t, brokers, topic, func(msg *message.Message) {
+	kototest.Watch(t, brokers, topic, func(msg *message.Message) {
 		if correlation.FromMessage(msg) == corrID {
 			select {
 			case found <- struct{}{}:
@@ -282,10 +282,10 @@ func watchReplies(t *testing.T, brokers []string, topic, corrID string) <-chan s
 // TestDispatcherLifecycle checks the errors of Request and Start before
 // Start, after Start and after Close.
 func TestDispatcherLifecycle(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	d, err := cqrs.NewCommandDispatcher(pub, cqrs.CommandDispatcherConfig{
-		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kototest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
 		Broker: broker.Config{Brokers: brokers},
 	})
@@ -298,10 +298,10 @@ func TestDispatcherLifecycle(t *testing.T) {
 	if err := d.Err(); !errors.Is(err, cqrs.ErrNotStarted) {
 		t.Errorf("Err before Start: %v, want ErrNotStarted", err)
 	}
-	if err := d.Start(kafkatest.Context(t)); err != nil {
+	if err := d.Start(kototest.Context(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if err := d.Start(kafkatest.Context(t)); err == nil || err.Error() != "cqrs: command dispatcher already started" {
+	if err := d.Start(kototest.Context(t)); err == nil || err.Error() != "cqrs: command dispatcher already started" {
 		t.Errorf("second Start: %v, want already started", err)
 	}
 	if err := d.Err(); err != nil {
@@ -338,21 +338,21 @@ func TestDispatcherLifecycle(t *testing.T) {
 // its own, without running the handler again, and when the message's
 // context ends first the command is nacked as an outage.
 func TestReplyPublishFailure(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	payments := kafkatest.ServiceName(t, "payments")
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
-	flaky := &kafkatest.FlakyPublisher{Publisher: pub}
+	brokers := kototest.Brokers(t)
+	payments := kototest.ServiceName(t, "payments")
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
+	flaky := &kototest.FlakyPublisher{Publisher: pub}
 	var nacked <-chan error
 	c, r := chargeService(t, brokers, cqrs.ServiceConfig{Name: payments, Publisher: flaky, AutoProvisionTopics: true},
 		func(r *message.Router) { nacked = nackedErrors(r) })
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
-		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kototest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 	})
 
 	// Two failed publishes, then the reply goes out.
 	flaky.FailFor(2)
-	got, err := cqrs.Request[CardCharged](kafkatest.Context(t), d, ChargeCardCommand{ID: "c-flaky"})
+	got, err := cqrs.Request[CardCharged](kototest.Context(t), d, ChargeCardCommand{ID: "c-flaky"})
 	if err != nil || got.ID != "c-flaky" {
 		t.Fatalf("Request = %+v, %v; want the reply to c-flaky", got, err)
 	}
@@ -364,12 +364,12 @@ func TestReplyPublishFailure(t *testing.T) {
 	// at once, and the handler is not run again.
 	dlq := deadLetters(t, brokers, topics.DeadLetter(topics.ConsumerGroup(payments, "charge-card")))
 	flaky.FailWith(1, sarama.ErrMessageSizeTooLarge)
-	bigCtx, bigCancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
+	bigCtx, bigCancel := context.WithTimeout(kototest.Context(t), 200*time.Millisecond)
 	defer bigCancel()
 	if _, err := cqrs.Request[CardCharged](bigCtx, d, ChargeCardCommand{ID: "c-big"}); !errors.Is(err, cqrs.ErrTimeout) {
 		t.Fatalf("Request whose reply is refused: %v, want ErrTimeout", err)
 	}
-	if dead := kafkatest.Receive(t, dlq, "the command whose reply was refused"); !strings.Contains(string(dead.Payload), "c-big") {
+	if dead := kototest.Receive(t, dlq, "the command whose reply was refused"); !strings.Contains(string(dead.Payload), "c-big") {
 		t.Errorf("dead letter %s, want c-big", dead.Payload)
 	}
 	if n := c.Get("c-big"); n != 1 {
@@ -378,14 +378,14 @@ func TestReplyPublishFailure(t *testing.T) {
 
 	// The reply cannot go out; the router closes while it is retried.
 	flaky.FailFor(1 << 30)
-	ctx, cancel := context.WithTimeout(kafkatest.Context(t), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(kototest.Context(t), 200*time.Millisecond)
 	defer cancel()
 	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "c-down"}); !errors.Is(err, cqrs.ErrTimeout) {
 		t.Fatalf("Request with the reply publisher down: %v, want ErrTimeout", err)
 	}
-	for kafkatest.Receive(t, c.handled, "the handler") != "c-down" {
+	for kototest.Receive(t, c.handled, "the handler") != "c-down" {
 	}
-	for wait := kafkatest.Context(t); flaky.Failed() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
+	for wait := kototest.Context(t); flaky.Failed() < 2; time.Sleep(time.Millisecond) { // until the reply is being retried
 		if wait.Err() != nil {
 			t.Fatal("the reply publish was not retried")
 		}
@@ -393,8 +393,8 @@ func TestReplyPublishFailure(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err = kafkatest.Receive(t, nacked, "the error of the unanswered command")
-	if !errors.Is(err, kafkatest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
+	err = kototest.Receive(t, nacked, "the error of the unanswered command")
+	if !errors.Is(err, kototest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
 		t.Errorf("chain error %v (%s), want an outage wrapping the publish error", err, koto.ClassOf(err))
 	}
 	if n := c.Get("c-down"); n != 1 {
@@ -408,19 +408,19 @@ func TestReplyPublishFailure(t *testing.T) {
 func chargeService(t *testing.T, brokers []string, cfg cqrs.ServiceConfig, more func(*message.Router)) (*counter, *message.Router) {
 	t.Helper()
 	svc := newService(t, brokers, cfg)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
 	if more != nil {
 		more(r)
 	}
 	c := newCounter()
-	err := svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+	err := svc.Register(kototest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		c.add(cmd.ID)
 		return CardCharged{ID: cmd.ID}, nil
 	}))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	return c, r
 }
 
@@ -433,17 +433,17 @@ type Unencodable struct {
 // wrap the publisher's error, so an unreachable broker is an outage, while
 // a message the broker refuses for good, or an encoding failure, is not.
 func TestPublishFailuresAreClassified(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	flaky := &kafkatest.FlakyPublisher{Publisher: kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})}
+	brokers := kototest.Brokers(t)
+	flaky := &kototest.FlakyPublisher{Publisher: kototest.NewPublisher(t, broker.Config{Brokers: brokers})}
 	events, err := cqrs.NewEventPublisher(flaky, cqrs.EventPublisherConfig{Service: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := newDispatcher(t, flaky, brokers, cqrs.CommandDispatcherConfig{
-		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kototest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 		Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand]("payments.charge-card")},
 	})
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	calls := map[string]func() error{
 		"Publish": func() error { return events.Publish(ctx, OrderPlacedEvent{OrderID: "o-1"}) },
 		"Send":    func() error { return d.Send(ctx, ChargeCardCommand{ID: "c-1"}) },
@@ -452,7 +452,7 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 	for name, call := range calls {
 		flaky.FailFor(1)
 		err := call()
-		if !errors.Is(err, kafkatest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
+		if !errors.Is(err, kototest.ErrPublishDown) || koto.ClassOf(err) != koto.ClassOutage {
 			t.Errorf("%s with the broker down: %v (%s), want an outage wrapping the publisher's error", name, err, koto.ClassOf(err))
 		}
 	}
@@ -470,16 +470,16 @@ func TestPublishFailuresAreClassified(t *testing.T) {
 // TestNilMessagesAreRefused: a nil command or event fails the call with an
 // error that says so, and nothing is sent.
 func TestNilMessagesAreRefused(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	d := newDispatcher(t, pub, brokers, cqrs.CommandDispatcherConfig{
-		Service: kafkatest.ServiceName(t, "orders"), AutoProvisionTopics: true,
+		Service: kototest.ServiceName(t, "orders"), AutoProvisionTopics: true,
 	})
 	events, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	calls := map[string]error{
 		"Send":    d.Send(ctx, nil),
 		"Publish": events.Publish(ctx, nil),
@@ -508,7 +508,7 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 		t.Errorf("ErrNotStarted is %v, want %v", class, koto.ClassOutage)
 	}
 
-	shop := kafkatest.ServiceName(t, "shop")
+	shop := kototest.ServiceName(t, "shop")
 	events, err := cqrs.NewEventPublisher(e.pub, cqrs.EventPublisherConfig{Service: shop})
 	if err != nil {
 		t.Fatal(err)
@@ -518,8 +518,8 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 	var failures int
 	const maxAttempts = 3 // what a retryable error gets
 	svc := newService(t, e.brokers, cqrs.ServiceConfig{Name: e.orders, AutoProvisionTopics: true, DeadLetter: middleware.DeadLetterConfig{MaxAttempts: maxAttempts}})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 		got, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: ev.OrderID})
 		if err != nil {
 			if failures++; failures == maxAttempts+1 {
@@ -533,15 +533,15 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.RunRouter(t, r)
-	if err := events.Publish(kafkatest.Context(t), OrderPlacedEvent{OrderID: "o-early"}); err != nil {
+	kototest.RunRouter(t, r)
+	if err := events.Publish(kototest.Context(t), OrderPlacedEvent{OrderID: "o-early"}); err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.Receive(t, failedPastRetries, "more failures of the unstarted dispatcher than a retryable error gets")
-	if err := d.Start(kafkatest.Context(t)); err != nil {
+	kototest.Receive(t, failedPastRetries, "more failures of the unstarted dispatcher than a retryable error gets")
+	if err := d.Start(kototest.Context(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if got := kafkatest.Receive(t, charged, "the reply once started"); got != "o-early" {
+	if got := kototest.Receive(t, charged, "the reply once started"); got != "o-early" {
 		t.Errorf("charged %q, want o-early", got)
 	}
 }
@@ -550,9 +550,9 @@ func TestRequestBeforeStartIsRetried(t *testing.T) {
 // handler's own kind is logged at info with its kind; a plain error, which
 // the requester gets as internal, at warn.
 func TestHandlerErrorLogLevel(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	payments, orders := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "orders")
-	var logs kafkatest.Buffer
+	brokers := kototest.Brokers(t)
+	payments, orders := kototest.ServiceName(t, "payments"), kototest.ServiceName(t, "orders")
+	var logs kototest.Buffer
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{
 		Name: payments, Broker: broker.Config{Brokers: brokers}, AutoProvisionTopics: true,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
@@ -561,8 +561,8 @@ func TestHandlerErrorLogLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAtEnd(t, svc)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = svc.Register(kafkatest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = svc.Register(kototest.Context(t), r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		if cmd.Fail == "declined" {
 			return CardCharged{}, fmt.Errorf("card of %s: %w", cmd.ID, ErrCardDeclined)
 		}
@@ -571,11 +571,11 @@ func TestHandlerErrorLogLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.RunRouter(t, r)
-	d := newDispatcher(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
+	kototest.RunRouter(t, r)
+	d := newDispatcher(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), brokers, cqrs.CommandDispatcherConfig{
 		Service: orders, AutoProvisionTopics: true, Routes: []cqrs.Route{cqrs.RouteOf[ChargeCardCommand](topics.Command(payments, "charge-card"))},
 	})
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if _, err := cqrs.Request[CardCharged](ctx, d, ChargeCardCommand{ID: "declined", Fail: "declined"}); !errors.Is(err, ErrCardDeclined) {
 		t.Fatalf("declined: %v, want ErrCardDeclined", err)
 	}
@@ -584,7 +584,7 @@ func TestHandlerErrorLogLevel(t *testing.T) {
 	}
 
 	lines := map[string]string{} // error → level and kind of its "command handled" line
-	kafkatest.WaitFor(t, "both commands logged", func() bool {
+	kototest.WaitFor(t, "both commands logged", func() bool {
 		for line := range strings.Lines(logs.String()) {
 			var l struct {
 				Level, Msg, Error string

@@ -16,7 +16,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -52,13 +52,13 @@ type arrival struct {
 // that is; cancelling the consumed one says outbox.ErrSent.
 func TestScheduledEventsAndCommands(t *testing.T) {
 	e := newDurableEnv(t)
-	orders, carts := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "carts")
+	orders, carts := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "carts")
 	events, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := e.d.CommandDispatcher(cqrs.CommandDispatcherConfig{
-		Service: orders, Logger: kafkatest.Logger(slog.LevelError),
+		Service: orders, Logger: kototest.Logger(slog.LevelError),
 		Routes: []cqrs.Route{cqrs.RouteOf[ExpireCart](topics.Command(carts, "expire-cart"))},
 	})
 	if err != nil {
@@ -67,8 +67,8 @@ func TestScheduledEventsAndCommands(t *testing.T) {
 	t.Cleanup(func() { _ = d.Close() })
 
 	arrived := make(chan arrival, 8)
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	ctx := kafkatest.Context(t)
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	ctx := kototest.Context(t)
 	err = e.service(orders).Register(ctx, r, cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentTimedOut) error {
 		arrived <- arrival{id: ev.OrderID, late: time.Since(ev.Due), correlation: correlation.FromContext(ctx)}
 		return nil
@@ -84,7 +84,7 @@ func TestScheduledEventsAndCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 
 	now := time.Now()
 	timeout := func(id string, after time.Duration) PaymentTimedOut {
@@ -119,18 +119,18 @@ func TestScheduledEventsAndCommands(t *testing.T) {
 	switch {
 	case errors.Is(err, outbox.ErrSent): // a machine slower than 300 ms
 		t.Log("the cancel came after the send")
-		if a := kafkatest.Receive(t, arrived, "a PaymentTimedOut"); a.id != "cancelled" {
+		if a := kototest.Receive(t, arrived, "a PaymentTimedOut"); a.id != "cancelled" {
 			t.Errorf("first PaymentTimedOut: %s, want the one whose Cancel came too late", a.id)
 		}
 	case err != nil:
 		t.Fatalf("Cancel: %v", err)
 	}
 
-	a := kafkatest.Receive(t, arrived, "a PaymentTimedOut")
+	a := kototest.Receive(t, arrived, "a PaymentTimedOut")
 	if a.id != "kept" || a.late < 0 || a.correlation != "checkout" {
 		t.Errorf("first PaymentTimedOut: %s, %v late, correlation %q; want kept, not early, checkout", a.id, a.late, a.correlation)
 	}
-	kafkatest.WaitFor(t, "the command", func() bool { _, ok := expired.Load("c-1"); return ok })
+	kototest.WaitFor(t, "the command", func() bool { _, ok := expired.Load("c-1"); return ok })
 	if c, _ := expired.Load("c-1"); c != "checkout" {
 		t.Errorf("ExpireCart with correlation %q, want checkout", c)
 	}
@@ -145,7 +145,7 @@ func TestScheduledEventsAndCommands(t *testing.T) {
 // that does not write into an outbox cannot schedule.
 func TestScheduleRefused(t *testing.T) {
 	e := newDurableEnv(t)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	events, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: "orders"})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestScheduleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+	direct := kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	plain, err := cqrs.NewEventPublisher(direct, cqrs.EventPublisherConfig{Service: "orders"})
 	if err != nil {
 		t.Fatal(err)
@@ -194,13 +194,13 @@ func (e ChargeRequested) PartitionKey() string { return e.OrderID }
 // both run later, in order, once each.
 func TestServiceParksFailingMessages(t *testing.T) {
 	e := newDurableEnv(t)
-	orders := kafkatest.ServiceName(t, "orders")
+	orders := kototest.ServiceName(t, "orders")
 	events, err := e.d.EventPublisher(cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc, err := e.d.Service(cqrs.ServiceConfig{
-		Name: orders, AutoProvisionTopics: true, Logger: kafkatest.Logger(slog.LevelError),
+		Name: orders, AutoProvisionTopics: true, Logger: kototest.Logger(slog.LevelError),
 		Broker: broker.Config{Brokers: e.brokers},
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1, Backoff: koto.Backoff{InitialInterval: time.Millisecond},
 			Parking: middleware.ParkingConfig{Delays: []time.Duration{100 * time.Millisecond}}},
@@ -210,8 +210,8 @@ func TestServiceParksFailingMessages(t *testing.T) {
 	}
 	closeAtEnd(t, svc)
 	var calls atomic.Int64
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	ctx := kafkatest.Context(t)
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	ctx := kototest.Context(t)
 	err = svc.Register(ctx, r, cqrs.NewEventConsumer(func(ctx context.Context, ev *ChargeRequested) error {
 		if calls.Add(1) == 1 {
 			return errors.New("flaky dependency")
@@ -221,14 +221,14 @@ func TestServiceParksFailingMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	err = e.d.Outbox().Transact(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		return errors.Join(events.Publish(ctx, ChargeRequested{OrderID: "o-1", Seq: 1}), events.Publish(ctx, ChargeRequested{OrderID: "o-1", Seq: 2}))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.WaitFor(t, "both effects", func() bool { return e.effects("captured o-1/1")+e.effects("captured o-1/2") == 2 })
+	kototest.WaitFor(t, "both effects", func() bool { return e.effects("captured o-1/1")+e.effects("captured o-1/2") == 2 })
 	var order []string
 	rows, _ := e.pool.Query(ctx, "SELECT what FROM "+e.schema+".effects WHERE what LIKE 'captured%' ORDER BY id")
 	for rows.Next() {
@@ -240,7 +240,7 @@ func TestServiceParksFailingMessages(t *testing.T) {
 	if fmt.Sprint(order) != "[captured o-1/1 captured o-1/2]" {
 		t.Errorf("effects %v, want o-1/1 then o-1/2", order)
 	}
-	kafkatest.WaitFor(t, "nothing parked", func() bool {
+	kototest.WaitFor(t, "nothing parked", func() bool {
 		st, err := e.d.Parking().Status(ctx)
 		return err == nil && len(st) == 0
 	})

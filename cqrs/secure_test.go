@@ -10,7 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -21,18 +21,18 @@ import (
 // broker.ErrAuthenticationFailed, from provisioning and from the reply
 // reader alike.
 func TestRequestReplyOnSecuredBroker(t *testing.T) {
-	ctx := kafkatest.Context(t)
-	_, secure := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
-	payments, orders := kafkatest.ServiceName(t, "payments"), kafkatest.ServiceName(t, "orders")
+	ctx := kototest.Context(t)
+	_, secure := kototest.SecureBroker(t, sarama.SASLTypeSCRAMSHA512)
+	payments, orders := kototest.ServiceName(t, "payments"), kototest.ServiceName(t, "orders")
 	svc := newService(t, secure.Brokers, cqrs.ServiceConfig{Name: payments, Broker: secure, AutoProvisionTopics: true})
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
 	err := svc.Register(ctx, r, cqrs.NewCommandConsumerWithResult(func(_ context.Context, cmd *ChargeCardCommand) (CardCharged, error) {
 		return CardCharged{ID: cmd.ID}, nil
 	}))
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	pub, err := broker.NewPublisher(secure)
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)

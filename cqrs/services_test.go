@@ -15,7 +15,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -60,14 +60,14 @@ func observe(ctx context.Context, orderID string) seen {
 // consumes that. The correlation ID of the first publish is on every
 // message and in every handler's context.
 func TestTwoServices(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
+	brokers := kototest.Brokers(t)
+	orders, payments := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "payments")
 
-	ordersEvents, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
+	ordersEvents, err := cqrs.NewEventPublisher(kototest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
-	paymentsEvents, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: payments})
+	paymentsEvents, err := cqrs.NewEventPublisher(kototest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: payments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func TestTwoServices(t *testing.T) {
 	atOrders := make(chan seen, 1)
 
 	paymentsSvc := newService(t, brokers, cqrs.ServiceConfig{Name: payments, AutoProvisionTopics: true})
-	paymentsRouter := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = paymentsSvc.Register(kafkatest.Context(t), paymentsRouter,
+	paymentsRouter := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = paymentsSvc.Register(kototest.Context(t), paymentsRouter,
 		cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlacedEvent) error {
 			atPayments <- observe(ctx, ev.OrderID)
 			return paymentsEvents.Publish(ctx, PaymentProcessed{OrderID: ev.OrderID})
@@ -88,8 +88,8 @@ func TestTwoServices(t *testing.T) {
 	}
 
 	ordersSvc := newService(t, brokers, cqrs.ServiceConfig{Name: orders, AutoProvisionTopics: true})
-	ordersRouter := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	err = ordersSvc.Register(kafkatest.Context(t), ordersRouter,
+	ordersRouter := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	err = ordersSvc.Register(kototest.Context(t), ordersRouter,
 		cqrs.NewEventConsumer(func(ctx context.Context, ev *PaymentProcessed) error {
 			atOrders <- observe(ctx, ev.OrderID)
 			return nil
@@ -98,17 +98,17 @@ func TestTwoServices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register orders: %v", err)
 	}
-	kafkatest.RunRouter(t, paymentsRouter)
-	kafkatest.RunRouter(t, ordersRouter)
+	kototest.RunRouter(t, paymentsRouter)
+	kototest.RunRouter(t, ordersRouter)
 
 	const corrID = "corr-two-services"
-	ctx := correlation.WithID(kafkatest.Context(t), corrID)
+	ctx := correlation.WithID(kototest.Context(t), corrID)
 	if err := ordersEvents.Publish(ctx, OrderPlacedEvent{OrderID: "o-1", Amount: 42}); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 
-	p := kafkatest.Receive(t, atPayments, "OrderPlaced at payments")
-	o := kafkatest.Receive(t, atOrders, "PaymentProcessed at orders")
+	p := kototest.Receive(t, atPayments, "OrderPlaced at payments")
+	o := kototest.Receive(t, atOrders, "PaymentProcessed at orders")
 
 	checks := []struct{ name, got, want string }{
 		{"payments topic", p.topic, topics.Event(orders, "order-placed")},
@@ -146,34 +146,34 @@ func TestTwoServices(t *testing.T) {
 // TestRegisterOnRunningRouter registers a consumer on a router that
 // already runs: it starts and handles an event. A closed router is refused.
 func TestRegisterOnRunningRouter(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	orders := kafkatest.ServiceName(t, "orders")
-	events, err := cqrs.NewEventPublisher(kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
+	brokers := kototest.Brokers(t)
+	orders := kototest.ServiceName(t, "orders")
+	events, err := cqrs.NewEventPublisher(kototest.NewPublisher(t, broker.Config{Brokers: brokers}), cqrs.EventPublisherConfig{Service: orders})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kafkatest.ServiceName(t, "payments"), AutoProvisionTopics: true})
-	router := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelError))
-	stop := kafkatest.RunRouter(t, router)
+	svc := newService(t, brokers, cqrs.ServiceConfig{Name: kototest.ServiceName(t, "payments"), AutoProvisionTopics: true})
+	router := kototest.NewRouter(t, kototest.Logger(slog.LevelError))
+	stop := kototest.RunRouter(t, router)
 
 	handled := make(chan string, 1)
 	consumer := cqrs.NewEventConsumer(func(_ context.Context, ev *OrderPlacedEvent) error {
 		handled <- ev.OrderID
 		return nil
 	}, cqrs.From(orders))
-	if err := svc.Register(kafkatest.Context(t), router, consumer); err != nil {
+	if err := svc.Register(kototest.Context(t), router, consumer); err != nil {
 		t.Fatalf("Register on a running router: %v", err)
 	}
-	if err := events.Publish(kafkatest.Context(t), OrderPlacedEvent{OrderID: "o-1"}); err != nil {
+	if err := events.Publish(kototest.Context(t), OrderPlacedEvent{OrderID: "o-1"}); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	if got := kafkatest.Receive(t, handled, "the event at the consumer registered late"); got != "o-1" {
+	if got := kototest.Receive(t, handled, "the event at the consumer registered late"); got != "o-1" {
 		t.Errorf("handled order %q, want o-1", got)
 	}
 
 	stop()
 	late := cqrs.NewEventConsumer(func(context.Context, *PaymentProcessed) error { return nil }, cqrs.From(orders))
-	if err := svc.Register(kafkatest.Context(t), router, late); !errors.Is(err, koto.ErrInvalidConfig) {
+	if err := svc.Register(kototest.Context(t), router, late); !errors.Is(err, koto.ErrInvalidConfig) {
 		t.Errorf("Register on a closed router: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -16,7 +16,7 @@ const handlerStackFrame = 12 << 10
 // grows a stack by doubling it, copying it and adjusting every frame, once
 // per doubling and dearer as the stack deepens. Asking for the room once,
 // while the stack is still shallow, replaces those copies with one. In the
-// request/reply benchmark (internal/benchmarks) it takes ~20 µs off the
+// request/reply benchmark (cmd/koto-bench reqreply) it takes ~20 µs off the
 // ~60 µs between watermill-kafka's hand-off of a command and the publish of
 // its reply, and ~20 µs off the round trip (~580 µs, raw hop ~260 µs),
 // measured with the middleware on and off in randomly ordered rounds of one

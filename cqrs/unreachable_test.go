@@ -9,22 +9,22 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestNoKafka: with no broker listening, what connects reports the refused
 // connection.
 func TestNoKafka(t *testing.T) {
-	cfg := broker.Config{Brokers: []string{kafkatest.ClosedAddr(t)}}
-	ctx := kafkatest.Context(t)
+	cfg := broker.Config{Brokers: []string{kototest.ClosedAddr(t)}}
+	ctx := kototest.Context(t)
 
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: "billing", Broker: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close(ctx)
-	router := kafkatest.NewRouter(t, nil)
-	kafkatest.WantRefused(t, "Service.Register", svc.Register(ctx, router, cqrs.NewEventConsumer(func(context.Context, *StockReserved) error { return nil }, cqrs.From("inventory"))))
+	router := kototest.NewRouter(t, nil)
+	kototest.WantRefused(t, "Service.Register", svc.Register(ctx, router, cqrs.NewEventConsumer(func(context.Context, *StockReserved) error { return nil }, cqrs.From("inventory"))))
 
 	pub := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	defer pub.Close()
@@ -33,5 +33,5 @@ func TestNoKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	kafkatest.WantRefused(t, "CommandDispatcher.Start", d.Start(ctx))
+	kototest.WantRefused(t, "CommandDispatcher.Start", d.Start(ctx))
 }

@@ -11,14 +11,14 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // coordinatorEnv is an env on a broker of its own, whose faults reach no
 // other test, with three dead letters of e.group.
 func coordinatorEnv(t *testing.T) (*env, *embedded.Broker, *deadletter.Queue) {
 	t.Helper()
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
 	e.run(t, &consumer{bug: errBug}, e.group)
 	e.publish(t, "order-placed", "a", "b", "c")
@@ -37,7 +37,7 @@ func TestReplayWaitsForAMovingCoordinator(t *testing.T) {
 	defer fetch.Remove()
 	defer commit.Remove()
 
-	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err != nil || res.Sent != 3 {
 		t.Fatalf("Replay = %+v, %v; want 3 sent", res, err)
 	}
@@ -71,7 +71,7 @@ func TestReplayFailsOnACoordinatorFault(t *testing.T) {
 			f := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{tc.key}, Group: q.ReplayGroup(), Err: tc.fault, Count: -1})
 			defer f.Remove()
 
-			_, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+			_, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 			if !errors.Is(err, tc.want) || f.Hits() != tc.hits {
 				t.Fatalf("Replay = %v after %d faulted requests, want %v after %d", err, f.Hits(), tc.want, tc.hits)
 			}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestDiscardIsSkippedByReplays dead-letters four messages, discards two
@@ -23,7 +23,7 @@ func TestDiscardIsSkippedByReplays(t *testing.T) {
 	junk, kept := uuids[:2], uuids[2:]
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 4)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 
 	res, err := q.Discard(ctx, deadletter.Filter{UUIDs: junk}, deadletter.ReplayOptions{DryRun: true})
 	if err != nil || res.Discarded != 2 || res.Sent != 0 {
@@ -49,7 +49,7 @@ func TestDiscardIsSkippedByReplays(t *testing.T) {
 	if err != nil || res.Sent != 2 || res.AlreadyDiscarded != 2 || res.AlreadyReplayed != 0 {
 		t.Fatalf("Replay = %+v, %v; want 2 sent and 2 already discarded", res, err)
 	}
-	kafkatest.WaitFor(t, "the replayed dead letters handled", func() bool {
+	kototest.WaitFor(t, "the replayed dead letters handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 2
 	})
@@ -60,11 +60,11 @@ func TestDiscardIsSkippedByReplays(t *testing.T) {
 	if res, err = q.Discard(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Discarded != 0 || res.AlreadyReplayed != 2 || res.AlreadyDiscarded != 2 {
 		t.Fatalf("Discard of everything after the replay = %+v, %v; want nothing more", res, err)
 	}
-	if n := kafkatest.Records(t, e.brokers, e.dlq); n != 4 {
+	if n := kototest.Records(t, e.brokers, e.dlq); n != 4 {
 		t.Errorf("%s holds %d records, want the 4 dead letters still", e.dlq, n)
 	}
 	withDiscards := 0
-	for p, o := range kafkatest.CommittedOffsets(t, e.brokers, q.ReplayGroup(), e.dlq) {
+	for p, o := range kototest.CommittedOffsets(t, e.brokers, q.ReplayGroup(), e.dlq) {
 		switch {
 		case strings.HasPrefix(o.Metadata, "dlq2:"):
 			withDiscards++
@@ -81,7 +81,7 @@ func TestDiscardIsSkippedByReplays(t *testing.T) {
 // which replayed, by UUID, and shows the first discarded one.
 func checkStates(t *testing.T, q *deadletter.Queue, discarded, replayed []string) {
 	t.Helper()
-	ls, err := q.List(kafkatest.Context(t), deadletter.Filter{})
+	ls, err := q.List(kototest.Context(t), deadletter.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func checkStates(t *testing.T, q *deadletter.Queue, discarded, replayed []string
 			t.Errorf("dead letter %s: discarded %v replayed %v; want discarded %v replayed %v", l.UUID, l.Discarded, l.Replayed, discarded, replayed)
 		}
 		if len(discarded) > 0 && l.UUID == discarded[0] {
-			shown, err := q.Show(kafkatest.Context(t), l.Partition, l.Offset)
+			shown, err := q.Show(kototest.Context(t), l.Partition, l.Offset)
 			if err != nil || !shown.Discarded || shown.Replayed {
 				t.Errorf("Show of discarded %s: %+v, %v", l.UUID, shown, err)
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -34,15 +34,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvOn(t, kafkatest.Brokers(t))
+	return newEnvOn(t, kototest.Brokers(t))
 }
 
 func newEnvOn(t *testing.T, brokers []string) *env {
 	t.Helper()
-	e := &env{brokers: brokers, topic: kafkatest.Topic(t, "orders"), group: kafkatest.Group(t, "payments")}
+	e := &env{brokers: brokers, topic: kototest.Topic(t, "orders"), group: kototest.Group(t, "payments")}
 	e.dlq = topics.DeadLetter(e.group)
-	kafkatest.Provision(t, e.brokerConfig(), e.topic, e.dlq)
-	e.pub = kafkatest.NewPublisher(t, e.brokerConfig())
+	kototest.Provision(t, e.brokerConfig(), e.topic, e.dlq)
+	e.pub = kototest.NewPublisher(t, e.brokerConfig())
 	return e
 }
 
@@ -139,15 +139,15 @@ func (e *env) run(t *testing.T, c *consumer, group string, extra ...message.Hand
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { // after the router's stop, registered below
-		if err := chain.Close(kafkatest.Context(t)); err != nil {
+		if err := chain.Close(kototest.Context(t)); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
-	router := kafkatest.NewRouter(t, nil)
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
+	router := kototest.NewRouter(t, nil)
 	h := router.AddConsumerHandler(group, e.topic, sub, c.handle)
 	h.AddMiddleware(append(extra, chain.Middlewares()...)...)
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 }
 
 // waitForDeadLetters polls the queue until it lists n dead letters and
@@ -155,9 +155,9 @@ func (e *env) run(t *testing.T, c *consumer, group string, extra ...message.Hand
 func waitForDeadLetters(t *testing.T, q *deadletter.Queue, n int) []*deadletter.Letter {
 	t.Helper()
 	var got []*deadletter.Letter
-	kafkatest.WaitFor(t, "dead letters", func() bool {
+	kototest.WaitFor(t, "dead letters", func() bool {
 		var err error
-		got, err = q.List(kafkatest.Context(t), deadletter.Filter{})
+		got, err = q.List(kototest.Context(t), deadletter.Filter{})
 		if err != nil {
 			t.Fatalf("List: %v", err)
 		}
@@ -178,7 +178,7 @@ const replayedFromKey = "dead_letter_replayed_from"
 func (e *env) records(t *testing.T, topic string) []*deadletter.Letter {
 	t.Helper()
 	q := e.queue(t, deadletter.Config{ConsumerGroup: "reader", Topic: topic})
-	ls, err := q.List(kafkatest.Context(t), deadletter.Filter{})
+	ls, err := q.List(kototest.Context(t), deadletter.Filter{})
 	if err != nil {
 		t.Fatalf("read %s: %v", topic, err)
 	}

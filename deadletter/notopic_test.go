@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -16,9 +16,9 @@ import (
 // has one.
 func TestNoTopic(t *testing.T) {
 	e := newEnv(t) // provisions e.group's dead-letter topic
-	missing := kafkatest.Group(t, "no.such-consumer")
+	missing := kototest.Group(t, "no.such-consumer")
 	q := e.queue(t, deadletter.Config{ConsumerGroup: missing})
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 
 	_, err := q.List(ctx, deadletter.Filter{})
 	if !errors.Is(err, deadletter.ErrNoTopic) {
@@ -30,7 +30,7 @@ func TestNoTopic(t *testing.T) {
 	if _, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); !errors.Is(err, deadletter.ErrNoTopic) {
 		t.Errorf("Replay: %v, want ErrNoTopic", err)
 	}
-	if kafkatest.TopicExists(t, e.brokers, topics.DeadLetter(missing)) {
+	if kototest.TopicExists(t, e.brokers, topics.DeadLetter(missing)) {
 		t.Errorf("reading created %s", topics.DeadLetter(missing))
 	}
 

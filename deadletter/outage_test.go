@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestListWhileKafkaHangs: when no fetch of the dead-letter topic is
@@ -15,7 +15,7 @@ import (
 // held nothing, and Replay fails instead of reporting that it scanned
 // everything.
 func TestListWhileKafkaHangs(t *testing.T) {
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
 	if err := e.pub.Publish(e.dlq, message.NewMessage("dead-1", []byte("x"))); err != nil {
 		t.Fatal(err)
@@ -23,12 +23,12 @@ func TestListWhileKafkaHangs(t *testing.T) {
 	q := e.queue(t, deadletter.Config{})
 	// Every fetch of the topic is left unanswered, as by a broker that
 	// hangs; the metadata and offset requests are answered.
-	stall := kafkatest.StallRequests(t, b, kmsg.Fetch, e.dlq)
-	letters, err := q.List(kafkatest.Context(t), deadletter.Filter{})
+	stall := kototest.StallRequests(t, b, kmsg.Fetch, e.dlq)
+	letters, err := q.List(kototest.Context(t), deadletter.Filter{})
 	if err == nil {
 		t.Fatalf("List while Kafka hangs = %d dead letters and no error, want an error", len(letters))
 	}
-	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err == nil || res.Scanned != 0 || res.Sent != 0 {
 		t.Fatalf("Replay while Kafka hangs = %+v, %v; want an error, nothing scanned", res, err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -32,7 +32,7 @@ func TestShow(t *testing.T) {
 	q := e.queue(t, deadletter.Config{})
 	l := waitForDeadLetters(t, q, 1)[0]
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	got, err := q.Show(ctx, l.Partition, l.Offset)
 	if err != nil {
 		t.Fatalf("Show(%d, %d): %v", l.Partition, l.Offset, err)
@@ -81,11 +81,11 @@ func TestForeignRecordIsListedNotReplayed(t *testing.T) {
 	if l.UUID != "" || l.OriginalTopic != "" || l.OriginalPartition != -1 || l.OriginalOffset != -1 || !l.FailedAt.IsZero() || string(l.Payload) != "not json" {
 		t.Fatalf("foreign record listed as %+v", l)
 	}
-	if got, err := q.List(kafkatest.Context(t), deadletter.Filter{Since: time.Now().Add(-time.Hour)}); err != nil || len(got) != 1 {
+	if got, err := q.List(kototest.Context(t), deadletter.Filter{Since: time.Now().Add(-time.Hour)}); err != nil || len(got) != 1 {
 		t.Fatalf("a time filter over a record without failed_at uses its timestamp: %d listed, %v", len(got), err)
 	}
 	var unroutable []*deadletter.Letter
-	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
+	res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
 		unroutable = append(unroutable, p.Unroutable...)
 	}})
 	if err != nil || res.Sent != 0 || res.Unroutable != 1 || len(unroutable) != 1 {
@@ -116,11 +116,11 @@ func TestDroppedLetterIsListedNotReplayed(t *testing.T) {
 	if l := waitForDeadLetters(t, q, 1)[0]; l.Dropped != why || l.OriginalTopic != e.topic {
 		t.Fatalf("dropped letter listed as %+v", l)
 	}
-	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err != nil || res.Sent != 0 || res.Unroutable != 1 {
 		t.Fatalf("Replay = %+v, %v; want it unroutable, not sent", res, err)
 	}
-	if n := kafkatest.Records(t, e.brokers, e.topic); n != 0 {
+	if n := kototest.Records(t, e.brokers, e.topic); n != 0 {
 		t.Fatalf("%d records reached the original topic", n)
 	}
 }
@@ -131,7 +131,7 @@ func TestDroppedLetterIsListedNotReplayed(t *testing.T) {
 // and the consumer's idempotency skips the second copies: the fixed
 // handler runs once per dead letter.
 func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	e := newEnvOn(t, b.Addrs())
 	c := &consumer{bug: errBug}
 	e.run(t, c, e.group)
@@ -141,12 +141,12 @@ func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
 	c.setBug(nil)
 
 	fault := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: q.ReplayGroup(), Err: kerr.GroupAuthorizationFailed})
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err == nil || !strings.Contains(err.Error(), "could not be recorded") || fault.Hits() != 1 {
 		t.Fatalf("Replay with the commit failing = %+v, %v (%d commits failed); want an error saying the batch is unrecorded", res, err, fault.Hits())
 	}
-	kafkatest.WaitFor(t, "the first copies handled", func() bool {
+	kototest.WaitFor(t, "the first copies handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 3
 	})
@@ -155,7 +155,7 @@ func TestUnrecordedBatchIsSentAgainAndSkippedByTheConsumer(t *testing.T) {
 	if err != nil || res.Sent != 3 {
 		t.Fatalf("Replay after the failed commit = %+v, %v; want the unrecorded batch sent again", res, err)
 	}
-	kafkatest.WaitFor(t, "the second copies skipped", func() bool {
+	kototest.WaitFor(t, "the second copies skipped", func() bool {
 		_, duplicates := c.snapshot()
 		return len(duplicates) >= 3
 	})
@@ -176,13 +176,13 @@ func TestOnlyOwnReplays(t *testing.T) {
 	failing := &consumer{bug: errBug}
 	e.run(t, failing, e.group)
 	guarded, plain := &consumer{}, &consumer{}
-	guardedGroup := kafkatest.Group(t, "shipping")
+	guardedGroup := kototest.Group(t, "shipping")
 	e.run(t, guarded, guardedGroup, deadletter.OnlyOwnReplays(nil))
-	e.run(t, plain, kafkatest.Group(t, "billing"))
+	e.run(t, plain, kototest.Group(t, "billing"))
 	uuid := e.publish(t, "order-placed", "x")[0]
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 1)
-	kafkatest.WaitFor(t, "the other groups to handle the original", func() bool {
+	kototest.WaitFor(t, "the other groups to handle the original", func() bool {
 		g, _ := guarded.snapshot()
 		p, _ := plain.snapshot()
 		return len(g) == 1 && len(p) == 1
@@ -190,7 +190,7 @@ func TestOnlyOwnReplays(t *testing.T) {
 
 	failing.setBug(nil)
 	var copyAt deadletter.Replayed
-	res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
+	res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
 		for _, r := range p.Sent {
 			copyAt = r
 		}
@@ -198,12 +198,12 @@ func TestOnlyOwnReplays(t *testing.T) {
 	if err != nil || res.Sent != 1 {
 		t.Fatalf("Replay = %+v, %v", res, err)
 	}
-	kafkatest.WaitFor(t, "the replay handled by the failed group and skipped by the plain one", func() bool {
+	kototest.WaitFor(t, "the replay handled by the failed group and skipped by the plain one", func() bool {
 		h, _ := failing.snapshot()
 		_, d := plain.snapshot()
 		return len(h) == 1 && len(d) == 1
 	})
-	kafkatest.WaitFor(t, "the guarded group to commit past the replayed copy", func() bool {
+	kototest.WaitFor(t, "the guarded group to commit past the replayed copy", func() bool {
 		return e.committed(t, guardedGroup, copyAt.ToPartition) > copyAt.ToOffset
 	})
 	if h, d := guarded.snapshot(); len(h) != 1 || len(d) != 0 || h[0] != uuid {
@@ -215,13 +215,13 @@ func TestOnlyOwnReplays(t *testing.T) {
 // only TLS connections authenticated with SCRAM: the services' broker
 // configuration is all the queue needs.
 func TestQueueOverSASLAndTLS(t *testing.T) {
-	_, cfg := kafkatest.SecureBroker(t, sarama.SASLTypeSCRAMSHA256)
-	group := kafkatest.Group(t, "secure")
+	_, cfg := kototest.SecureBroker(t, sarama.SASLTypeSCRAMSHA256)
+	group := kototest.Group(t, "secure")
 	q, err := deadletter.NewQueue(deadletter.Config{Broker: cfg, ConsumerGroup: group})
 	if err != nil {
 		t.Fatalf("NewQueue: %v", err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := broker.ProvisionTopics(ctx, cfg, q.Topic()); err != nil {
 		t.Fatal(err)
 	}
@@ -336,15 +336,15 @@ func TestReplayGroupInUse(t *testing.T) {
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 1)
 
-	other := kafkatest.Topic(t, "other")
-	if err := broker.ProvisionTopics(kafkatest.Context(t), e.brokerConfig(), other); err != nil {
+	other := kototest.Topic(t, "other")
+	if err := broker.ProvisionTopics(kototest.Context(t), e.brokerConfig(), other); err != nil {
 		t.Fatal(err)
 	}
 	member, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumerGroup(q.ReplayGroup()), kgo.ConsumeTopics(other))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(kafkatest.Context(t))
+	ctx, cancel := context.WithCancel(kototest.Context(t))
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
@@ -363,11 +363,11 @@ func TestReplayGroupInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	kafkatest.WaitFor(t, "the member to join the replay group", func() bool {
+	kototest.WaitFor(t, "the member to join the replay group", func() bool {
 		groups, err := adm.DescribeConsumerGroups([]string{q.ReplayGroup()})
 		return err == nil && len(groups) == 1 && len(groups[0].Members) > 0
 	})
-	_, replayErr := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	_, replayErr := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if !errors.Is(replayErr, deadletter.ErrReplayGroupInUse) {
 		t.Fatalf("Replay with a member in the replay group: %v, want ErrReplayGroupInUse", replayErr)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/deadletter"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestListReplayFilteredThenNothingMore dead-letters six messages through
@@ -37,7 +37,7 @@ func TestListReplayFilteredThenNothingMore(t *testing.T) {
 	for _, l := range letters {
 		checkDeadLetter(t, l, e)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if got, err := q.List(ctx, deadletter.Filter{TypeName: "order-placed"}); err != nil || len(got) != 3 {
 		t.Fatalf("List(order-placed) = %d letters, %v; want 3", len(got), err)
 	}
@@ -50,7 +50,7 @@ func TestListReplayFilteredThenNothingMore(t *testing.T) {
 	if res.Sent != 3 || res.AlreadyReplayed != 0 || res.Unroutable != 0 {
 		t.Fatalf("Replay(order-placed) = %+v, want 3 sent", res)
 	}
-	kafkatest.WaitFor(t, "the fixed handler to process the replayed order-placed", func() bool {
+	kototest.WaitFor(t, "the fixed handler to process the replayed order-placed", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 3
 	})
@@ -80,7 +80,7 @@ func TestListReplayFilteredThenNothingMore(t *testing.T) {
 		t.Fatalf("last Replay(all) = %+v, %v; want nothing sent", res, err)
 	}
 	all := append(slices.Clone(placed), cancelled...)
-	kafkatest.WaitFor(t, "every dead letter handled", func() bool {
+	kototest.WaitFor(t, "every dead letter handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= 6
 	})
@@ -124,7 +124,7 @@ func TestInterruptedReplayResumes(t *testing.T) {
 	waitForDeadLetters(t, q, len(uuids))
 	c.setBug(nil)
 
-	ctx, cancel := context.WithCancel(kafkatest.Context(t))
+	ctx, cancel := context.WithCancel(kototest.Context(t))
 	var batches int
 	res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{Progress: func(p deadletter.ReplayProgress) {
 		if len(p.Sent) > 0 {
@@ -139,14 +139,14 @@ func TestInterruptedReplayResumes(t *testing.T) {
 		t.Fatalf("interrupted Replay sent %d in %d batches, want one batch of 2", res.Sent, batches)
 	}
 
-	res, err = q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
+	res, err = q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{})
 	if err != nil || res.Sent != len(uuids)-2 || res.AlreadyReplayed != 2 {
 		t.Fatalf("resumed Replay = %+v, %v; want the %d not sent yet", res, err, len(uuids)-2)
 	}
 	if got := e.replayedUUIDs(t); !slices.Equal(got, sorted(uuids)) {
 		t.Fatalf("replayed copies %v, want each dead letter once: %v", got, sorted(uuids))
 	}
-	kafkatest.WaitFor(t, "every replay handled", func() bool {
+	kototest.WaitFor(t, "every replay handled", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) >= len(uuids)
 	})
@@ -165,7 +165,7 @@ func TestReplayThatFailsAgainComesBack(t *testing.T) {
 	first := waitForDeadLetters(t, q, 1)[0]
 
 	c.setBug(errors.New("currency is unknown"))
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if res, err := q.Replay(ctx, deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != 1 {
 		t.Fatalf("Replay = %+v, %v; want 1 sent", res, err)
 	}
@@ -192,7 +192,7 @@ func TestReplayThatFailsAgainComesBack(t *testing.T) {
 	if err != nil || res.Sent != 1 || res.AlreadyReplayed != 1 {
 		t.Fatalf("Replay after the fix = %+v, %v; want only the new dead letter sent", res, err)
 	}
-	kafkatest.WaitFor(t, "the fixed handler", func() bool {
+	kototest.WaitFor(t, "the fixed handler", func() bool {
 		handled, _ := c.snapshot()
 		return len(handled) == 1
 	})
@@ -208,7 +208,7 @@ func TestDryRunSendsNothing(t *testing.T) {
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 3)
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	var planned []string
 	res, err := q.Replay(ctx, deadletter.Filter{UUIDs: uuids[1:]}, deadletter.ReplayOptions{DryRun: true, Progress: func(p deadletter.ReplayProgress) {
 		for _, r := range p.Sent {
@@ -242,7 +242,7 @@ func TestReplayUpToEnds(t *testing.T) {
 	counted := e.publish(t, "order-placed", "a", "b")
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 2)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	ends, err := q.Ends(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +277,7 @@ func TestReplayLimit(t *testing.T) {
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, 3)
 	c.setBug(nil)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if res, err := q.Replay(ctx, deadletter.Filter{Limit: 1}, deadletter.ReplayOptions{}); err != nil || res.Sent != 1 {
 		t.Fatalf("Replay(Limit 1) = %+v, %v", res, err)
 	}
@@ -302,18 +302,18 @@ func TestReplayReturnsToTheOriginalPartition(t *testing.T) {
 	for _, key := range []string{"k-1", "k-2", ""} {
 		for p := range int32(3) {
 			uuid := watermill.NewUUID()
-			rec := kafkatest.Record(e.topic, uuid, key, []byte(`{"key":"`+key+`"}`))
+			rec := kototest.Record(e.topic, uuid, key, []byte(`{"key":"`+key+`"}`))
 			rec.Partition = p
 			recs = append(recs, rec)
 			partitionOf[uuid] = p
 		}
 	}
-	kafkatest.Produce(t, e.brokers, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	kototest.Produce(t, e.brokers, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	q := e.queue(t, deadletter.Config{})
 	waitForDeadLetters(t, q, len(recs))
 
 	gone := watermill.NewUUID()
-	kafkatest.Produce(t, e.brokers, []*kgo.Record{{Topic: e.dlq, Key: []byte("k-gone"), Value: []byte(`{}`), Headers: []kgo.RecordHeader{
+	kototest.Produce(t, e.brokers, []*kgo.Record{{Topic: e.dlq, Key: []byte("k-gone"), Value: []byte(`{}`), Headers: []kgo.RecordHeader{
 		{Key: kafka.UUIDHeaderKey, Value: []byte(gone)}, {Key: "dead_letter_original_topic", Value: []byte(e.topic)},
 		{Key: "dead_letter_original_partition", Value: []byte("7")}, {Key: "dead_letter_original_offset", Value: []byte("0")},
 	}}})
@@ -323,11 +323,11 @@ func TestReplayReturnsToTheOriginalPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.setBug(nil)
-	if res, err := q.Replay(kafkatest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != len(recs)+1 {
+	if res, err := q.Replay(kototest.Context(t), deadletter.Filter{}, deadletter.ReplayOptions{}); err != nil || res.Sent != len(recs)+1 {
 		t.Fatalf("Replay = %+v, %v; want %d sent", res, err, len(recs)+1)
 	}
 	landed := map[string]int32{}
-	for _, rec := range kafkatest.ReadAll(t, e.brokers, e.topic) {
+	for _, rec := range kototest.ReadAll(t, e.brokers, e.topic) {
 		uuid := header(rec, kafka.UUIDHeaderKey)
 		switch {
 		case uuid == probe.UUID:

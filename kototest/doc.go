@@ -46,4 +46,25 @@
 // [Invoke] calls a cqrs consumer's function directly with an event, a
 // correlation ID and, with [InTx], a transaction of the test's database,
 // for unit tests of a handler's logic.
+//
+// # Helpers
+//
+// Tests that build their own clients, as this module's own tests do, use
+// the helpers the harness is made of. [Brokers] is the broker of a test:
+// the cluster that KAFKA_BROKERS names ([EnvBrokers]) when it is set,
+// otherwise an embedded broker of the test's own; [Embedded] is always
+// one, for faults ([StallRequests]) and restarts. [Topic] and [Group] make
+// random names, so that tests never see each other's records on a shared
+// cluster. [NewPublisher], [NewSubscriber], [Admin], [NewRouter] and
+// [RunRouter] open what [Harness.Wait] would follow; [Receive], [WaitFor],
+// [WaitCommitted] and [ReadAll] wait for or read what became of a
+// message; [FlakyPublisher] fails on demand. Whatever a helper opens is
+// closed when the test finishes, and whatever it waits for, it waits for
+// at most [DefaultTimeout]. [VerifyTestMain] checks, after the tests of a
+// package, that no goroutine is left over; it waits for those that end
+// after the Close that stops them returned, as sarama's do.
+//
+// Package [github.com/koto-dev/watermill-koto/kototest/pgtest] gives a
+// test a PostgreSQL pool and a schema of its own, and cuts or slows down
+// the connection to the database; the harness stands on it.
 package kototest

@@ -5,8 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // CutPostgres cuts every connection to the database and refuses new ones,
@@ -30,7 +29,7 @@ func (h *Harness) SlowPostgres(d time.Duration) {
 	h.needProxy().SetDelay(d)
 }
 
-func (h *Harness) needProxy() *tcpproxy.Proxy {
+func (h *Harness) needProxy() *pgtest.Proxy {
 	h.t.Helper()
 	if h.proxy == nil {
 		h.t.Fatalf("kototest: the harness has no database proxy; start it with kototest.WithPostgresFaults()")
@@ -38,25 +37,9 @@ func (h *Harness) needProxy() *tcpproxy.Proxy {
 	return h.proxy
 }
 
-// Stall is a fault of the broker: requests of one kind left unanswered,
-// as a broker that hangs, until [Stall.Release].
-type Stall struct{ s *kafkatest.Stall }
-
-// StallKafka makes the broker leave every request of key (kmsg.Produce,
-// kmsg.Fetch, kmsg.ListOffsets, …) that names one of topics unanswered
-// until Release or the end of the test. Clients wait for the answers
-// until their own timeouts, then retry.
+// StallKafka stalls the requests of key that name one of topics on the
+// harness's broker, as [StallRequests] does.
 func (h *Harness) StallKafka(key kmsg.Key, topics ...string) *Stall {
 	h.t.Helper()
-	return &Stall{s: kafkatest.StallRequests(h.t, h.kafka, key, topics...)}
+	return StallRequests(h.t, h.kafka, key, topics...)
 }
-
-// Stalled returns a channel that receives a value as each request is left
-// unanswered (it keeps up to 64).
-func (s *Stall) Stalled() <-chan struct{} { return s.s.Stalled }
-
-// Count returns how many requests were left unanswered.
-func (s *Stall) Count() int { return s.s.Count() }
-
-// Release makes the broker answer the requests that come from now on.
-func (s *Stall) Release() { s.s.Release() }

@@ -3,26 +3,19 @@ package kototest
 import (
 	"context"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
-
-// DefaultTimeout bounds [Harness.Wait] unless [Timeout] says otherwise.
-const DefaultTimeout = 30 * time.Second
 
 // Option changes what [New] starts.
 type Option func(*options)
@@ -62,18 +55,16 @@ func LogLevel(l slog.Level) Option { return func(o *options) { o.logLevel = l } 
 // that runs the services under test. Build it with [New]; everything it
 // starts stops when the test ends.
 type Harness struct {
-	t       testing.TB
-	opts    options
-	kafka   *embedded.Broker
-	pool    *pgxpool.Pool
-	proxy   *tcpproxy.Proxy
-	schema  string
-	logger  *slog.Logger
-	router  *message.Router
-	track   *tracker
-	client  *kgo.Client
-	admin   *kadm.Client
-	running chan error // Run's result, once the router runs
+	t      testing.TB
+	opts   options
+	kafka  *embedded.Broker
+	pool   *pgxpool.Pool
+	proxy  *pgtest.Proxy
+	schema string
+	logger *slog.Logger
+	router *message.Router
+	track  *tracker
+	admin  *kadm.Client
 
 	mu      sync.Mutex
 	closers []func() // after the router stops, last first
@@ -92,37 +83,17 @@ func New(t testing.TB, opts ...Option) *Harness {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := &Harness{t: t, opts: o, logger: testLogger(o.logLevel)}
-	h.startKafka()
+	h := &Harness{t: t, opts: o, logger: Logger(o.logLevel)}
+	h.kafka = Embedded(t)
+	h.admin = Admin(t, h.kafka.Addrs())
 	if o.postgres {
 		h.startPostgres()
 	}
 	t.Cleanup(h.stop) // before the pool's and the broker's, registered above
 	h.track = newTracker()
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: o.timeout}, watermill.NewSlogLogger(h.logger))
-	if err != nil {
-		t.Fatalf("kototest: router: %v", err)
-	}
-	router.AddMiddleware(h.track.middleware) // first: outermost, around every handler's own middleware
-	h.router = router
+	h.router = NewRouter(t, h.logger)
+	h.router.AddMiddleware(h.track.middleware) // first: outermost, around every handler's own middleware
 	return h
-}
-
-func (h *Harness) startKafka() {
-	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
-	defer cancel()
-	b, err := embedded.Start(ctx)
-	if err != nil {
-		h.t.Fatalf("kototest: start the embedded broker: %v", err)
-	}
-	h.kafka = b
-	h.t.Cleanup(func() { _ = b.Close() })
-	h.client, err = kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
-	if err != nil {
-		h.t.Fatalf("kototest: admin client: %v", err)
-	}
-	h.t.Cleanup(h.client.Close)
-	h.admin = kadm.NewClient(h.client)
 }
 
 func (h *Harness) startPostgres() {
@@ -134,17 +105,10 @@ func (h *Harness) startPostgres() {
 	h.schema = pgtest.Schema(h.t, h.pool)
 }
 
-// stop stops the router and runs what Defer was given; the schema, the
-// pool and the broker, whose cleanups were registered before, go after.
+// stop runs what Defer was given, once the router stopped (RunRouter's
+// cleanup, registered after, runs before); the schema, the pool and the
+// broker, whose cleanups were registered before, go after.
 func (h *Harness) stop() {
-	if h.running != nil {
-		if err := h.router.Close(); err != nil {
-			h.t.Errorf("kototest: close the router: %v", err)
-		}
-		if err := <-h.running; err != nil {
-			h.t.Errorf("kototest: the router stopped with %v", err)
-		}
-	}
 	h.mu.Lock()
 	closers := h.closers
 	h.closers = nil
@@ -192,14 +156,7 @@ func (h *Harness) Router() *message.Router { return h.router }
 // run. Register on a running router with the context of [Harness.Context].
 func (h *Harness) Run() {
 	h.t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- h.router.Run(context.Background()) }()
-	select {
-	case <-h.router.Running():
-		h.running = done
-	case err := <-done:
-		h.t.Fatalf("kototest: the router stopped at start: %v", err)
-	}
+	RunRouter(h.t, h.router)
 }
 
 // Context returns a context that ends when the test does.
@@ -207,13 +164,4 @@ func (h *Harness) Context() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
 	return ctx
-}
-
-// testLogger writes records at level and above to stderr with go test
-// -v, and nowhere otherwise: a service may still log once its test ended.
-func testLogger(level slog.Level) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
-// pollInterval is how often Wait reads the broker and the outbox between
+// lookInterval is how often Wait reads the broker and the outbox between
 // the deliveries' own wake-ups: what a forwarder or another client writes
 // shows there, not in the router.
-const pollInterval = 5 * time.Millisecond
+const lookInterval = 5 * time.Millisecond
 
 // lookTimeout bounds one look at the broker and the outbox.
 const lookTimeout = 5 * time.Second
@@ -57,7 +57,7 @@ func (h *Harness) WaitContext(ctx context.Context) error {
 		if len(now.pending) == 0 {
 			continue // look again at once: see look
 		}
-		t := time.NewTimer(pollInterval)
+		t := time.NewTimer(lookInterval)
 		select {
 		case <-wake:
 		case <-t.C:

@@ -17,8 +17,8 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -66,7 +66,7 @@ func TestBatchNamedPoisonGoesAloneAndKeepsItsKeyWaiting(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, keys, true)
-	topic := kafkatest.NewTopic(t, broker.Config{Brokers: env.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}, "poison")
+	topic := kototest.NewTopic(t, broker.Config{Brokers: env.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}, "poison")
 	msgs := keyedMessages(keys, perKey)
 	poison := map[string]bool{}
 	for i, m := range msgs {
@@ -104,7 +104,7 @@ func TestBatchNamedPoisonGoesAloneAndKeepsItsKeyWaiting(t *testing.T) {
 		}
 		return middleware.FailMessages(failed)
 	})
-	kafkatest.WaitFor(t, "every good message in the ledger and every poison dead-lettered", func() bool {
+	kototest.WaitFor(t, "every good message in the ledger and every poison dead-lettered", func() bool {
 		return lg.rows() >= len(msgs)-len(poison) && dl.count() >= len(poison)
 	})
 	if rows := lg.rows(); rows != len(msgs)-len(poison) {
@@ -133,7 +133,7 @@ func TestBatchUnnamedErrorIsBisected(t *testing.T) {
 	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, n, true)
 	cfg := env.config()
 	cfg.Provision.Partitions = 1 // the 500 in one batch
-	topic := kafkatest.NewTopic(t, cfg, "bisect")
+	topic := kototest.NewTopic(t, cfg, "bisect")
 	msgs := keyedMessages(n, 1)
 	culprit := msgs[321].UUID
 	env.publish(t, topic, msgs...)
@@ -151,7 +151,7 @@ func TestBatchUnnamedErrorIsBisected(t *testing.T) {
 		}
 		return lg.write(ctx, batch)
 	})
-	kafkatest.WaitFor(t, "499 messages in the ledger and the culprit dead-lettered", func() bool {
+	kototest.WaitFor(t, "499 messages in the ledger and the culprit dead-lettered", func() bool {
 		return lg.rows() >= n-1 && dl.count() >= 1
 	})
 	if rows := lg.rows(); rows != n-1 {
@@ -284,7 +284,7 @@ func namedFailureOrder(t *testing.T, fails func([]int) int, dead int, want []str
 		}
 		return lg.write(ctx, batch)
 	})
-	kafkatest.WaitFor(t, "the others in the ledger and the named ones dead-lettered", func() bool {
+	kototest.WaitFor(t, "the others in the ledger and the named ones dead-lettered", func() bool {
 		return lg.rows() >= n-dead && dl.count() >= dead
 	})
 	if rows := lg.rows(); rows != n-dead {
@@ -318,14 +318,14 @@ func TestBatchOutageRetriesTheWholeBatch(t *testing.T) {
 		broker.BatchConfig{MaxMessages: 100, MaxWait: 10 * time.Millisecond})
 	rig.run(t, lg.write)
 	env.publish(t, topic, msgs[:500]...)
-	kafkatest.WaitFor(t, "the first messages in the ledger", func() bool { return lg.rows() > 0 })
+	kototest.WaitFor(t, "the first messages in the ledger", func() bool { return lg.rows() > 0 })
 	proxy.Cut()
 	env.publish(t, topic, msgs[500:]...)
-	kafkatest.WaitFor(t, "batches failing as outages", func() bool {
+	kototest.WaitFor(t, "batches failing as outages", func() bool {
 		return len(where(logs.lines(t), "msg", "batch failed, retrying")) >= 3
 	})
 	proxy.Restore()
-	kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= len(msgs) })
+	kototest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= len(msgs) })
 	lg.check(t, keys, perKey)
 	if n := dl.count(); n != 0 {
 		t.Errorf("%d dead letters, want none: an outage is waited out", n)

@@ -14,8 +14,8 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -102,7 +102,7 @@ func runnerChain(t *testing.T, keys int) (*middleware.BatchChain, *ledger, *lett
 	schema := pgtest.Schema(t, pool)
 	box := &letterBox{reasons: map[string]string{}}
 	chain, err := middleware.BatchDefaults(middleware.Config{
-		Publisher: box, Store: postgresStoreIn(t, pool, schema), Logger: kafkatest.Logger(0),
+		Publisher: box, Store: postgresStoreIn(t, pool, schema), Logger: kototest.Logger(0),
 		Idempotency: middleware.IdempotencyConfig{Transactional: true},
 		DeadLetter: middleware.DeadLetterConfig{Topic: "ledger.dlq", MaxAttempts: 3,
 			Backoff: koto.Backoff{InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}},

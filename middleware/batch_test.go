@@ -17,8 +17,8 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -38,7 +38,7 @@ func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Confi
 		cfg.Publisher = env.pub
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = kafkatest.Logger(0)
+		cfg.Logger = kototest.Logger(0)
 	}
 	cfg.DeadLetter.Backoff = koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}
 	chain, err := middleware.BatchDefaults(cfg, middleware.BatchConfig{Backoff: koto.Backoff{InitialInterval: 20 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
@@ -46,7 +46,7 @@ func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Confi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = chain.Close(context.Background()) })
-	r := &batchRig{env: env, topic: topic, group: kafkatest.Group(t, "batches"), chain: chain, batch: batch}
+	r := &batchRig{env: env, topic: topic, group: kototest.Group(t, "batches"), chain: chain, batch: batch}
 	env.provision(t, topics.DeadLetter(r.group))
 	return r
 }
@@ -54,7 +54,7 @@ func newBatchRig(t *testing.T, env *kafkaEnv, topic string, cfg middleware.Confi
 // run starts a router with the rig's handler of h.
 func (r *batchRig) run(t *testing.T, h middleware.BatchHandlerFunc) (stop func()) {
 	t.Helper()
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	sub, err := broker.NewBatchSubscriber(broker.Config{Brokers: r.env.brokers, ConsumerGroup: r.group,
 		Batch: r.batch, NackResendSleep: 10 * time.Millisecond})
 	if err != nil {
@@ -62,7 +62,7 @@ func (r *batchRig) run(t *testing.T, h middleware.BatchHandlerFunc) (stop func()
 	}
 	t.Cleanup(func() { _ = sub.Close() })
 	router.AddConsumerHandler(r.group, r.topic, sub, r.chain.Handler(h))
-	return kafkatest.RunRouter(t, router)
+	return kototest.RunRouter(t, router)
 }
 
 // batchSizes records the size of each batch a handler gets.
@@ -101,10 +101,10 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	store, lg := postgresStoreIn(t, pool, schema), newLedger(t, pool, schema, keys, false)
-	topic := kafkatest.NewTopic(t, broker.Config{Brokers: env.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}, "ledger")
+	topic := kototest.NewTopic(t, broker.Config{Brokers: env.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}, "ledger")
 	msgs := keyedMessages(keys, perKey)
 	var republished atomic.Int64
-	env.publish(t, topic, kafkatest.WithDuplicates(msgs, func(i int) bool {
+	env.publish(t, topic, kototest.WithDuplicates(msgs, func(i int) bool {
 		dup := i%50 == 7
 		if dup {
 			republished.Add(1)
@@ -129,7 +129,7 @@ func TestBatchTransactionalIsExactAndInOrder(t *testing.T) {
 		seenMu.Unlock()
 		return lg.write(ctx, batch)
 	}))
-	kafkatest.WaitFor(t, "every message in the ledger and every duplicate skipped", func() bool {
+	kototest.WaitFor(t, "every message in the ledger and every duplicate skipped", func() bool {
 		return lg.rows() >= keys*perKey && duplicates.Load() >= republished.Load()
 	})
 	lg.check(t, keys, perKey)
@@ -176,7 +176,7 @@ func TestBatchHotKey(t *testing.T) {
 		broker.BatchConfig{MaxMessages: 500, MaxWait: 20 * time.Millisecond})
 	var sizes batchSizes
 	rig.run(t, sizes.wrap(lg.write))
-	kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= perKey })
+	kototest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= perKey })
 	lg.check(t, 1, perKey)
 	calls, largest := sizes.stats()
 	if largest < 100 {
@@ -215,9 +215,9 @@ func TestBatchCheckHandleMark(t *testing.T) {
 			rig.run(t, func(ctx context.Context, batch []*message.Message) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return lg.writeTx(ctx, tx, batch) })
 			})
-			kafkatest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= keys*perKey })
+			kototest.WaitFor(t, "every message in the ledger", func() bool { return lg.rows() >= keys*perKey })
 			env.publish(t, topic, msgs[:100]...) // again, after they were handled
-			kafkatest.WaitFor(t, "100 duplicates skipped", func() bool { return duplicates.Load() >= 100 })
+			kototest.WaitFor(t, "100 duplicates skipped", func() bool { return duplicates.Load() >= 100 })
 			lg.check(t, keys, perKey)
 		})
 	}
@@ -282,7 +282,7 @@ func TestBatchCheckHandleMarkOfOneMessage(t *testing.T) {
 		}
 		return nil
 	}))
-	kafkatest.WaitFor(t, "every message handled or skipped", func() bool {
+	kototest.WaitFor(t, "every message handled or skipped", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled)+int(duplicates.Load()) >= n

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -94,7 +94,7 @@ func TestCloseWaitsForPendingMark(t *testing.T) {
 		events.add("closed")
 		closed <- err
 	}()
-	kafkatest.WaitFor(t, "Close to refuse a new delivery", func() bool {
+	kototest.WaitFor(t, "Close to refuse a new delivery", func() bool {
 		_, err := h(message.NewMessage(probe, nil))
 		if err != nil && !errors.Is(err, middleware.ErrClosed) {
 			t.Fatalf("probe: %v", err)
@@ -145,7 +145,7 @@ func TestCloseGivesUpWhenContextEnds(t *testing.T) {
 	if err := dedup.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+	if err := kototest.WaitNoLeaks(kototest.DefaultTimeout, ignore); err != nil {
 		t.Error(err)
 	}
 }
@@ -170,13 +170,13 @@ func TestNothingLeftAfterRouterAndChainClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := env.runRouter(t, handlerSpec{
-		name: kafkatest.Group(t, "billing"), topic: in,
+		name: kototest.Group(t, "billing"), topic: in,
 		middlewares: chain.Middlewares(), produce: returning, publishTopic: out,
 	})
 	for range n {
 		select {
 		case <-store.entered:
-		case <-time.After(kafkatest.Timeout):
+		case <-time.After(kototest.DefaultTimeout):
 			t.Fatal("the marks after the acks never started")
 		}
 	}
@@ -191,7 +191,7 @@ func TestNothingLeftAfterRouterAndChainClose(t *testing.T) {
 	if err := store.Store.(*idempotency.MemoryStore).Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := kafkatest.WaitNoLeaks(kafkatest.Timeout, ignore); err != nil {
+	if err := kototest.WaitNoLeaks(kototest.DefaultTimeout, ignore); err != nil {
 		t.Error(err)
 	}
 }

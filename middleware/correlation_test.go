@@ -11,7 +11,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -41,7 +41,7 @@ func TestCorrelation(t *testing.T) {
 		return []*message.Message{receipt}, nil
 	}
 	mws := defaultsChain(t, middleware.Config{Publisher: env.pub, Logger: logs.logger()})
-	env.runRouter(t, handlerSpec{name: kafkatest.Group(t, "billing"), topic: in, middlewares: mws, produce: produce, publishTopic: out})
+	env.runRouter(t, handlerSpec{name: kototest.Group(t, "billing"), topic: in, middlewares: mws, produce: produce, publishTopic: out})
 	receipts := env.collect(t, out, 2)
 
 	mu.Lock()
@@ -90,7 +90,7 @@ type receiptIssuedEvent struct {
 func TestCorrelationReachesEventsPublishedInTheHandler(t *testing.T) {
 	env := newKafkaEnv(t)
 	in := env.topic(t, "orders")
-	service := kafkatest.Topic(t, "billing")
+	service := kototest.Topic(t, "billing")
 	out := topics.Event(service, topics.TypeName(receiptIssuedEvent{}))
 	env.provision(t, out)
 	bus, err := cqrs.NewEventPublisher(env.pub, cqrs.EventPublisherConfig{Service: service})
@@ -102,7 +102,7 @@ func TestCorrelationReachesEventsPublishedInTheHandler(t *testing.T) {
 	env.publish(t, in, msg)
 
 	mws := defaultsChain(t, middleware.Config{Publisher: env.pub, Logger: slog.New(slog.DiscardHandler)})
-	env.runRouter(t, handlerSpec{name: kafkatest.Group(t, "billing"), topic: in, middlewares: mws,
+	env.runRouter(t, handlerSpec{name: kototest.Group(t, "billing"), topic: in, middlewares: mws,
 		handle: func(m *message.Message) error {
 			return bus.Publish(m.Context(), receiptIssuedEvent{Order: m.UUID})
 		}})

@@ -18,7 +18,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -32,7 +32,7 @@ type order struct {
 // handleOrder decodes an order and fails as its kind says. A payload that
 // does not decode can never succeed, so it marks the decode error with
 // koto.Poison, as every decoder of a message's payload should.
-func handleOrder(processed *kafkatest.Counter, seq *[]string) message.NoPublishHandlerFunc {
+func handleOrder(processed *kototest.Counter, seq *[]string) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
@@ -67,7 +67,7 @@ func orderMessage(payload string) *message.Message {
 func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	dlq := topics.DeadLetter(group) // the default dead-letter topic
 	env.provision(t, dlq)
 
@@ -103,10 +103,10 @@ func TestPoisonGoesToDeadLetterAndThePartitionMovesOn(t *testing.T) {
 			Backoff:     koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max},
 		},
 	})
-	processed := new(kafkatest.Counter)
+	processed := new(kototest.Counter)
 	var seq []string
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
-	kafkatest.WaitFor(t, "ok5 to be processed", func() bool { return processed.Get("ok5") == 1 })
+	kototest.WaitFor(t, "ok5 to be processed", func() bool { return processed.Get("ok5") == 1 })
 	stop()
 
 	if got := fmt.Sprint(seq); got != "[ok1 ok2 ok3 ok4 ok5]" {
@@ -185,11 +185,11 @@ func checkDeadLetter(t *testing.T, dl, orig *message.Message, want map[string]st
 func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	dlq := topics.DeadLetter(group)
 	env.provision(t, dlq)
 	const limit = 8 << 10
-	dlPub := kafkatest.NewPublisher(t, broker.Config{Brokers: env.brokers, Sarama: func(c *sarama.Config) {
+	dlPub := kototest.NewPublisher(t, broker.Config{Brokers: env.brokers, Sarama: func(c *sarama.Config) {
 		c.Producer.MaxMessageBytes = limit
 	}})
 	big := orderMessage(`{"id":"` + strings.Repeat("x", limit-400)) // does not decode
@@ -198,10 +198,10 @@ func TestDeadLetterTooLargeIsSentWithoutPayload(t *testing.T) {
 	env.publish(t, topic, big, orderMessage(`{"id":"after"}`))
 
 	mws := defaultsChain(t, middleware.Config{Publisher: dlPub, Logger: slog.New(slog.DiscardHandler)})
-	processed := new(kafkatest.Counter)
+	processed := new(kototest.Counter)
 	var seq []string
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: handleOrder(processed, &seq)})
-	kafkatest.WaitFor(t, "the message after it to be processed", func() bool { return processed.Get("after") == 1 })
+	kototest.WaitFor(t, "the message after it to be processed", func() bool { return processed.Get("after") == 1 })
 	stop()
 
 	dl := env.collect(t, dlq, 1)[0]

@@ -9,13 +9,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	wmmiddleware "github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
 // failsFirstTime returns a handler that fails the first delivery of every
 // message and succeeds on the next, recording the successes.
-func failsFirstTime(calls, succeeded *kafkatest.Counter) message.NoPublishHandlerFunc {
+func failsFirstTime(calls, succeeded *kototest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		if calls.Add(msg.UUID) == 1 {
 			return errors.New("temporary failure")
@@ -66,17 +66,17 @@ func TestWhyThisProjectExists_DeduplicatorLosesFailedMessages(t *testing.T) {
 			topic := env.topic(t, "orders")
 			env.publish(t, topic, newMessages(n)...)
 
-			calls, succeeded := new(kafkatest.Counter), new(kafkatest.Counter)
+			calls, succeeded := new(kototest.Counter), new(kototest.Counter)
 			var deliveries atomic.Int64
 			env.runRouter(t, handlerSpec{
-				name: kafkatest.Group(t, "payments"), topic: topic,
+				name: kototest.Group(t, "payments"), topic: topic,
 				// Only deduplication between the router and the handler: a
 				// failure is nacked and redelivered by the subscriber.
 				middlewares: []message.HandlerMiddleware{countDeliveries(&deliveries), c.dedup(t)},
 				handle:      failsFirstTime(calls, succeeded),
 			})
 			// Every message is delivered once and fails, then redelivered.
-			kafkatest.WaitFor(t, "each message to be delivered twice", func() bool { return deliveries.Load() >= 2*n })
+			kototest.WaitFor(t, "each message to be delivered twice", func() bool { return deliveries.Load() >= 2*n })
 
 			if got := succeeded.Distinct(); got != c.wantSucceeded {
 				t.Errorf("%d of %d messages processed, want %d", got, n, c.wantSucceeded)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -48,8 +48,8 @@ type kafkaEnv struct {
 
 func newKafkaEnv(t *testing.T) *kafkaEnv {
 	t.Helper()
-	e := &kafkaEnv{brokers: kafkatest.Brokers(t)}
-	e.pub = kafkatest.NewPublisher(t, e.config())
+	e := &kafkaEnv{brokers: kototest.Brokers(t)}
+	e.pub = kototest.NewPublisher(t, e.config())
 	return e
 }
 
@@ -59,14 +59,14 @@ func (e *kafkaEnv) config() broker.Config { return broker.Config{Brokers: e.brok
 // topic returns a new provisioned topic.
 func (e *kafkaEnv) topic(t *testing.T, prefix string) string {
 	t.Helper()
-	return kafkatest.NewTopic(t, e.config(), prefix)
+	return kototest.NewTopic(t, e.config(), prefix)
 }
 
 // provision creates topics, as an application does for its dead-letter
 // topics.
 func (e *kafkaEnv) provision(t *testing.T, names ...string) {
 	t.Helper()
-	kafkatest.Provision(t, e.config(), names...)
+	kototest.Provision(t, e.config(), names...)
 }
 
 // memoryStore returns an in-memory store closed when the test ends.
@@ -102,18 +102,18 @@ type handlerSpec struct {
 // that closes it and waits for it to stop; the test's cleanup calls it too.
 func (e *kafkaEnv) runRouter(t *testing.T, specs ...handlerSpec) (stop func()) {
 	t.Helper()
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	for _, s := range specs {
 		e.addHandler(t, router, s)
 	}
-	return kafkatest.RunRouter(t, router)
+	return kototest.RunRouter(t, router)
 }
 
 // addHandler adds s to router. Nacked messages come back after 10 ms
 // instead of the default 100 ms, to keep the tests short.
 func (e *kafkaEnv) addHandler(t *testing.T, router *message.Router, s handlerSpec) {
 	t.Helper()
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: s.name, NackResendSleep: 10 * time.Millisecond})
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: s.name, NackResendSleep: 10 * time.Millisecond})
 	var h *message.Handler
 	if s.produce == nil {
 		h = router.AddConsumerHandler(s.name, s.topic, sub, s.handle)
@@ -121,7 +121,7 @@ func (e *kafkaEnv) addHandler(t *testing.T, router *message.Router, s handlerSpe
 		// The router closes a handler's publisher when it stops.
 		pub := s.publisher
 		if pub == nil {
-			pub = kafkatest.NewPublisher(t, e.config())
+			pub = kototest.NewPublisher(t, e.config())
 		}
 		h = router.AddHandler(s.name, s.topic, sub, s.publishTopic, pub, s.produce)
 	}
@@ -132,9 +132,9 @@ func (e *kafkaEnv) addHandler(t *testing.T, router *message.Router, s handlerSpe
 // them.
 func (e *kafkaEnv) collect(t *testing.T, topic string, n int) []*message.Message {
 	t.Helper()
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: kafkatest.Group(t, "collect")})
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: kototest.Group(t, "collect")})
 	defer sub.Close()
-	return kafkatest.AckN(t, kafkatest.Subscribe(t, sub, topic), n)
+	return kototest.AckN(t, kototest.Subscribe(t, sub, topic), n)
 }
 
 // newMessages returns n messages with new UUIDs and JSON payloads
@@ -151,7 +151,7 @@ func newMessages(n int) []*message.Message {
 }
 
 // logCapture is a JSON slog logger whose lines a test can read back.
-type logCapture struct{ kafkatest.Buffer }
+type logCapture struct{ kototest.Buffer }
 
 func (c *logCapture) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(c, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -10,8 +10,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -48,7 +48,7 @@ func defaults(t *testing.T, pub message.Publisher, store idempotency.Store, dupl
 }
 
 // countingHandler records each message UUID it handles: its side effect.
-func countingHandler(c *kafkatest.Counter) message.NoPublishHandlerFunc {
+func countingHandler(c *kototest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		c.Add(msg.UUID)
 		return nil
@@ -65,17 +65,17 @@ func TestDuplicatesAreSkipped(t *testing.T) {
 			store := kind.new(t)
 			topic := env.topic(t, "orders")
 			originals := newMessages(1000)
-			env.publish(t, topic, kafkatest.WithDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
+			env.publish(t, topic, kototest.WithDuplicates(originals, func(i int) bool { return i%10 < 3 })...) // 300 duplicates
 
-			handled := new(kafkatest.Counter)
+			handled := new(kototest.Counter)
 			var duplicates atomic.Int64
-			group := kafkatest.Group(t, "payments")
+			group := kototest.Group(t, "payments")
 			env.runRouter(t, handlerSpec{
 				name: group, topic: topic,
 				middlewares: defaults(t, env.pub, store, &duplicates),
 				handle:      countingHandler(handled),
 			})
-			kafkatest.WaitFor(t, "1300 deliveries", func() bool {
+			kototest.WaitFor(t, "1300 deliveries", func() bool {
 				return handled.Distinct() == len(originals) && duplicates.Load() >= 300
 			})
 
@@ -102,13 +102,13 @@ func TestScopeSeparatesHandlers(t *testing.T) {
 	msgs := newMessages(50)
 	env.publish(t, topic, msgs...)
 
-	billing, shipping := new(kafkatest.Counter), new(kafkatest.Counter)
+	billing, shipping := new(kototest.Counter), new(kototest.Counter)
 	var duplicates atomic.Int64
 	env.runRouter(t,
-		handlerSpec{name: kafkatest.Group(t, "billing"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(billing)},
-		handlerSpec{name: kafkatest.Group(t, "shipping"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(shipping)},
+		handlerSpec{name: kototest.Group(t, "billing"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(billing)},
+		handlerSpec{name: kototest.Group(t, "shipping"), topic: topic, middlewares: defaults(t, env.pub, store, &duplicates), handle: countingHandler(shipping)},
 	)
-	kafkatest.WaitFor(t, "both handlers to see every message", func() bool {
+	kototest.WaitFor(t, "both handlers to see every message", func() bool {
 		return billing.Total()+shipping.Total()+int(duplicates.Load()) >= 2*len(msgs)
 	})
 	for _, m := range msgs {

@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	koto "github.com/koto-dev/watermill-koto"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -19,12 +19,12 @@ import (
 // a new headerless record lands at the same partition and offset. It is
 // handled too, not skipped as a duplicate of the first.
 func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
-	kafkatest.VerifyNoLeaks(t)
+	kototest.VerifyNoLeaks(t)
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "legacy")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	store := memoryStore(t)
-	handled := new(kafkatest.Counter) // by partition/offset
+	handled := new(kototest.Counter) // by partition/offset
 	var duplicates atomic.Int64
 	run := func() func() {
 		mws := defaultsChain(t, middleware.Config{
@@ -43,12 +43,12 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 
 	produceRaw(t, env, topic, "first")
 	stop := run()
-	kafkatest.WaitFor(t, "the first record", func() bool { return handled.Total() == 1 })
+	kototest.WaitFor(t, "the first record", func() bool { return handled.Total() == 1 })
 	stop()
 
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
-	resp, err := kafkatest.Admin(t, env.brokers).DeleteTopics(ctx, topic)
+	resp, err := kototest.Admin(t, env.brokers).DeleteTopics(ctx, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -59,7 +59,7 @@ func TestKeyOfHeaderlessRecordSurvivesTopicRecreation(t *testing.T) {
 	resetGroup(t, env, group) // its committed offset was the old topic's
 	produceRaw(t, env, topic, "second")
 	run()
-	kafkatest.WaitFor(t, "the second record, handled or skipped", func() bool {
+	kototest.WaitFor(t, "the second record, handled or skipped", func() bool {
 		return handled.Total() == 2 || duplicates.Load() > 0
 	})
 	if n := duplicates.Load(); n != 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -22,11 +22,11 @@ import (
 func TestKeyFallsBackToKafkaPosition(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "legacy")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	produceRaw(t, env, topic, "same", "same")
 
 	store := memoryStore(t)
-	handled := new(kafkatest.Counter)
+	handled := new(kototest.Counter)
 	var keys []string // written by one partition's handler at a time
 	run := func(duplicates *atomic.Int64) func() {
 		mws := defaultsChain(t, middleware.Config{
@@ -44,11 +44,11 @@ func TestKeyFallsBackToKafkaPosition(t *testing.T) {
 	}
 	var none, duplicates atomic.Int64
 	stop := run(&none)
-	kafkatest.WaitFor(t, "both records", func() bool { return handled.Total() == 2 })
+	kototest.WaitFor(t, "both records", func() bool { return handled.Total() == 2 })
 	stop()
 	resetGroup(t, env, group)
 	run(&duplicates)
-	kafkatest.WaitFor(t, "both redeliveries", func() bool { return duplicates.Load() == 2 })
+	kototest.WaitFor(t, "both redeliveries", func() bool { return duplicates.Load() == 2 })
 
 	if handled.Total() != 2 || none.Load() != 0 {
 		t.Errorf("handled %d times, %d duplicates at first; want 2 and 0", handled.Total(), none.Load())

@@ -12,7 +12,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -20,7 +20,7 @@ import (
 // kindHandler fails as the payload's kind says: "fail-once" and
 // "outage-once" fail the first attempt (the second as an outage),
 // "permanent" always fails permanently.
-func kindHandler(attempts *kafkatest.Counter) message.NoPublishHandlerFunc {
+func kindHandler(attempts *kototest.Counter) message.NoPublishHandlerFunc {
 	return func(msg *message.Message) error {
 		var o order
 		if err := json.Unmarshal(msg.Payload, &o); err != nil {
@@ -45,13 +45,13 @@ func kindHandler(attempts *kafkatest.Counter) message.NoPublishHandlerFunc {
 func TestLoggingLine(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 
 	ok := orderMessage(`{"kind":"ok"}`)
 	ok.Metadata.Set(correlation.MetadataKey, "corr-ok")
 	failOnce := orderMessage(`{"kind":"fail-once"}`)
-	dup := kafkatest.Republish(ok)
+	dup := kototest.Republish(ok)
 	poison := orderMessage(`{"kind":"permanent"}`)
 	outage := orderMessage(`{"kind":"outage-once"}`)
 	last := orderMessage(`{"kind":"ok"}`)
@@ -64,9 +64,9 @@ func TestLoggingLine(t *testing.T) {
 		Logger:     logs.logger(),
 		DeadLetter: middleware.DeadLetterConfig{Backoff: koto.Backoff{InitialInterval: fastBackoff.initial, MaxInterval: fastBackoff.max}},
 	})
-	attempts := new(kafkatest.Counter)
+	attempts := new(kototest.Counter)
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
-	kafkatest.WaitFor(t, "six handled lines", func() bool { return len(where(logs.lines(t), "msg", "message handled")) == 6 })
+	kototest.WaitFor(t, "six handled lines", func() bool { return len(where(logs.lines(t), "msg", "message handled")) == 6 })
 	stop()
 
 	lines := logs.lines(t)
@@ -147,7 +147,7 @@ func TestLoggingLine(t *testing.T) {
 func TestDeadLetterPublishFailureNacks(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 	poison := message.NewMessage(watermill.NewUUID(), []byte(`{"kind":"permanent"}`))
 	env.publish(t, topic, poison)
@@ -161,15 +161,15 @@ func TestDeadLetterPublishFailureNacks(t *testing.T) {
 	}
 	logs := &logCapture{}
 	mws := defaultsChain(t, middleware.Config{Publisher: closed, Logger: logs.logger()})
-	attempts := new(kafkatest.Counter)
+	attempts := new(kototest.Counter)
 	stop := env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: kindHandler(attempts)})
-	kafkatest.WaitFor(t, "two nacked deliveries", func() bool { return len(where(logs.lines(t), "outcome", "nacked")) >= 2 })
+	kototest.WaitFor(t, "two nacked deliveries", func() bool { return len(where(logs.lines(t), "outcome", "nacked")) >= 2 })
 	stop()
 	l := where(logs.lines(t), "outcome", "nacked")[0]
 	if l["level"] != "WARN" || l["message_uuid"] != poison.UUID || l["error"] == nil {
 		t.Errorf("nacked line: %v", l)
 	}
-	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
+	if n := kototest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Fatalf("%d dead letters with a closed publisher", n)
 	}
 

@@ -5,11 +5,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m,
+	kototest.VerifyTestMain(m,
 		// Watermill's map repository for its Deduplicator (used only by the
 		// comparison test) starts a cleanup goroutine on
 		// context.Background() and offers no way to stop it.

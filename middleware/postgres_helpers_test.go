@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // postgresStore returns a PostgreSQL store in a new schema of the test's

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -25,17 +25,17 @@ func TestRestartRemembersProcessedMessages(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	msgs := newMessages(500)
 	env.publish(t, topic, msgs...)
 
-	handled := new(kafkatest.Counter)
+	handled := new(kototest.Counter)
 	stop := env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
 		middlewares: defaults(t, env.pub, postgresStoreIn(t, pool, schema), nil),
 		handle:      countingHandler(handled),
 	})
-	kafkatest.WaitFor(t, "500 messages processed", func() bool { return handled.Distinct() == len(msgs) })
+	kototest.WaitFor(t, "500 messages processed", func() bool { return handled.Distinct() == len(msgs) })
 	stop()
 
 	resetGroup(t, env, group)
@@ -45,7 +45,7 @@ func TestRestartRemembersProcessedMessages(t *testing.T) {
 		middlewares: defaults(t, env.pub, postgresStoreIn(t, pool, schema), &duplicates),
 		handle:      countingHandler(handled),
 	})
-	kafkatest.WaitFor(t, "500 redeliveries", func() bool { return duplicates.Load() >= int64(len(msgs)) })
+	kototest.WaitFor(t, "500 redeliveries", func() bool { return duplicates.Load() >= int64(len(msgs)) })
 	if got := handled.Total(); got != len(msgs) {
 		t.Errorf("side effect happened %d times for %d messages across a restart", got, len(msgs))
 	}
@@ -55,8 +55,8 @@ func TestRestartRemembersProcessedMessages(t *testing.T) {
 // it starts again at the oldest offset (the subscriber's default).
 func resetGroup(t *testing.T, env *kafkaEnv, group string) {
 	t.Helper()
-	adm := kafkatest.Admin(t, env.brokers)
-	kafkatest.WaitFor(t, "the consumer group to be deleted", func() bool {
+	adm := kototest.Admin(t, env.brokers)
+	kototest.WaitFor(t, "the consumer group to be deleted", func() bool {
 		resp, err := adm.DeleteGroups(context.Background(), group)
 		if err != nil {
 			return false
@@ -74,11 +74,11 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	pool, proxy := pgtest.ProxiedPool(t)
 	store := postgresStore(t, pool)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 	msgs := newMessages(300)
 
-	handled := new(kafkatest.Counter)
+	handled := new(kototest.Counter)
 	var duplicates atomic.Int64
 	logs := &logCapture{}
 	mws := defaultsChain(t, middleware.Config{
@@ -96,14 +96,14 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	})
 	env.runRouter(t, handlerSpec{name: group, topic: topic, middlewares: mws, handle: countingHandler(handled)})
 	env.publish(t, topic, msgs[:100]...)
-	kafkatest.WaitFor(t, "the first 100 messages", func() bool { return handled.Distinct() == 100 })
+	kototest.WaitFor(t, "the first 100 messages", func() bool { return handled.Distinct() == 100 })
 
 	proxy.Cut()
 	defer proxy.Restore()                   // should the test fail first, for the cleanup
 	env.publish(t, topic, msgs[100:200]...) // published during the outage
 	// The partitions are now stuck on store calls, retried as outages; with
 	// backoffs capped at 100 ms, 60 retries over 3 partitions take seconds.
-	kafkatest.WaitFor(t, "60 retries of the outage", func() bool {
+	kototest.WaitFor(t, "60 retries of the outage", func() bool {
 		return len(where(logs.lines(t), "error_class", "outage")) >= 60
 	})
 	if n := handled.Distinct(); n != 100 {
@@ -112,14 +112,14 @@ func TestStoreOutageLosesNothing(t *testing.T) {
 	proxy.Restore()
 	env.publish(t, topic, msgs[200:]...)
 
-	kafkatest.WaitFor(t, "all 300 messages", func() bool { return handled.Distinct() == len(msgs) })
+	kototest.WaitFor(t, "all 300 messages", func() bool { return handled.Distinct() == len(msgs) })
 	if got := handled.Total(); got != len(msgs) {
 		t.Errorf("side effect happened %d times for %d messages", got, len(msgs))
 	}
 	if d := duplicates.Load(); d != 0 {
 		t.Errorf("%d messages skipped as duplicates", d)
 	}
-	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
+	if n := kototest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Errorf("%d messages dead-lettered during a store outage", n)
 	}
 	outage := where(logs.lines(t), "error_class", "outage")

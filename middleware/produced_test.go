@@ -13,7 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -28,16 +28,16 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 	order := newMessages(1)[0]
 	env.publish(t, in, order)
 
-	handled := new(kafkatest.Counter)
+	handled := new(kototest.Counter)
 	produce := func(msg *message.Message) ([]*message.Message, error) {
 		handled.Add(msg.UUID)
 		return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte(msg.UUID))}, nil
 	}
-	pub := &kafkatest.FlakyPublisher{Publisher: kafkatest.NewPublisher(t, broker.Config{Brokers: env.brokers})}
+	pub := &kototest.FlakyPublisher{Publisher: kototest.NewPublisher(t, broker.Config{Brokers: env.brokers})}
 	pub.FailFor(1)
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
-		name: kafkatest.Group(t, "billing"), topic: in,
+		name: kototest.Group(t, "billing"), topic: in,
 		middlewares: defaults(t, env.pub, memoryStore(t), &duplicates),
 		produce:     produce, publishTopic: out, publisher: pub,
 	})
@@ -46,8 +46,8 @@ func TestReturnedMessagesSurviveAFailedPublish(t *testing.T) {
 	if string(receipts[0].Payload) != order.UUID {
 		t.Fatalf("receipt for %q, want %s", receipts[0].Payload, order.UUID)
 	}
-	env.publish(t, in, kafkatest.Republish(order))
-	kafkatest.WaitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
+	env.publish(t, in, kototest.Republish(order))
+	kototest.WaitFor(t, "the re-publication to be skipped", func() bool { return duplicates.Load() == 1 })
 	if n := handled.Get(order.UUID); n != 2 {
 		t.Errorf("handler ran %d times, want 2: once before the failed publish, once after", n)
 	}
@@ -118,7 +118,7 @@ func TestPendingMarkIsAnOutage(t *testing.T) {
 	first.Ack()
 	// The mark follows the ack on another goroutine: on a loaded machine a
 	// delivery may still find it pending, which is the outage above.
-	kafkatest.WaitFor(t, "a delivery after the ack to be skipped", func() bool {
+	kototest.WaitFor(t, "a delivery after the ack to be skipped", func() bool {
 		_, err := h(message.NewMessage(id, nil))
 		if err != nil && !errors.Is(err, middleware.ErrMarkPending) {
 			t.Fatalf("after the ack: %v", err)
@@ -146,7 +146,7 @@ func TestFailedMarkAfterAckIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg.Ack()
-	kafkatest.WaitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
+	kototest.WaitFor(t, "the failed mark's line", func() bool { return len(logs.lines(t)) == 2 })
 	late := logs.lines(t)[1]
 	if late["level"] != "WARN" || late["message_uuid"] != msg.UUID || late["error"] == nil {
 		t.Errorf("line of the failed mark: %v", late)
@@ -173,7 +173,7 @@ func TestMarkAfterAckRetriesStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Ack()
-	kafkatest.WaitFor(t, "the duplicate to be skipped after the retried mark", func() bool {
+	kototest.WaitFor(t, "the duplicate to be skipped after the retried mark", func() bool {
 		_, err := h(message.NewMessage(id, nil))
 		if err != nil && !errors.Is(err, middleware.ErrMarkPending) {
 			t.Fatalf("duplicate: %v", err)

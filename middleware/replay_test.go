@@ -6,7 +6,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -18,14 +18,14 @@ import (
 func TestDeadLetterReplayRunsAgain(t *testing.T) {
 	env := newKafkaEnv(t)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	dlq := topics.DeadLetter(group)
 	env.provision(t, dlq)
 	msg := newMessages(1)[0]
 	env.publish(t, topic, msg)
 
 	var fixed atomic.Bool // the bug is fixed before the replay
-	handled := new(kafkatest.Counter)
+	handled := new(kototest.Counter)
 	var duplicates atomic.Int64
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
@@ -40,8 +40,8 @@ func TestDeadLetterReplayRunsAgain(t *testing.T) {
 	})
 	dl := env.collect(t, dlq, 1)[0]
 	fixed.Store(true)
-	env.publish(t, topic, kafkatest.Republish(dl))
-	kafkatest.WaitFor(t, "the replay to be handled", func() bool { return handled.Get(msg.UUID) == 1 || duplicates.Load() > 0 })
+	env.publish(t, topic, kototest.Republish(dl))
+	kototest.WaitFor(t, "the replay to be handled", func() bool { return handled.Get(msg.UUID) == 1 || duplicates.Load() > 0 })
 	if d := duplicates.Load(); d != 0 {
 		t.Fatalf("the replay was skipped as a duplicate")
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -75,12 +75,12 @@ func TestTransactionalPanicRollsBack(t *testing.T) {
 		_, _ = handler(msg)
 	}()
 	fail.Store(1)
-	if _, err := handler(kafkatest.Republish(msg)); err == nil {
+	if _, err := handler(kototest.Republish(msg)); err == nil {
 		t.Error("a failing handler's error was dropped")
 	}
 	fail.Store(0)
 	for range 2 { // handled, then a duplicate
-		if _, err := handler(kafkatest.Republish(msg)); err != nil {
+		if _, err := handler(kototest.Republish(msg)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -98,7 +98,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 	msgs := newMessages(2)
 	a, b := msgs[0], msgs[1]
 	a.Metadata.Set(correlation.MetadataKey, "corr-a")
-	attempts := new(kafkatest.Counter)
+	attempts := new(kototest.Counter)
 	handle := func(msg *message.Message) ([]*message.Message, error) {
 		if err := fx.insert(msg); err != nil {
 			return nil, err
@@ -115,10 +115,10 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 		}
 		return receipts, nil
 	}
-	e.runRouter(t, handlerSpec{name: kafkatest.Group(t, "receipts"), topic: in, middlewares: chain, produce: handle, publishTopic: out})
-	e.publish(t, in, a, b, kafkatest.Republish(a))
+	e.runRouter(t, handlerSpec{name: kototest.Group(t, "receipts"), topic: in, middlewares: chain, produce: handle, publishTopic: out})
+	e.publish(t, in, a, b, kototest.Republish(a))
 
-	kafkatest.WaitFor(t, "both messages committed and the duplicate skipped", func() bool {
+	kototest.WaitFor(t, "both messages committed and the duplicate skipped", func() bool {
 		return afterCommit.Load() == 2 && duplicates.Load() == 1
 	})
 	rows := outboxRows(t, pool, box)
@@ -138,7 +138,7 @@ func TestTransactionalOutboxWritesReturnedMessages(t *testing.T) {
 	if rows, distinct := fx.counts(); rows != 2 || distinct != 2 || attempts.Get(b.UUID) != 2 {
 		t.Errorf("%d effect rows of %d messages after %d attempts of the failing one; want 2, 2, 2", rows, distinct, attempts.Get(b.UUID))
 	}
-	if n := kafkatest.Records(t, e.brokers, out); n != 0 {
+	if n := kototest.Records(t, e.brokers, out); n != 0 {
 		t.Errorf("the router published %d records to %s itself", n, out)
 	}
 }
@@ -190,7 +190,7 @@ func TestTransactionalLockKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := kafkatest.Topic(t, "locked")
+	topic := kototest.Topic(t, "locked")
 	entered, release := make(chan string, 2), make(chan struct{})
 	var releaseOnce sync.Once
 	releaseFirst := func() { releaseOnce.Do(func() { close(release) }) }
@@ -221,11 +221,11 @@ func TestTransactionalLockKeys(t *testing.T) {
 	}
 
 	first := deliver("first")
-	if got := kafkatest.Receive(t, entered, "a handler entered"); got != "first" {
+	if got := kototest.Receive(t, entered, "a handler entered"); got != "first" {
 		t.Fatalf("entered %q", got)
 	}
 	second := deliver("second")
-	kafkatest.WaitFor(t, "the second delivery to wait for the key lock before any write", func() bool {
+	kototest.WaitFor(t, "the second delivery to wait for the key lock before any write", func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = $1 AND wait_event = 'advisory' AND backend_xid IS NULL`, app).Scan(&n)
@@ -238,7 +238,7 @@ func TestTransactionalLockKeys(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if got := kafkatest.Receive(t, entered, "a handler entered"); got != "second" {
+	if got := kototest.Receive(t, entered, "a handler entered"); got != "second" {
 		t.Fatalf("entered %q", got)
 	}
 	if err := <-second; err != nil {

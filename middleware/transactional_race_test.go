@@ -14,8 +14,8 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -123,8 +123,8 @@ func testConcurrentDuplicate(t *testing.T, claimFirst, firstFails bool) {
 	errs := make(chan error, 2)
 	go func() { _, err := handler(msg); errs <- err }()
 	<-inside
-	go func() { _, err := handler(kafkatest.Republish(msg)); errs <- err }()
-	kafkatest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
+	go func() { _, err := handler(kototest.Republish(msg)); errs <- err }()
+	kototest.WaitFor(t, "the second delivery to wait on the claim", func() bool { return e.waitingClaims(t) == 1 })
 	close(release)
 	first, second := <-errs, <-errs
 	if (first != nil) != firstFails || second != nil {
@@ -158,7 +158,7 @@ func TestTransactionalRacingDeliveries(t *testing.T) {
 	for g := range deliveries {
 		wg.Go(func() {
 			for i := range msgs {
-				m := kafkatest.Republish(msgs[(i+g*7)%len(msgs)]) // each goroutine in its own order
+				m := kototest.Republish(msgs[(i+g*7)%len(msgs)]) // each goroutine in its own order
 				if _, err := handler(m); err != nil {
 					t.Errorf("delivery of %s: %v", m.UUID, err)
 				}
@@ -186,7 +186,7 @@ func TestTransactionalDeferredClaim(t *testing.T) {
 	noop := e.wrap(t, func(*message.Message) error { calls.Add(1); return nil })
 	msg := newMessages(1)[0]
 	for range 2 {
-		if _, err := noop(kafkatest.Republish(msg)); err != nil {
+		if _, err := noop(kototest.Republish(msg)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -27,24 +27,24 @@ func TestTransactionalEffectsHappenOnce(t *testing.T) {
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
 	originals := newMessages(500)
-	env.publish(t, topic, kafkatest.WithDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
+	env.publish(t, topic, kototest.WithDuplicates(originals, func(i int) bool { return i%5 < 2 })...) // 200 duplicates
 
 	var duplicates atomic.Int64
 	logs := &logCapture{}
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.runRouter(t, handlerSpec{
 		name: group, topic: topic,
 		middlewares: transactionalDefaults(t, env.pub, store, logs.logger(), &duplicates),
 		handle:      fx.insert,
 	})
-	kafkatest.WaitFor(t, "700 deliveries", func() bool {
+	kototest.WaitFor(t, "700 deliveries", func() bool {
 		_, distinct := fx.counts()
 		return distinct == len(originals) && duplicates.Load() >= 200
 	})
 	if rows, distinct := fx.counts(); rows != len(originals) || distinct != len(originals) {
 		t.Errorf("%d effect rows for %d distinct messages, want %d of each", rows, distinct, len(originals))
 	}
-	kafkatest.WaitFor(t, "a log line per duplicate", func() bool {
+	kototest.WaitFor(t, "a log line per duplicate", func() bool {
 		return len(where(logs.lines(t), "outcome", "duplicate")) == int(duplicates.Load())
 	})
 	t.Logf("%d duplicates skipped", duplicates.Load())
@@ -67,7 +67,7 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 	schema := pgtest.Schema(t, pool)
 	store, fx := postgresStoreIn(t, pool, schema), newEffects(t, pool, schema)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 
 	msgs := newMessages(100)
@@ -81,7 +81,7 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 		}
 		m.Payload, _ = json.Marshal(a)
 	}
-	calls := new(kafkatest.Counter)
+	calls := new(kototest.Counter)
 	handle := func(msg *message.Message) error {
 		var a attempt
 		if err := json.Unmarshal(msg.Payload, &a); err != nil {
@@ -103,9 +103,9 @@ func TestTransactionalFailureRollsBackTheClaim(t *testing.T) {
 		handle:      handle,
 	})
 	env.publish(t, topic, msgs...)
-	kafkatest.WaitFor(t, "99 messages handled and one dead-lettered", func() bool {
+	kototest.WaitFor(t, "99 messages handled and one dead-lettered", func() bool {
 		_, distinct := fx.counts()
-		return distinct == len(msgs)-1 && kafkatest.Records(t, env.brokers, topics.DeadLetter(group)) == 1
+		return distinct == len(msgs)-1 && kototest.Records(t, env.brokers, topics.DeadLetter(group)) == 1
 	})
 
 	if rows, _ := fx.counts(); rows != len(msgs)-1 {
@@ -140,12 +140,12 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	pool, proxy := pgtest.ProxiedPool(t)
 	store := postgresStoreIn(t, pool, schema)
 	topic := env.topic(t, "orders")
-	group := kafkatest.Group(t, "payments")
+	group := kototest.Group(t, "payments")
 	env.provision(t, topics.DeadLetter(group))
 	msgs := newMessages(300)
 
 	var cut sync.Once
-	calls := new(kafkatest.Counter)
+	calls := new(kototest.Counter)
 	handle := func(msg *message.Message) error {
 		calls.Add(msg.UUID)
 		if err := fx.insert(msg); err != nil {
@@ -167,7 +167,7 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	env.publish(t, topic, msgs...)
 	// MaxAttempts is 3: were the outage not recognised, the messages would
 	// soon be dead-lettered.
-	kafkatest.WaitFor(t, "30 retries of the outage", func() bool {
+	kototest.WaitFor(t, "30 retries of the outage", func() bool {
 		return len(where(logs.lines(t), "error_class", "outage")) >= 30
 	})
 	if rows, _ := fx.counts(); rows == len(msgs) {
@@ -175,14 +175,14 @@ func TestTransactionalOutageLosesNothing(t *testing.T) {
 	}
 	proxy.Restore()
 
-	kafkatest.WaitFor(t, "all 300 messages", func() bool { _, n := fx.counts(); return n == len(msgs) })
+	kototest.WaitFor(t, "all 300 messages", func() bool { _, n := fx.counts(); return n == len(msgs) })
 	if rows, _ := fx.counts(); rows != len(msgs) {
 		t.Errorf("%d effect rows for %d messages", rows, len(msgs))
 	}
 	if n := calls.Get(msgs[150].UUID); n < 2 {
 		t.Errorf("the message whose commit was cut was handled %d times; its retry should run it again", n)
 	}
-	if n := kafkatest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
+	if n := kototest.Records(t, env.brokers, topics.DeadLetter(group)); n != 0 {
 		t.Errorf("%d messages dead-lettered during a database outage", n)
 	}
 	outage := where(logs.lines(t), "error_class", "outage")

@@ -15,7 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -45,10 +45,10 @@ func deliverAtOnce(h message.HandlerFunc, copies int) []error {
 
 // holdUntil polls cond, for a handler that a test keeps running until the
 // other deliveries are where the test wants them; it gives up with an
-// error after kafkatest.Timeout, so that a broken test fails rather than
+// error after kototest.DefaultTimeout, so that a broken test fails rather than
 // hangs.
 func holdUntil(what string, cond func() bool) error {
-	deadline := time.Now().Add(kafkatest.Timeout)
+	deadline := time.Now().Add(kototest.DefaultTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out waiting for %s", what)

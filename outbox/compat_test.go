@@ -17,7 +17,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -47,7 +47,7 @@ func watermillPublisher(t *testing.T, e *env, tx pgx.Tx) message.Publisher {
 // with its UUID, payload and metadata.
 func TestWatermillForwarderReadsTheTable(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "compat")
+	topic := kototest.Topic(t, "compat")
 	msg := newMsg("hello", "k")
 	msg.Metadata.Set("name", "greeting")
 	e.publish(topic, msg)
@@ -84,7 +84,7 @@ func TestWatermillForwarderReadsTheTable(t *testing.T) {
 		if got.UUID != msg.UUID || string(got.Payload) != "hello" || got.Metadata.Get("name") != "greeting" {
 			t.Fatalf("Watermill's forwarder delivered %s %q %v", got.UUID, got.Payload, got.Metadata)
 		}
-	case <-kafkatest.Context(t).Done():
+	case <-kototest.Context(t).Done():
 		t.Fatal("Watermill's forwarder delivered nothing")
 	}
 }
@@ -99,8 +99,8 @@ func TestWatermillForwarderReadsTheTable(t *testing.T) {
 // may swap neighbours, so its order is compared as a set.)
 func TestForwarderReadsWhatWatermillSQLReads(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "drift")
-	kafkatest.Provision(t, broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, topic)
+	topic := kototest.Topic(t, "drift")
+	kototest.Provision(t, broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, topic)
 	want := writeInterleaved(t, e, topic)
 
 	byWatermill := watermillOrder(t, e, topic, len(want))
@@ -123,7 +123,7 @@ func TestForwarderReadsWhatWatermillSQLReads(t *testing.T) {
 // transaction IDs, the order both readers must keep.
 func writeInterleaved(t *testing.T, e *env, topic string) []string {
 	t.Helper()
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	write := func(tx pgx.Tx, payloads ...string) {
 		for _, p := range payloads {
 			msg := message.NewMessage(watermill.NewUUID(), []byte(p))
@@ -202,7 +202,7 @@ func watermillOrder(t *testing.T, e *env, topic string, n int) []string {
 		case msg := <-received:
 			msg.Ack()
 			got = append(got, string(msg.Payload))
-		case <-kafkatest.Context(t).Done():
+		case <-kototest.Context(t).Done():
 			t.Fatalf("watermill-sql's subscriber read %d of %d messages: %v", len(got), n, got)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -43,7 +43,7 @@ func (o *order) pay()   { o.Record(OrderPaid{OrderID: o.ID}) }
 // transaction writes each event once.
 func TestDomainEvents(t *testing.T) {
 	e := newEnv(t)
-	service := kafkatest.Topic(t, "shop")
+	service := kototest.Topic(t, "shop")
 	r := newReader(t, e.brokers, service+".order-placed", service+".order-paid")
 	e.startForwarder(e.forwarderConfig())
 	pub, err := cqrs.NewEventPublisher(e.o.ContextPublisher(), cqrs.EventPublisherConfig{Service: service})
@@ -54,7 +54,7 @@ func TestDomainEvents(t *testing.T) {
 	o.place()
 
 	errRollback := errors.New("rollback")
-	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -68,7 +68,7 @@ func TestDomainEvents(t *testing.T) {
 	}
 	r.none(2 * testPoll)
 
-	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := outbox.PublishDomainEvents(ctx, pub, o); err != nil {
 			return err
 		}
@@ -112,12 +112,12 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 	if err := outbox.PublishDomainEvents(context.Background(), pub, o); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("without a transaction: %v, want ErrNoTransaction", err)
 	}
-	direct := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
-	kafkaPub, err := cqrs.NewEventPublisher(direct, cqrs.EventPublisherConfig{Service: kafkatest.Topic(t, "direct")})
+	direct := kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+	kafkaPub, err := cqrs.NewEventPublisher(direct, cqrs.EventPublisherConfig{Service: kototest.Topic(t, "direct")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err = e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, kafkaPub, o)
 	})
 	if !errors.Is(err, outbox.ErrNotThroughOutbox) {
@@ -127,7 +127,7 @@ func TestDomainEventsNeedTheOutbox(t *testing.T) {
 		t.Fatal("the events were cleared")
 	}
 	var value order
-	if err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	if err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		return outbox.PublishDomainEvents(ctx, pub, notPointer{&value})
 	}); err == nil {
 		t.Fatal("an aggregate that is not a pointer was accepted")

@@ -11,8 +11,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // refusingMarshaler is the broker's default Marshaler, but it refuses a
@@ -38,7 +38,7 @@ func (m refusingMarshaler) Marshal(topic string, msg *message.Message) (*sarama.
 // those behind it arrive once each, in order, and the table empties.
 func TestForwarderKeepsARowItsMarshalerRefuses(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "refused")
+	topic := kototest.Topic(t, "refused")
 	r := newReader(t, e.brokers, topic)
 	var refusing atomic.Bool
 	var refused atomic.Int64
@@ -56,7 +56,7 @@ func TestForwarderKeepsARowItsMarshalerRefuses(t *testing.T) {
 	cfg.Broker.Marshaler = refusingMarshaler{broker.NewPartitionKeyMarshaler(), &refusing, &refused}
 	f := e.startForwarder(cfg)
 
-	kafkatest.WaitFor(t, "the Marshaler to refuse the row", func() bool { return refused.Load() > 0 })
+	kototest.WaitFor(t, "the Marshaler to refuse the row", func() bool { return refused.Load() > 0 })
 	if got, want := payloadsOf(r.next(3)), strings.Join(before[:3], ","); got != want {
 		t.Fatalf("before the refused row's batch, Kafka got %s; want %s", got, want)
 	}
@@ -70,14 +70,14 @@ func TestForwarderKeepsARowItsMarshalerRefuses(t *testing.T) {
 	if !e.logs.logged("the Marshaler refused outbox row") || !e.logs.logged(bad.UUID) {
 		t.Fatal("the refusal was not logged with the row's uuid")
 	}
-	kafkatest.WaitFor(t, "the forwarder to try the row again", func() bool { return refused.Load() > 1 })
+	kototest.WaitFor(t, "the forwarder to try the row again", func() bool { return refused.Load() > 1 })
 
 	refusing.Store(false)
 	want := strings.Join(append(append(before[3:], "refused"), after...), ",")
 	if got := payloadsOf(r.next(8)); got != want {
 		t.Fatalf("once the Marshaler accepts, Kafka got %s; want %s", got, want)
 	}
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	r.none(2 * testPoll)
 	if n := f.Forwarded(); n != 11 {
 		t.Fatalf("forwarded %d, want 11: the refused batch once, after the first one", n)

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestOlderTransactionHeldOpen: a transaction that wrote into the outbox
@@ -25,7 +25,7 @@ import (
 // others arrive, none skipped, in transaction-ID order.
 func TestOlderTransactionHeldOpen(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "held")
+	topic := kototest.Topic(t, "held")
 	r := newReader(t, e.brokers, topic)
 	f := e.startForwarder(e.forwarderConfig())
 
@@ -43,7 +43,7 @@ func TestOlderTransactionHeldOpen(t *testing.T) {
 	if got := payloadsOf(r.next(11)); got != want {
 		t.Fatalf("Kafka order %s, want %s", got, want)
 	}
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }
 
 // TestForwarderKilledMidBatch stops a produce request on the broker, kills
@@ -59,7 +59,7 @@ func TestForwarderKilledMidBatch(t *testing.T) {
 	}
 	t.Cleanup(cluster.Close)
 	e := newEnv(t, cluster.ListenAddrs()...)
-	topic := kafkatest.Topic(t, "killed")
+	topic := kototest.Topic(t, "killed")
 	r := newReader(t, e.brokers, topic)
 	for tx := range total / 100 {
 		msgs := make([]*message.Message, 100)
@@ -87,7 +87,7 @@ func TestForwarderKilledMidBatch(t *testing.T) {
 	first := e.startForwarder(cfg)
 	select {
 	case <-arrived:
-	case <-kafkatest.Context(t).Done():
+	case <-kototest.Context(t).Done():
 		t.Fatal("no third produce request")
 	}
 	terminate(t, e, cfg.ApplicationName)
@@ -99,7 +99,7 @@ func TestForwarderKilledMidBatch(t *testing.T) {
 	cfg.ApplicationName = "koto-test-restarted"
 	e.startForwarder(cfg)
 	recs := r.distinct(total)
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, total)
 	t.Logf("%d duplicates", dups)
@@ -140,7 +140,7 @@ func checkDelivery(t *testing.T, recs []record, total int) (dups int) {
 func terminate(t *testing.T, e *env, app string) {
 	t.Helper()
 	var n int
-	err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
+	err := e.pool.QueryRow(kototest.Context(t), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
 	if err != nil || n == 0 {
 		t.Fatalf("terminate %s: %d backends, %v", app, n, err)
 	}
@@ -151,7 +151,7 @@ func terminate(t *testing.T, e *env, app string) {
 // takes over, and when its connection is killed, one of them carries on.
 func TestTwoForwarders(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "two")
+	topic := kototest.Topic(t, "two")
 	r := newReader(t, e.brokers, topic)
 	fwd := e.forwarders(50, "koto-test-a", "koto-test-b")
 	seq := &sequence{e: e, topic: topic, batch: 50}
@@ -165,7 +165,7 @@ func TestTwoForwarders(t *testing.T) {
 	}
 	// Forwarded counts a batch once it is recorded, after Kafka acknowledged
 	// it: the reader may have the last batch first.
-	kafkatest.WaitFor(t, "the active forwarder to record 500", func() bool { return active.Forwarded() >= 500 })
+	kototest.WaitFor(t, "the active forwarder to record 500", func() bool { return active.Forwarded() >= 500 })
 	if other := fwd[otherName(name)]; other.Forwarded() != 0 || active.Forwarded() != 500 {
 		t.Fatalf("active forwarded %d, standby %d; want 500 and 0", active.Forwarded(), other.Forwarded())
 	}
@@ -187,7 +187,7 @@ func TestTwoForwarders(t *testing.T) {
 		t.Fatalf("%d duplicates after a killed connection, more than a batch", dups)
 	}
 	if !survivor.Active() {
-		kafkatest.WaitFor(t, "the survivor to be active again", survivor.Active)
+		kototest.WaitFor(t, "the survivor to be active again", survivor.Active)
 	}
 }
 
@@ -211,7 +211,7 @@ func TestKafkaOutage(t *testing.T) {
 	addr := b.Addrs()[0]
 	port, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	e := newEnv(t, addr)
-	topic := kafkatest.Topic(t, "outage")
+	topic := kototest.Topic(t, "outage")
 	e.publish(topic, newMsg("before", "k"))
 	r := newReader(t, e.brokers, topic)
 	cfg := e.forwarderConfig()
@@ -236,7 +236,7 @@ func TestKafkaOutage(t *testing.T) {
 		e.publish(topic, msgs...)
 	}
 	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".probe (id bigserial PRIMARY KEY)")
-	kafkatest.WaitFor(t, "a failed produce", func() bool { return e.logs.logged("Kafka") })
+	kototest.WaitFor(t, "a failed produce", func() bool { return e.logs.logged("Kafka") })
 	notStalled(t, e)
 	if n := e.rows(); n != 300 || f.Forwarded() != 1 {
 		t.Fatalf("during the outage: %d rows, %d forwarded; want 300 and 1", n, f.Forwarded())
@@ -260,7 +260,7 @@ func TestKafkaOutage(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("after the outage, first occurrences:\n%v\nwant\n%v", got, want)
 	}
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }
 
 // notStalled checks, several times over a few poll intervals, that a
@@ -271,19 +271,19 @@ func notStalled(t *testing.T, e *env) {
 	t.Helper()
 	for range 5 {
 		var xid uint64
-		err := e.pool.QueryRow(kafkatest.Context(t), "INSERT INTO "+e.schema+".probe DEFAULT VALUES RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
+		err := e.pool.QueryRow(kototest.Context(t), "INSERT INTO "+e.schema+".probe DEFAULT VALUES RETURNING pg_current_xact_id()::text::bigint").Scan(&xid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kafkatest.WaitFor(t, "pg_snapshot_xmin to pass a committed transaction", func() bool {
+		kototest.WaitFor(t, "pg_snapshot_xmin to pass a committed transaction", func() bool {
 			var xmin uint64
-			_ = e.pool.QueryRow(kafkatest.Context(t), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").Scan(&xmin)
+			_ = e.pool.QueryRow(kototest.Context(t), "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint").Scan(&xmin)
 			return xmin > xid
 		})
 		time.Sleep(testPoll)
 	}
 	var held int
-	err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'koto-test-%' AND backend_xid IS NOT NULL").Scan(&held)
+	err := e.pool.QueryRow(kototest.Context(t), "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'koto-test-%' AND backend_xid IS NOT NULL").Scan(&held)
 	if err != nil || held != 0 {
 		t.Fatalf("forwarder backends with a transaction ID: %d, %v", held, err)
 	}
@@ -295,7 +295,7 @@ func notStalled(t *testing.T, e *env) {
 // the poll.
 func TestConnectionKilled(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "listen")
+	topic := kototest.Topic(t, "listen")
 	r := newReader(t, e.brokers, topic)
 	cfg := e.forwarderConfig()
 	cfg.ApplicationName = "koto-test-listen"
@@ -308,7 +308,7 @@ func TestConnectionKilled(t *testing.T) {
 	if got := payloadsOf(r.next(1)); got != "after-kill" {
 		t.Fatalf("got %s", got)
 	}
-	kafkatest.WaitFor(t, "the forwarder to be active again", f.Active)
+	kototest.WaitFor(t, "the forwarder to be active again", f.Active)
 
 	start := time.Now()
 	publishWithoutNotify(t, e, topic, newMsg("silent", ""))
@@ -339,7 +339,7 @@ func TestTableStaysSmall(t *testing.T) {
 	}
 	const perTx, workers = 100, 4
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "bounded")
+	topic := kototest.Topic(t, "bounded")
 	r := newReader(t, e.brokers, topic)
 	cfg := e.forwarderConfig()
 	f := e.startForwarder(cfg)
@@ -376,9 +376,9 @@ func TestTableStaysSmall(t *testing.T) {
 		}
 		seen[rec.UUID] = true
 	}
-	kafkatest.WaitFor(t, "every row deleted", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "every row deleted", func() bool { return e.rows() == 0 })
 	var offsets int
-	if err := e.pool.QueryRow(kafkatest.Context(t), fmt.Sprintf("SELECT count(*) FROM %s.outbox_offsets", e.schema)).Scan(&offsets); err != nil || offsets != 1 {
+	if err := e.pool.QueryRow(kototest.Context(t), fmt.Sprintf("SELECT count(*) FROM %s.outbox_offsets", e.schema)).Scan(&offsets); err != nil || offsets != 1 {
 		t.Fatalf("offsets table: %d rows, %v", offsets, err)
 	}
 	t.Logf("%d messages forwarded; the table held at most %d rows while they were written", f.Forwarded(), most)
@@ -388,7 +388,7 @@ func TestTableStaysSmall(t *testing.T) {
 // forwarded, is logged and skipped; the messages after it go out.
 func TestRowThatIsNotAMessage(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "garbage")
+	topic := kototest.Topic(t, "garbage")
 	r := newReader(t, e.brokers, topic)
 	pgtest.Exec(t, e.pool, "INSERT INTO "+e.o.Table()+` (uuid, payload, metadata, transaction_id) VALUES ('garbage', '{"x": 1}', '{}', pg_current_xact_id())`)
 	e.publish(topic, newMsg("after", ""))
@@ -396,7 +396,7 @@ func TestRowThatIsNotAMessage(t *testing.T) {
 	if got := payloadsOf(r.next(1)); got != "after" {
 		t.Fatalf("got %q", got)
 	}
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	if !e.logs.logged("outbox row skipped") || !e.logs.logged("garbage") {
 		t.Fatal("the skipped row was not logged with its uuid")
 	}

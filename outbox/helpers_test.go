@@ -21,8 +21,8 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -54,11 +54,11 @@ func newEnv(t *testing.T, brokers ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Setup(kafkatest.Context(t)); err != nil {
+	if err := o.Setup(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if len(brokers) == 0 {
-		brokers = kafkatest.Brokers(t)
+		brokers = kototest.Brokers(t)
 	}
 	logger, logs := testLogger(t)
 	return &env{t: t, logger: logger, logs: logs, pool: pool, schema: schema, o: o, brokers: brokers}
@@ -141,7 +141,7 @@ func (e *env) forwarders(batch int, apps ...string) map[string]*running {
 func activeOf(t *testing.T, fwd map[string]*running) string {
 	t.Helper()
 	var name string
-	kafkatest.WaitFor(t, "exactly one active forwarder", func() bool {
+	kototest.WaitFor(t, "exactly one active forwarder", func() bool {
 		n := 0
 		for k, f := range fwd {
 			if f.Active() {
@@ -178,7 +178,7 @@ func (s *sequence) publish(n int) {
 // publish commits one transaction that publishes msgs to topic.
 func (e *env) publish(topic string, msgs ...*message.Message) {
 	e.t.Helper()
-	err := e.o.Transact(kafkatest.Context(e.t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(e.t), func(ctx context.Context, tx pgx.Tx) error {
 		return e.o.Publisher(tx).Publish(topic, msgs...)
 	})
 	if err != nil {
@@ -231,10 +231,10 @@ func newReader(t *testing.T, brokers []string, topics ...string) *reader {
 }
 
 // next returns the next n records, failing the test when they do not come
-// within kafkatest.Timeout.
+// within kototest.DefaultTimeout.
 func (r *reader) next(n int) []record {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	out := make([]record, 0, n)
 	for len(out) < n {

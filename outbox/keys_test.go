@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -31,7 +31,7 @@ func keyLocks(t *testing.T) (*pgxpool.Pool, *outbox.Outbox) {
 // own two halves; LockKeys of that key takes its lock at once.
 func TestLockKeysApartFromApplicationLocks(t *testing.T) {
 	pool, o := keyLocks(t)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	key := pgtest.Name("key") // the database's locks are shared with other tests
 	app, err := pool.Acquire(ctx)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestLockKeysApartFromApplicationLocks(t *testing.T) {
 // commits.
 func TestLockKeysSerialiseOneKey(t *testing.T) {
 	pool, o := keyLocks(t)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	key := pgtest.Name("key")
 	first := beginOn(t, pool)
 	if err := o.LockKeys(ctx, first, key, pgtest.Name("other")); err != nil {
@@ -67,7 +67,7 @@ func TestLockKeysSerialiseOneKey(t *testing.T) {
 	locked := make(chan error, 1)
 	go func() { locked <- o.LockKeys(ctx, second, key) }()
 
-	kafkatest.WaitFor(t, "the second transaction to wait for the key's lock", func() bool {
+	kototest.WaitFor(t, "the second transaction to wait for the key's lock", func() bool {
 		return keyLocksOf(t, pool, key, false) == 1
 	})
 	select {
@@ -98,7 +98,7 @@ func keyLocksOf(t *testing.T, pool *pgxpool.Pool, key string, granted bool) int6
 // it is still open.
 func beginOn(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
 	t.Helper()
-	tx, err := pool.Begin(kafkatest.Context(t))
+	tx, err := pool.Begin(kototest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

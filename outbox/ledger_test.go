@@ -18,8 +18,8 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -39,16 +39,16 @@ func TestLedgerEndToEnd(t *testing.T) {
 		total = 400
 	}
 	e := newEnv(t)
-	in, out := kafkatest.Topic(t, "payments-in"), kafkatest.Topic(t, "ledger-events")
-	group := kafkatest.Group(t, "ledger")
+	in, out := kototest.Topic(t, "payments-in"), kototest.Topic(t, "ledger-events")
+	group := kototest.Group(t, "ledger")
 	bcfg := broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: 4}}
-	kafkatest.Provision(t, bcfg, in, out, topics.DeadLetter(group))
+	kototest.Provision(t, bcfg, in, out, topics.DeadLetter(group))
 	pgtest.Exec(t, e.pool, "CREATE TABLE "+e.schema+".ledger (id bigserial PRIMARY KEY, message_uuid text NOT NULL, amount bigint NOT NULL)")
 	store := newStore(t, e)
 	e.startForwarder(e.forwarderConfig())
 
 	l := &ledgerConsumer{e: e, out: out, attempts: map[string]int{}}
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	stop := l.run(t, group, in, pub, store)
 	defer stop()
 
@@ -70,14 +70,14 @@ func TestLedgerEndToEnd(t *testing.T) {
 	}
 
 	recs := r.distinct(total)
-	kafkatest.WaitFor(t, "every delivery handled and the outbox empty", func() bool {
+	kototest.WaitFor(t, "every delivery handled and the outbox empty", func() bool {
 		return l.duplicates.Load() >= int64(total) && e.rows() == 0
 	})
 	recs = append(recs, r.drain(2*testPoll)...)
 	stop()
 
 	var rows, distinct, sum int64
-	if err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*), count(DISTINCT message_uuid), coalesce(sum(amount), 0) FROM "+e.schema+".ledger").
+	if err := e.pool.QueryRow(kototest.Context(t), "SELECT count(*), count(DISTINCT message_uuid), coalesce(sum(amount), 0) FROM "+e.schema+".ledger").
 		Scan(&rows, &distinct, &sum); err != nil {
 		t.Fatal(err)
 	}
@@ -178,17 +178,17 @@ func (l *ledgerConsumer) run(t *testing.T, group, in string, pub message.Publish
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: l.e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
-	router := kafkatest.NewRouter(t, nil)
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: l.e.brokers, ConsumerGroup: group, NackResendSleep: 10 * time.Millisecond})
+	router := kototest.NewRouter(t, nil)
 	// The router's publisher is never used: the outbox takes what the
 	// handler returns. It is a real one all the same.
-	router.AddHandler(group, in, sub, l.out, kafkatest.NewPublisher(t, broker.Config{Brokers: l.e.brokers}), l.handle).AddMiddleware(chain.Middlewares()...)
+	router.AddHandler(group, in, sub, l.out, kototest.NewPublisher(t, broker.Config{Brokers: l.e.brokers}), l.handle).AddMiddleware(chain.Middlewares()...)
 	t.Cleanup(func() { // after the router's stop, registered below
 		if err := chain.Close(context.Background()); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
-	return kafkatest.RunRouter(t, router)
+	return kototest.RunRouter(t, router)
 }
 
 // recordsIn counts the records of topic that arrive within twice the poll

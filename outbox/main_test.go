@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestMain runs the tests, or, in a test binary that a test started again
@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(forwarderEnv); raw != "" {
 		os.Exit(runForwarderProcess(raw))
 	}
-	kafkatest.VerifyTestMain(m,
+	kototest.VerifyTestMain(m,
 		// After a failed produce, a sarama producer's circuit breaker
 		// sleeps 10 s in a goroutine of its own, which outlives the
 		// closed producer by up to that long and then ends.

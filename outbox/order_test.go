@@ -14,8 +14,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -23,24 +23,24 @@ import (
 // place in the outbox's order is fixed and LockKeys says so.
 func TestLockKeysAfterWriteIsRefused(t *testing.T) {
 	e := newEnv(t)
-	tx, err := e.pool.Begin(kafkatest.Context(t))
+	tx, err := e.pool.Begin(kototest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.Background())
-	if err := e.o.LockKeys(kafkatest.Context(t), tx, "a", "", "b", "a"); err != nil {
+	if err := e.o.LockKeys(kototest.Context(t), tx, "a", "", "b", "a"); err != nil {
 		t.Fatalf("LockKeys before any write: %v", err)
 	}
-	if err := e.o.LockKeys(kafkatest.Context(t), tx); err != nil {
+	if err := e.o.LockKeys(kototest.Context(t), tx); err != nil {
 		t.Fatalf("LockKeys of no key: %v", err)
 	}
-	if err := e.o.Publisher(tx).Publish(kafkatest.Topic(t, "t"), newMsg("x", "a")); err != nil {
+	if err := e.o.Publisher(tx).Publish(kototest.Topic(t, "t"), newMsg("x", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.o.LockKeys(kafkatest.Context(t), tx, "c"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
+	if err := e.o.LockKeys(kototest.Context(t), tx, "c"); !errors.Is(err, outbox.ErrKeyLockAfterWrite) {
 		t.Fatalf("LockKeys after a write = %v, want ErrKeyLockAfterWrite", err)
 	}
-	if err := e.o.LockKeys(kafkatest.Context(t), nil, "c"); !errors.Is(err, outbox.ErrNoTransaction) {
+	if err := e.o.LockKeys(kototest.Context(t), nil, "c"); !errors.Is(err, outbox.ErrNoTransaction) {
 		t.Fatalf("LockKeys(nil tx) = %v, want ErrNoTransaction", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestLockKeysNoDeadlock(t *testing.T) {
 				if (g+i)%2 == 1 {
 					ks = []string{"k5", "k4", "k3", "k2", "k1"}
 				}
-				err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+				err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 					return e.o.LockKeys(ctx, tx, ks...)
 				})
 				if err != nil {
@@ -87,7 +87,7 @@ func TestXidOrderInversion(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 
 	t.Run("without key lock", func(t *testing.T) {
-		topic := kafkatest.Topic(t, "inversion")
+		topic := kototest.Topic(t, "inversion")
 		r := newReader(t, e.brokers, topic)
 		t2 := begin(t, e)
 		pgtest.Exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES") // T2 gets its xid
@@ -100,25 +100,25 @@ func TestXidOrderInversion(t *testing.T) {
 	})
 
 	t.Run("with key lock", func(t *testing.T) {
-		topic := kafkatest.Topic(t, "ordered")
+		topic := kototest.Topic(t, "ordered")
 		r := newReader(t, e.brokers, topic)
 		t2 := begin(t, e)
-		if err := e.o.LockKeys(kafkatest.Context(t), t2, "k"); err != nil {
+		if err := e.o.LockKeys(kototest.Context(t), t2, "k"); err != nil {
 			t.Fatal(err)
 		}
 		pgtest.Exec(t, t2, "INSERT INTO "+e.schema+".side DEFAULT VALUES")
 		t1Done := make(chan error, 1)
 		go func() {
-			t1Done <- e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+			t1Done <- e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 				if err := e.o.LockKeys(ctx, tx, "k"); err != nil {
 					return err
 				}
 				return e.o.Publisher(tx).Publish(topic, newMsg("A", "k"))
 			})
 		}()
-		kafkatest.WaitFor(t, "T1 to wait for the key lock", func() bool {
+		kototest.WaitFor(t, "T1 to wait for the key lock", func() bool {
 			var waiting int
-			_ = e.pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
+			_ = e.pool.QueryRow(kototest.Context(t), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&waiting)
 			return waiting > 0
 		})
 		publishIn(t, e, t2, topic, newMsg("B", "k"))
@@ -153,7 +153,7 @@ func TestKeyOrderUnderLoad(t *testing.T) {
 		t.Run(fmt.Sprintf("lock=%v", lock), func(t *testing.T) {
 			pgtest.Exec(t, e.pool, "TRUNCATE "+e.schema+".seq")
 			pgtest.Exec(t, e.pool, "INSERT INTO "+e.schema+".seq SELECT 'key-' || i, 0 FROM generate_series(0, 19) AS i")
-			topic := kafkatest.Topic(t, "load")
+			topic := kototest.Topic(t, "load")
 			r := newReader(t, e.brokers, topic)
 			committed := runLoad(t, e, topic, lock, 4, perWorker)
 			inversions := checkKeyOrder(t, r.next(len(committed)), committed)
@@ -184,7 +184,7 @@ func runLoad(t *testing.T, e *env, topic string, lock bool, workers, perWorker i
 				rollback := rng.IntN(10) == 0
 				pause := time.Duration(rng.IntN(1000)) * time.Microsecond
 				var id, value string
-				err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+				err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 					if lock {
 						if err := e.o.LockKeys(ctx, tx, key); err != nil {
 							return err
@@ -271,7 +271,7 @@ func publishIn(t *testing.T, e *env, tx pgx.Tx, topic string, msg ...*message.Me
 
 func commit(t *testing.T, tx pgx.Tx) {
 	t.Helper()
-	if err := tx.Commit(kafkatest.Context(t)); err != nil {
+	if err := tx.Commit(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }

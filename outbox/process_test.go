@@ -16,8 +16,8 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -78,7 +78,7 @@ type forwarderProcess struct {
 	app    string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr kafkatest.Buffer
+	stderr kototest.Buffer
 	dead   bool // killed
 }
 

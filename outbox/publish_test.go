@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/correlation"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestCommittedAndRolledBack: a rolled-back transaction's messages never
@@ -19,12 +19,12 @@ import (
 // key.
 func TestCommittedAndRolledBack(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "orders")
+	topic := kototest.Topic(t, "orders")
 	r := newReader(t, e.brokers, topic)
 	e.startForwarder(e.forwarderConfig())
 
 	errRollback := errors.New("rolled back on purpose")
-	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if err := e.o.Publisher(tx).Publish(topic, newMsg("rolled-back", "k")); err != nil {
 			return err
 		}
@@ -57,5 +57,5 @@ func TestCommittedAndRolledBack(t *testing.T) {
 		t.Errorf("the correlation ID was not set on the published message")
 	}
 	r.none(2 * testPoll)
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 }

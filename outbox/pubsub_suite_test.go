@@ -8,7 +8,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestUniversalPubSubThroughTheOutbox runs Watermill's universal Pub/Sub
@@ -23,11 +23,11 @@ func TestUniversalPubSubThroughTheOutbox(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 	pub := e.o.AutoTxPublisher()
 	cfg := broker.Config{Brokers: e.brokers, NackResendSleep: 10 * time.Millisecond,
-		Provision: broker.ProvisionConfig{Partitions: 1}, Logger: e.logger, Sarama: kafkatest.QuickGroupSession}
+		Provision: broker.ProvisionConfig{Partitions: 1}, Logger: e.logger, Sarama: kototest.QuickGroupSession}
 	features := tests.Features{ConsumerGroups: true, Persistent: true, GuaranteedOrder: true}
-	kafkatest.UniversalSuite(t, features, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+	kototest.UniversalSuite(t, features, func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		c := cfg
 		c.ConsumerGroup = group
-		return pub, kafkatest.NewSubscriber(t, c)
+		return pub, kototest.NewSubscriber(t, c)
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // collector reads a topic in the background and keeps every record by
@@ -61,7 +61,7 @@ func TestScheduledSurviveForwarderKills(t *testing.T) {
 	}
 	const batch, kills = 200, 3
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "scheduled-kills")
+	topic := kototest.Topic(t, "scheduled-kills")
 	c := collect(t, newReader(t, e.brokers, topic))
 	start := time.Now()
 	for from := 0; from < n; from += 500 {
@@ -80,9 +80,9 @@ func TestScheduledSurviveForwarderKills(t *testing.T) {
 	spawn()
 	spawn()
 	for k := 1; k <= kills; k++ {
-		kafkatest.WaitFor(t, "a quarter more of the messages", func() bool { return c.distinct() >= k*n/(kills+1) })
+		kototest.WaitFor(t, "a quarter more of the messages", func() bool { return c.distinct() >= k*n/(kills+1) })
 		var active string
-		kafkatest.WaitFor(t, "an active forwarder", func() bool {
+		kototest.WaitFor(t, "an active forwarder", func() bool {
 			if f := e.status().Forwarder; f != nil {
 				active = f.ApplicationName
 			}
@@ -92,8 +92,8 @@ func TestScheduledSurviveForwarderKills(t *testing.T) {
 		t.Logf("kill %d: %s, after %d messages", k, active, c.distinct())
 		spawn()
 	}
-	kafkatest.WaitFor(t, "every message", func() bool { return c.distinct() == n })
-	kafkatest.WaitFor(t, "the outbox and the schedule to empty", func() bool { return e.rows() == 0 && e.scheduledRows() == 0 })
+	kototest.WaitFor(t, "every message", func() bool { return c.distinct() == n })
+	kototest.WaitFor(t, "the outbox and the schedule to empty", func() bool { return e.rows() == 0 && e.scheduledRows() == 0 })
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

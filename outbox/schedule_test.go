@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	koto "github.com/koto-dev/watermill-koto"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -38,7 +38,7 @@ func scheduled(payload, key string, at time.Time) *message.Message {
 func (e *env) schedule(topic string, msgs ...*message.Message) []string {
 	e.t.Helper()
 	ids := make([]string, len(msgs))
-	err := e.o.Transact(kafkatest.Context(e.t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(e.t), func(ctx context.Context, tx pgx.Tx) error {
 		for i, msg := range msgs {
 			at, err := time.Parse(time.RFC3339Nano, msg.Metadata.Get(dueKey))
 			if err != nil {
@@ -61,7 +61,7 @@ func (e *env) schedule(topic string, msgs ...*message.Message) []string {
 func newTopicEnv(t *testing.T, prefix string) (*env, string, *reader) {
 	t.Helper()
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, prefix)
+	topic := kototest.Topic(t, prefix)
 	return e, topic, newReader(t, e.brokers, topic)
 }
 
@@ -124,7 +124,7 @@ func TestScheduledMessagesFireAtTheirTime(t *testing.T) {
 			t.Errorf("record %d: key %q, note %q, uuid %q; want the message's", i, rec.Key, rec.Headers["note"], rec.UUID)
 		}
 	}
-	kafkatest.WaitFor(t, "the outbox to empty", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "the outbox to empty", func() bool { return e.rows() == 0 })
 	if n := e.scheduledRows(); n != 0 {
 		t.Errorf("%d rows left in the scheduled table", n)
 	}
@@ -139,7 +139,7 @@ func TestScheduleWakesForAnEarlierOne(t *testing.T) {
 	cfg.PollInterval = time.Hour
 	f := e.startForwarder(cfg)
 	e.schedule(topic, scheduled("later", "k", time.Now().Add(time.Hour)))
-	kafkatest.WaitFor(t, "the forwarder to be active", f.Active)
+	kototest.WaitFor(t, "the forwarder to be active", f.Active)
 	e.schedule(topic, scheduled("sooner", "k", time.Now().Add(200*time.Millisecond)))
 	recs := r.next(1)
 	notEarly(t, recs)
@@ -159,7 +159,7 @@ func TestScheduleRolledBack(t *testing.T) {
 	e.startForwarder(e.forwarderConfig())
 	errRollback := errors.New("roll back")
 	var rolledBack string
-	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		msg := newMsg("rolled back", "k")
 		msg.SetContext(ctx)
 		var err error
@@ -175,7 +175,7 @@ func TestScheduleRolledBack(t *testing.T) {
 	if got := payloadsOf(r.next(1)); got != "committed" {
 		t.Fatalf("first record %q, want committed", got)
 	}
-	err = e.o.AutoTxPublisher().Cancel(kafkatest.Context(t), rolledBack)
+	err = e.o.AutoTxPublisher().Cancel(kototest.Context(t), rolledBack)
 	if !errors.Is(err, outbox.ErrUnknownSchedule) {
 		t.Errorf("Cancel of the rolled-back schedule: %v, want ErrUnknownSchedule", err)
 	}
@@ -205,7 +205,7 @@ func TestCancel(t *testing.T) {
 		ids = append(ids, e.schedule(topic, msgs...)...)
 	}
 	e.startForwarder(e.forwarderConfig())
-	kafkatest.WaitFor(t, "the first send", func() bool { return e.scheduledRows() < n })
+	kototest.WaitFor(t, "the first send", func() bool { return e.scheduledRows() < n })
 
 	cancelled := make([]error, n) // the first Cancel's answer, for the odd ones
 	var wg sync.WaitGroup
@@ -229,8 +229,8 @@ func TestCancel(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d cancels came after the send", lost, n/2)
-	kafkatest.WaitFor(t, "the schedule and the outbox to empty", func() bool { return e.scheduledRows() == 0 && e.rows() == 0 })
-	recs := r.next(int(kafkatest.Records(t, e.brokers, topic)))
+	kototest.WaitFor(t, "the schedule and the outbox to empty", func() bool { return e.scheduledRows() == 0 && e.rows() == 0 })
+	recs := r.next(int(kototest.Records(t, e.brokers, topic)))
 	notEarly(t, recs)
 	got := map[string]bool{}
 	for _, rec := range recs {
@@ -246,7 +246,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("%d messages sent, want %d", len(got), len(want))
 	}
 
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	pub := e.o.AutoTxPublisher()
 	for _, c := range []struct {
 		id   string
@@ -269,7 +269,7 @@ func TestCancel(t *testing.T) {
 // in a transaction of its own, and a zero delay is due at once.
 func TestScheduleErrors(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "errors")
+	topic := kototest.Topic(t, "errors")
 	pub := e.o.AutoTxPublisher()
 	_, err := pub.Schedule(time.Time{}, topic, newMsg("zero", ""))
 	if !errors.Is(err, outbox.ErrInvalidSchedule) || koto.ClassOf(err) != koto.ClassPoison {
@@ -285,7 +285,7 @@ func TestScheduleErrors(t *testing.T) {
 	if n := e.scheduledRows(); n != 0 {
 		t.Errorf("%d rows written by refused schedules", n)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	msg := newMsg("no tx", "")
 	msg.SetContext(ctx)
 	if _, err := e.o.ContextPublisher().ScheduleAfter(time.Minute, topic, msg); !errors.Is(err, outbox.ErrNoTransaction) {
@@ -319,7 +319,7 @@ func TestSettledPruned(t *testing.T) {
 	ids := e.schedule(topic, scheduled("old", "k", time.Now().Add(-2*time.Hour)), scheduled("new", "k", time.Now()))
 	f := e.startForwarder(cfg)
 	r.next(2)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	for _, id := range ids {
 		if err := e.o.AutoTxPublisher().Cancel(ctx, id); !errors.Is(err, outbox.ErrSent) {
 			t.Fatalf("Cancel(%s) before a prune: %v, want ErrSent", id, err)
@@ -328,7 +328,7 @@ func TestSettledPruned(t *testing.T) {
 	f.stop(t)
 	e.startForwarder(cfg) // prunes at once
 	settled := "SELECT count(*) FROM " + e.schema + ".outbox_settled"
-	kafkatest.WaitFor(t, "the prune", func() bool { return pgtest.QueryInt(t, e.pool, settled) == 1 })
+	kototest.WaitFor(t, "the prune", func() bool { return pgtest.QueryInt(t, e.pool, settled) == 1 })
 	if err := e.o.AutoTxPublisher().Cancel(ctx, ids[0]); !errors.Is(err, outbox.ErrUnknownSchedule) {
 		t.Errorf("Cancel of the pruned one: %v, want ErrUnknownSchedule", err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -60,7 +60,7 @@ func TestHostileNames(t *testing.T) {
 	pgtest.Exec(t, pool, "CREATE TABLE "+victim+".y (id int)")
 	schema := "Koto Mixed " + pgtest.Name("x")
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
-	brokers := kafkatest.Brokers(t)
+	brokers := kototest.Brokers(t)
 	for _, table := range []string{"order", `x"; DROP TABLE ` + victim + `.y; --`, "Outbox Table"} {
 		cfg := outbox.Config{Schema: schema, Table: table}
 		if ddl := outbox.SchemaSQL(cfg); !strings.Contains(ddl, `"Koto Mixed`) {
@@ -72,7 +72,7 @@ func TestHostileNames(t *testing.T) {
 		}
 		e := &env{t: t, pool: pool, schema: schema, o: o, brokers: brokers}
 		e.logger, e.logs = testLogger(t)
-		topic := kafkatest.Topic(t, "hostile")
+		topic := kototest.Topic(t, "hostile")
 		r := newReader(t, brokers, topic)
 		f := e.startForwarder(e.forwarderConfig()) // Run creates the tables
 		e.publishWhenReady(topic, newMsg(table, "k"))
@@ -81,12 +81,12 @@ func TestHostileNames(t *testing.T) {
 		}
 		f.stop(t)
 		var exists bool
-		if err := pool.QueryRow(kafkatest.Context(t), "SELECT to_regclass($1) IS NOT NULL", o.Table()).Scan(&exists); err != nil || !exists {
+		if err := pool.QueryRow(kototest.Context(t), "SELECT to_regclass($1) IS NOT NULL", o.Table()).Scan(&exists); err != nil || !exists {
 			t.Fatalf("no table %s: %v", o.Table(), err)
 		}
 	}
 	var exists bool
-	if err := pool.QueryRow(kafkatest.Context(t), "SELECT to_regclass($1) IS NOT NULL", victim+".y").Scan(&exists); err != nil || !exists {
+	if err := pool.QueryRow(kototest.Context(t), "SELECT to_regclass($1) IS NOT NULL", victim+".y").Scan(&exists); err != nil || !exists {
 		t.Fatal("table y was dropped: a name was read as SQL")
 	}
 }
@@ -95,7 +95,7 @@ func TestHostileNames(t *testing.T) {
 // creating them).
 func (e *env) publishWhenReady(topic string, msg ...*message.Message) {
 	e.t.Helper()
-	kafkatest.WaitFor(e.t, "the tables", func() bool { return e.o.Setup(kafkatest.Context(e.t)) == nil })
+	kototest.WaitFor(e.t, "the tables", func() bool { return e.o.Setup(kototest.Context(e.t)) == nil })
 	e.publish(topic, msg...)
 }
 
@@ -113,7 +113,7 @@ func TestSetupConcurrently(t *testing.T) {
 		wg.Go(func() {
 			o, err := outbox.New(pool, outbox.Config{Schema: schema})
 			if err == nil {
-				err = o.Setup(kafkatest.Context(t))
+				err = o.Setup(kototest.Context(t))
 			}
 			errs <- err
 		})
@@ -138,28 +138,28 @@ func TestDisableAutoCreateSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = o.Setup(kafkatest.Context(t))
+	err = o.Setup(kototest.Context(t))
 	if !errors.Is(err, outbox.ErrSchemaMissing) || !strings.Contains(err.Error(), "outbox.SchemaSQL") {
 		t.Fatalf("Setup = %v, want ErrSchemaMissing naming SchemaSQL", err)
 	}
-	e := &env{t: t, pool: pool, schema: schema, o: o, brokers: kafkatest.Brokers(t)}
+	e := &env{t: t, pool: pool, schema: schema, o: o, brokers: kototest.Brokers(t)}
 	e.logger, e.logs = testLogger(t)
 	e.startForwarder(e.forwarderConfig())
-	kafkatest.WaitFor(t, "the forwarder to report the missing tables", func() bool { return e.logs.logged("outbox.SchemaSQL") })
+	kototest.WaitFor(t, "the forwarder to report the missing tables", func() bool { return e.logs.logged("outbox.SchemaSQL") })
 	tx := begin(t, e)
 	if err := o.Publisher(tx).Publish("orders", newMsg("x", "")); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Fatalf("Publish = %v, want ErrSchemaMissing", err)
 	}
 	_ = tx.Rollback(context.Background())
 	var n int
-	if err := pool.QueryRow(kafkatest.Context(t), "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema).Scan(&n); err != nil || n != 0 {
+	if err := pool.QueryRow(kototest.Context(t), "SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace", schema).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d relations created, %v", n, err)
 	}
 	pgtest.Exec(t, pool, outbox.SchemaSQL(cfg))
-	if err := o.Setup(kafkatest.Context(t)); err != nil {
+	if err := o.Setup(kototest.Context(t)); err != nil {
 		t.Fatalf("Setup after the migration: %v", err)
 	}
-	topic := kafkatest.Topic(t, "migrated")
+	topic := kototest.Topic(t, "migrated")
 	r := newReader(t, e.brokers, topic)
 	e.publish(topic, newMsg("migrated", ""))
 	if got := payloadsOf(r.next(1)); got != "migrated" {

@@ -10,9 +10,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
@@ -20,7 +20,7 @@ import (
 // status reads the outbox's status, failing the test on an error.
 func (e *env) status() outbox.Status {
 	e.t.Helper()
-	s, err := e.o.Status(kafkatest.Context(e.t))
+	s, err := e.o.Status(kototest.Context(e.t))
 	if err != nil {
 		e.t.Fatalf("Status: %v", err)
 	}
@@ -33,7 +33,7 @@ func (e *env) status() outbox.Status {
 // and shows as active while it holds the table.
 func TestStatus(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "status")
+	topic := kototest.Topic(t, "status")
 	if s := e.status(); s.Table != e.o.Table() || s.Waiting != 0 || s.Held != 0 || !s.Oldest.IsZero() || s.Lag != 0 || s.Forwarder != nil {
 		t.Fatalf("empty outbox: %+v", s)
 	}
@@ -41,7 +41,7 @@ func TestStatus(t *testing.T) {
 	e.publish(topic, newMsg("c", ""))
 	rolledBack := begin(t, e)
 	publishIn(t, e, rolledBack, topic, newMsg("rolled back", ""))
-	if err := rolledBack.Rollback(kafkatest.Context(t)); err != nil {
+	if err := rolledBack.Rollback(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if s := e.status(); s.Waiting != 3 || s.Oldest.IsZero() || s.Lag < 0 {
@@ -65,7 +65,7 @@ func TestStatus(t *testing.T) {
 	cfg.ApplicationName = "status-test-forwarder"
 	f := e.startForwarder(cfg)
 	var s outbox.Status
-	kafkatest.WaitFor(t, "the forwarder to empty the outbox", func() bool {
+	kototest.WaitFor(t, "the forwarder to empty the outbox", func() bool {
 		s = e.status()
 		return s.Waiting == 0 && s.Forwarder != nil
 	})
@@ -73,14 +73,14 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("forwarded: %+v, forwarder %+v", s, *s.Forwarder)
 	}
 	f.stop(t)
-	kafkatest.WaitFor(t, "no active forwarder", func() bool { return e.status().Forwarder == nil })
+	kototest.WaitFor(t, "no active forwarder", func() bool { return e.status().Forwarder == nil })
 }
 
 // waitHeld waits until the status shows n rows held. Rows are held while
 // any older transaction of the cluster runs, other tests' included.
 func (e *env) waitHeld(n int64) {
 	e.t.Helper()
-	kafkatest.WaitFor(e.t, "the held rows", func() bool { return e.status().Held == n })
+	kototest.WaitFor(e.t, "the held rows", func() bool { return e.status().Held == n })
 }
 
 // TestStatusOfMissingTables: the status of tables that do not exist is
@@ -91,7 +91,7 @@ func TestStatusOfMissingTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Status(kafkatest.Context(t)); !errors.Is(err, outbox.ErrSchemaMissing) {
+	if _, err := o.Status(kototest.Context(t)); !errors.Is(err, outbox.ErrSchemaMissing) {
 		t.Fatalf("Status without Setup: %v, want ErrSchemaMissing", err)
 	}
 }
@@ -100,7 +100,7 @@ func TestStatusOfMissingTables(t *testing.T) {
 // included, and not the tables that only look like one; the status of
 // each is read through its quoted name.
 func TestFindTables(t *testing.T) {
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool) + `"; DROP TABLE x; --`
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
@@ -145,7 +145,7 @@ func TestFindTables(t *testing.T) {
 // table as attribute, and stops reporting when it is closed.
 func TestForwarderReportsBacklog(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "backlog")
+	topic := kototest.Topic(t, "backlog")
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -160,7 +160,7 @@ func TestForwarderReportsBacklog(t *testing.T) {
 
 	// Hold the table's forwarder lock, so that the forwarder stands by and
 	// the rows wait.
-	conn, err := e.pool.Acquire(kafkatest.Context(t))
+	conn, err := e.pool.Acquire(kototest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestForwarderReportsBacklog(t *testing.T) {
 	cfg := e.forwarderConfig()
 	cfg.Telemetry = tel
 	f := e.startForwarder(cfg)
-	kafkatest.WaitFor(t, "the gauges of an empty outbox", func() bool { p := g.collect(); return p.n == 2 })
+	kototest.WaitFor(t, "the gauges of an empty outbox", func() bool { p := g.collect(); return p.n == 2 })
 	if p := g.collect(); p.waiting != 0 || p.lag != 0 {
 		t.Fatalf("empty outbox: %+v", p)
 	}
@@ -180,7 +180,7 @@ func TestForwarderReportsBacklog(t *testing.T) {
 	}
 
 	pgtest.Exec(t, conn, "SELECT pg_advisory_unlock($1::int4, $2::int4)", pgschema.ClassForwarder, pgschema.LockObject(e.o.Table()))
-	kafkatest.WaitFor(t, "the gauges to show the outbox emptied", func() bool {
+	kototest.WaitFor(t, "the gauges to show the outbox emptied", func() bool {
 		p := g.collect()
 		return p.n == 2 && p.waiting == 0 && p.lag == 0
 	})

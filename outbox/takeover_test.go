@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestStandbyTakesOverFromAKilledForwarder: of two forwarders, the active
@@ -17,9 +17,9 @@ import (
 // duplicates, and some), with the first occurrences in order.
 func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	const batch = 50
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	e := newEnv(t, b.Addrs()...)
-	topic := kafkatest.Topic(t, "takeover")
+	topic := kototest.Topic(t, "takeover")
 	r := newReader(t, e.brokers, topic)
 	fwd := e.forwarders(batch, "koto-test-takeover-a", "koto-test-takeover-b")
 	publish := (&sequence{e: e, topic: topic, batch: batch}).publish
@@ -51,17 +51,17 @@ func TestStandbyTakesOverFromAKilledForwarder(t *testing.T) {
 	publish(500)
 	select {
 	case <-arrived:
-	case <-kafkatest.Context(t).Done():
+	case <-kototest.Context(t).Done():
 		t.Fatal("no produce request of the active forwarder")
 	}
 	terminate(t, e, activeApp)
 	killed.cancel()
 	close(release)
 	killed.stop(t)
-	kafkatest.WaitFor(t, "the standby to take over", standby.Active)
+	kototest.WaitFor(t, "the standby to take over", standby.Active)
 	publish(500)
 	recs = append(recs, r.distinct(1000, recs...)...)
-	kafkatest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
+	kototest.WaitFor(t, "an empty table", func() bool { return e.rows() == 0 })
 	recs = append(recs, r.drain(2*testPoll)...)
 	dups := checkDelivery(t, recs, 1500)
 	if dups == 0 || dups > batch || standby.Forwarded() == 0 {

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -24,10 +24,10 @@ import (
 // without one is refused and nothing of its call is written.
 func TestContextPublisher(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "ctx")
+	topic := kototest.Topic(t, "ctx")
 	pub := e.o.ContextPublisher()
 
-	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		in := newMsg("transact", "")
 		in.SetContext(ctx)
 		return pub.Publish(topic, in)
@@ -36,7 +36,7 @@ func TestContextPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	claimed, err := newStore(t, e).Transact(kafkatest.Context(t), idempotency.Claim{Key: "ctx/1"}, func(ctx context.Context) error {
+	claimed, err := newStore(t, e).Transact(kototest.Context(t), idempotency.Claim{Key: "ctx/1"}, func(ctx context.Context) error {
 		viaStore := newMsg("store", "")
 		viaStore.SetContext(ctx)
 		orphan := newMsg("orphan", "")
@@ -62,10 +62,10 @@ func TestAfterCommit(t *testing.T) {
 	store := newStore(t, e)
 	transacts := map[string]func(fn func(ctx context.Context) error) error{
 		"Outbox.Transact": func(fn func(ctx context.Context) error) error {
-			return e.o.Transact(kafkatest.Context(t), func(ctx context.Context, _ pgx.Tx) error { return fn(ctx) })
+			return e.o.Transact(kototest.Context(t), func(ctx context.Context, _ pgx.Tx) error { return fn(ctx) })
 		},
 		"Store.Transact": func(fn func(ctx context.Context) error) error {
-			_, err := store.Transact(kafkatest.Context(t), idempotency.Claim{Key: newMsg("", "").UUID}, fn)
+			_, err := store.Transact(kototest.Context(t), idempotency.Claim{Key: newMsg("", "").UUID}, fn)
 			return err
 		},
 	}
@@ -104,11 +104,11 @@ func TestAfterCommit(t *testing.T) {
 // transaction are gone with it and no AfterCommit function runs.
 func TestTransactCommitFails(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "commit")
+	topic := kototest.Topic(t, "commit")
 	table := pgx.Identifier{e.schema, "once"}.Sanitize()
 	pgtest.Exec(t, e.pool, "CREATE TABLE "+table+" (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
 	ran := false
-	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO "+table+" VALUES (1), (1)"); err != nil {
 			return err
 		}
@@ -134,14 +134,14 @@ func TestTransactCommitFails(t *testing.T) {
 // TestTransactPanics: a panic rolls back and goes on.
 func TestTransactPanics(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "panic")
+	topic := kototest.Topic(t, "panic")
 	func() {
 		defer func() {
 			if recover() == nil {
 				t.Fatal("the panic did not go on")
 			}
 		}()
-		_ = e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+		_ = e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 			if err := e.o.Publisher(tx).Publish(topic, newMsg("x", "")); err != nil {
 				return err
 			}
@@ -175,7 +175,7 @@ func TestInvalidMessages(t *testing.T) {
 		"empty topic":   {e.o, "", []*message.Message{newMsg("x", "")}},
 		"too long name": {e.o, string(make([]byte, 250)), []*message.Message{newMsg("x", "")}},
 	} {
-		err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+		err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 			return c.o.Publisher(tx).Publish(c.topic, c.msgs...)
 		})
 		if !errors.Is(err, outbox.ErrInvalidMessage) || koto.ClassOf(err) != koto.ClassPoison {
@@ -191,7 +191,7 @@ func TestInvalidMessages(t *testing.T) {
 func TestPublishAssignsUUID(t *testing.T) {
 	e := newEnv(t)
 	msg := message.NewMessage("", []byte("x"))
-	e.publish(kafkatest.Topic(t, "uuid"), msg)
+	e.publish(kototest.Topic(t, "uuid"), msg)
 	if len(msg.UUID) != 36 || msg.UUID[14] != '7' {
 		t.Fatalf("UUID %q, want a UUIDv7", msg.UUID)
 	}
@@ -202,10 +202,10 @@ func TestPublishAssignsUUID(t *testing.T) {
 // have one go into it, and roll back with it.
 func TestAutoTxPublisher(t *testing.T) {
 	e := newEnv(t)
-	topic := kafkatest.Topic(t, "auto")
+	topic := kototest.Topic(t, "auto")
 	pub := e.o.AutoTxPublisher()
 	errRollback := errors.New("rollback")
-	err := e.o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := e.o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		inTx := newMsg("in-tx", "")
 		inTx.SetContext(ctx)
 		if err := pub.Publish(topic, newMsg("own-1", ""), inTx, newMsg("own-2", "")); err != nil {
@@ -223,7 +223,7 @@ func TestAutoTxPublisher(t *testing.T) {
 		t.Fatalf("%d rows after the rollback, want 2", n)
 	}
 	var txs int
-	if err := e.pool.QueryRow(kafkatest.Context(t), "SELECT count(DISTINCT transaction_id) FROM "+e.o.Table()).Scan(&txs); err != nil || txs != 1 {
+	if err := e.pool.QueryRow(kototest.Context(t), "SELECT count(DISTINCT transaction_id) FROM "+e.o.Table()).Scan(&txs); err != nil || txs != 1 {
 		t.Fatalf("the messages without a transaction were written in %d transactions (%v), want 1", txs, err)
 	}
 	if err := pub.Publish("bad/topic", newMsg("x", "")); !errors.Is(err, outbox.ErrInvalidMessage) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	koto "github.com/koto-dev/watermill-koto"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
 )
@@ -52,7 +52,7 @@ func TestConfig(t *testing.T) {
 func TestSetupAndFindTables(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	box, err := outbox.New(pool, outbox.Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)

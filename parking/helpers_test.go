@@ -18,8 +18,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
@@ -47,8 +47,8 @@ func newEnv(t *testing.T) *env {
 	cfg := pgtest.Config(t)
 	cfg.MaxConns = 24
 	pool := pgtest.PoolWith(t, cfg)
-	e := &env{t: t, pool: pool, schema: pgtest.Schema(t, pool), brokers: kafkatest.Brokers(t)}
-	ctx := kafkatest.Context(t)
+	e := &env{t: t, pool: pool, schema: pgtest.Schema(t, pool), brokers: kototest.Brokers(t)}
+	ctx := kototest.Context(t)
 	var err error
 	if e.box, err = outbox.New(pool, outbox.Config{Schema: e.schema}); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { _ = e.store.Close() })
 	pgtest.Exec(t, pool, "CREATE TABLE "+e.schema+".effects (seq bigserial PRIMARY KEY, key text NOT NULL, idx int NOT NULL, grp text NOT NULL)")
-	e.pub = kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+	e.pub = kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	e.forward()
 	return e
 }
@@ -76,7 +76,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) forward() {
 	f, err := outbox.NewForwarder(e.box, outbox.ForwarderConfig{
 		Broker: broker.Config{Brokers: e.brokers}, PollInterval: 200 * time.Millisecond,
-		Logger: kafkatest.Logger(slog.LevelWarn),
+		Logger: kototest.Logger(slog.LevelWarn),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -93,7 +93,7 @@ func (e *env) forward() {
 
 // topic provisions a topic of partitions partitions.
 func (e *env) topic(prefix string, partitions int32) string {
-	return kafkatest.NewTopic(e.t, broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: partitions}}, prefix)
+	return kototest.NewTopic(e.t, broker.Config{Brokers: e.brokers, Provision: broker.ProvisionConfig{Partitions: partitions}}, prefix)
 }
 
 // item is a test message: the idx-th of key.
@@ -144,11 +144,11 @@ type consumer struct {
 
 // run runs c until the test ends or stop is called; calls counts the
 // handler calls by item.
-func (e *env) run(c consumer) (stop func(), calls *kafkatest.Counter) {
+func (e *env) run(c consumer) (stop func(), calls *kototest.Counter) {
 	e.t.Helper()
-	calls = new(kafkatest.Counter)
+	calls = new(kototest.Counter)
 	chain, err := middleware.Defaults(middleware.Config{
-		Publisher: e.pub, Store: e.store, Logger: kafkatest.Logger(slog.LevelWarn),
+		Publisher: e.pub, Store: e.store, Logger: kototest.Logger(slog.LevelWarn),
 		Idempotency: middleware.IdempotencyConfig{Transactional: true, Outbox: e.box.ContextPublisher()},
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: c.maxAttempts, Backoff: fast,
 			Parking: middleware.ParkingConfig{Store: e.parked, Delays: c.delays}},
@@ -156,9 +156,9 @@ func (e *env) run(c consumer) (stop func(), calls *kafkatest.Counter) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	sub := kafkatest.NewSubscriber(e.t, broker.Config{Brokers: e.brokers, ConsumerGroup: c.group, Concurrency: c.concurrency,
-		Sarama: kafkatest.QuickGroupSession})
-	r := kafkatest.NewRouter(e.t, kafkatest.Logger(slog.LevelWarn))
+	sub := kototest.NewSubscriber(e.t, broker.Config{Brokers: e.brokers, ConsumerGroup: c.group, Concurrency: c.concurrency,
+		Sarama: kototest.QuickGroupSession})
+	r := kototest.NewRouter(e.t, kototest.Logger(slog.LevelWarn))
 	r.AddConsumerHandler(c.group, c.topic, sub, func(msg *message.Message) error {
 		var it item
 		if err := json.Unmarshal(msg.Payload, &it); err != nil {
@@ -178,12 +178,12 @@ func (e *env) run(c consumer) (stop func(), calls *kafkatest.Counter) {
 		_, err := tx.Exec(msg.Context(), "INSERT INTO "+e.schema+".effects (key, idx, grp) VALUES ($1, $2, $3)", it.Key, it.Idx, c.group)
 		return err
 	}).AddMiddleware(chain.Middlewares()...)
-	stopRouter := kafkatest.RunRouter(e.t, r)
+	stopRouter := kototest.RunRouter(e.t, r)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
 			stopRouter()
-			ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 			defer cancel()
 			_ = chain.Close(ctx)
 		})
@@ -196,7 +196,7 @@ func (e *env) run(c consumer) (stop func(), calls *kafkatest.Counter) {
 // they were written.
 func (e *env) effects(group string) map[string][]int {
 	e.t.Helper()
-	rows, err := e.pool.Query(kafkatest.Context(e.t), "SELECT key, idx FROM "+e.schema+".effects WHERE grp = $1 ORDER BY seq", group)
+	rows, err := e.pool.Query(kototest.Context(e.t), "SELECT key, idx FROM "+e.schema+".effects WHERE grp = $1 ORDER BY seq", group)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -248,9 +248,9 @@ func keys(prefix string, n int) []string {
 func watchDeadLetters(t *testing.T, brokers []string, group string) <-chan *message.Message {
 	t.Helper()
 	topic := topics.DeadLetter(group)
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, topic)
+	kototest.Provision(t, broker.Config{Brokers: brokers}, topic)
 	out := make(chan *message.Message, 16)
-	kafkatest.Watch(t, brokers, topic, func(m *message.Message) { out <- m })
+	kototest.Watch(t, brokers, topic, func(m *message.Message) { out <- m })
 	return out
 }
 
@@ -279,16 +279,16 @@ func checkDeadLetter(t *testing.T, dl *message.Message, parkings int, offset str
 
 // runPlain runs group's handler on topic behind middleware.Defaults
 // without idempotency or parking, counting its calls by item.
-func (e *env) runPlain(group, topic string) (stop func(), calls *kafkatest.Counter) {
+func (e *env) runPlain(group, topic string) (stop func(), calls *kototest.Counter) {
 	e.t.Helper()
-	calls = new(kafkatest.Counter)
-	chain, err := middleware.Defaults(middleware.Config{Publisher: e.pub, Logger: kafkatest.Logger(slog.LevelWarn),
+	calls = new(kototest.Counter)
+	chain, err := middleware.Defaults(middleware.Config{Publisher: e.pub, Logger: kototest.Logger(slog.LevelWarn),
 		DeadLetter: middleware.DeadLetterConfig{Backoff: fast}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	sub := kafkatest.NewSubscriber(e.t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, Sarama: kafkatest.QuickGroupSession})
-	r := kafkatest.NewRouter(e.t, kafkatest.Logger(slog.LevelWarn))
+	sub := kototest.NewSubscriber(e.t, broker.Config{Brokers: e.brokers, ConsumerGroup: group, Sarama: kototest.QuickGroupSession})
+	r := kototest.NewRouter(e.t, kototest.Logger(slog.LevelWarn))
 	r.AddConsumerHandler(group, topic, sub, func(msg *message.Message) error {
 		var it item
 		if err := json.Unmarshal(msg.Payload, &it); err != nil {
@@ -297,5 +297,5 @@ func (e *env) runPlain(group, topic string) (stop func(), calls *kafkatest.Count
 		calls.Add(fmt.Sprintf("%s/%d", it.Key, it.Idx))
 		return nil
 	}).AddMiddleware(chain.Middlewares()...)
-	return kafkatest.RunRouter(e.t, r), calls
+	return kototest.RunRouter(e.t, r), calls
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/parking"
 )
@@ -39,7 +39,7 @@ func TestParkedMessagesKeepTheirKeysOrder(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("order", 4)
 	ks := keys("k", 40)
-	group := kafkatest.Group(t, "order")
+	group := kototest.Group(t, "order")
 	fails := func(it item) int {
 		h := (it.Idx*31 + len(it.Key)*7 + int(it.Key[len(it.Key)-1])) % 40
 		switch {
@@ -59,8 +59,8 @@ func TestParkedMessagesKeepTheirKeysOrder(t *testing.T) {
 			return nil
 		}})
 	e.publish(topic, ks, n)
-	kafkatest.WaitFor(t, "every effect", func() bool { return e.count(group) >= len(ks)*n })
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	kototest.WaitFor(t, "every effect", func() bool { return e.count(group) >= len(ks)*n })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 	inOrder(t, e.effects(group), ks, n)
 	if got := e.count(group); got != len(ks)*n {
 		t.Errorf("%d effects, want %d", got, len(ks)*n)
@@ -74,7 +74,7 @@ func TestParkedMessagesKeepTheirKeysOrder(t *testing.T) {
 func TestParkedTiersEndInTheDeadLetter(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("tiers", 1)
-	group := kafkatest.Group(t, "tiers")
+	group := kototest.Group(t, "tiers")
 	dlq := watchDeadLetters(t, e.brokers, group)
 	e.run(consumer{group: group, topic: topic, maxAttempts: 1,
 		delays: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
@@ -85,13 +85,13 @@ func TestParkedTiersEndInTheDeadLetter(t *testing.T) {
 			return nil
 		}})
 	e.publish(topic, []string{"k"}, 3)
-	dl := kafkatest.Receive(t, dlq, "the dead letter")
-	kafkatest.WaitFor(t, "the later messages", func() bool { return e.count(group) == 2 })
+	dl := kototest.Receive(t, dlq, "the dead letter")
+	kototest.WaitFor(t, "the later messages", func() bool { return e.count(group) == 2 })
 	if got := e.effects(group)["k"]; fmt.Sprint(got) != "[1 2]" {
 		t.Errorf("effects %v, want [1 2]", got)
 	}
 	checkDeadLetter(t, dl, 2, "0")
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 }
 
 // TestRetryAfterParksAtOnce: a handler error marked koto.RetryAfter is
@@ -100,7 +100,7 @@ func TestParkedTiersEndInTheDeadLetter(t *testing.T) {
 func TestRetryAfterParksAtOnce(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("later", 1)
-	group := kafkatest.Group(t, "later")
+	group := kototest.Group(t, "later")
 	var first time.Time
 	_, calls := e.run(consumer{group: group, topic: topic, maxAttempts: 5, delays: []time.Duration{time.Hour},
 		fail: func(it item, attempt int) error {
@@ -114,7 +114,7 @@ func TestRetryAfterParksAtOnce(t *testing.T) {
 			return nil
 		}})
 	e.publish(topic, []string{"k"}, 1)
-	kafkatest.WaitFor(t, "the effect", func() bool { return e.count(group) == 1 })
+	kototest.WaitFor(t, "the effect", func() bool { return e.count(group) == 1 })
 	if n := calls.Get("k/0"); n != 2 {
 		t.Errorf("%d handler calls, want 2: one parked at once, one after the delay", n)
 	}
@@ -127,7 +127,7 @@ func TestRetryAfterParksAtOnce(t *testing.T) {
 func TestOtherGroupsSkipTheRedelivery(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("shared", 1)
-	parker, other := kafkatest.Group(t, "parker"), kafkatest.Group(t, "other")
+	parker, other := kototest.Group(t, "parker"), kototest.Group(t, "other")
 	e.run(consumer{group: parker, topic: topic, maxAttempts: 1, delays: []time.Duration{50 * time.Millisecond},
 		fail: func(it item, attempt int) error {
 			if attempt == 1 {
@@ -137,12 +137,12 @@ func TestOtherGroupsSkipTheRedelivery(t *testing.T) {
 		}})
 	_, calls := e.runPlain(other, topic)
 	e.publish(topic, []string{"k"}, 3)
-	kafkatest.WaitFor(t, "the parked group's effects", func() bool { return e.count(parker) == 3 })
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
-	kafkatest.WaitFor(t, "the other group's calls", func() bool { return calls.Total() >= 3 })
+	kototest.WaitFor(t, "the parked group's effects", func() bool { return e.count(parker) == 3 })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	kototest.WaitFor(t, "the other group's calls", func() bool { return calls.Total() >= 3 })
 	// The copies come after the originals on the one partition: once the
 	// other group has read them all, it has skipped them.
-	kafkatest.WaitCommitted(t, e.brokers, other, topic, kafkatest.Records(t, e.brokers, topic))
+	kototest.WaitCommitted(t, e.brokers, other, topic, kototest.Records(t, e.brokers, topic))
 	if calls.Total() != 3 || calls.Distinct() != 3 {
 		t.Errorf("the other group ran its handler %d times for %d messages, want 3 for 3", calls.Total(), calls.Distinct())
 	}
@@ -154,7 +154,7 @@ func TestOtherGroupsSkipTheRedelivery(t *testing.T) {
 func TestParkedKeysSurviveARestart(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("restart", 2)
-	group := kafkatest.Group(t, "restart")
+	group := kototest.Group(t, "restart")
 	var failed atomic.Bool // k/0, once, by the first consumer
 	c := consumer{group: group, topic: topic, maxAttempts: 1, delays: []time.Duration{time.Hour},
 		fail: func(it item, _ int) error {
@@ -165,25 +165,25 @@ func TestParkedKeysSurviveARestart(t *testing.T) {
 		}}
 	stop, _ := e.run(c)
 	e.publish(topic, []string{"k"}, 1)
-	kafkatest.WaitFor(t, "k/0 parked", func() bool { return e.parkedRows() == 1 })
+	kototest.WaitFor(t, "k/0 parked", func() bool { return e.parkedRows() == 1 })
 	stop()
 	e.run(c)
 	if err := e.pub.Publish(topic, itemMessage("k", 1), itemMessage("other", 0)); err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.WaitFor(t, "the other key's effect", func() bool { return e.count(group) == 1 })
-	kafkatest.WaitFor(t, "k/1 parked behind k/0", func() bool { return e.parkedRows() == 2 })
-	entries, err := e.parked.List(kafkatest.Context(t), group, 10)
+	kototest.WaitFor(t, "the other key's effect", func() bool { return e.count(group) == 1 })
+	kototest.WaitFor(t, "k/1 parked behind k/0", func() bool { return e.parkedRows() == 2 })
+	entries, err := e.parked.List(kototest.Context(t), group, 10)
 	if err != nil || len(entries) != 2 {
 		t.Fatalf("List: %v, %v", entries, err)
 	}
-	if err := e.parked.RunNow(kafkatest.Context(t), entries[1].ID); !errors.Is(err, parking.ErrNotFirst) {
+	if err := e.parked.RunNow(kototest.Context(t), entries[1].ID); !errors.Is(err, parking.ErrNotFirst) {
 		t.Errorf("RunNow of the one behind: %v, want ErrNotFirst", err)
 	}
-	if err := e.parked.RunNow(kafkatest.Context(t), entries[0].ID); err != nil {
+	if err := e.parked.RunNow(kototest.Context(t), entries[0].ID); err != nil {
 		t.Fatalf("RunNow: %v", err)
 	}
-	kafkatest.WaitFor(t, "k's effects", func() bool { return e.count(group) == 3 })
+	kototest.WaitFor(t, "k's effects", func() bool { return e.count(group) == 3 })
 	inOrder(t, e.effects(group), []string{"k"}, 2)
 }
 
@@ -195,7 +195,7 @@ func TestParkedKeysSurviveARestart(t *testing.T) {
 func TestOperatorRunsOrDeadLettersAParkedMessage(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("operator", 1)
-	group := kafkatest.Group(t, "operator")
+	group := kototest.Group(t, "operator")
 	dlq := watchDeadLetters(t, e.brokers, group)
 	_, calls := e.run(consumer{group: group, topic: topic, maxAttempts: 1, delays: []time.Duration{time.Hour},
 		fail: func(it item, attempt int) error {
@@ -205,8 +205,8 @@ func TestOperatorRunsOrDeadLettersAParkedMessage(t *testing.T) {
 			return nil
 		}})
 	e.publish(topic, []string{"run", "dead"}, 2)
-	kafkatest.WaitFor(t, "four messages parked", func() bool { return e.parkedRows() == 4 })
-	ctx := kafkatest.Context(t)
+	kototest.WaitFor(t, "four messages parked", func() bool { return e.parkedRows() == 4 })
+	ctx := kototest.Context(t)
 	st, err := e.parked.Status(ctx)
 	if err != nil || len(st) != 1 || st[0].Group != group || st[0].Keys != 2 || st[0].Messages != 4 ||
 		st[0].Oldest.IsZero() || time.Until(st[0].NextDue) < 50*time.Minute {
@@ -228,9 +228,9 @@ func TestOperatorRunsOrDeadLettersAParkedMessage(t *testing.T) {
 	if err := e.parked.DeadLetter(ctx, first["dead"]); err != nil {
 		t.Fatalf("DeadLetter: %v", err)
 	}
-	dl := kafkatest.Receive(t, dlq, "the dead letter")
-	kafkatest.WaitFor(t, "the effects", func() bool { return e.count(group) == 3 })
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	dl := kototest.Receive(t, dlq, "the dead letter")
+	kototest.WaitFor(t, "the effects", func() bool { return e.count(group) == 3 })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 	fx := e.effects(group)
 	inOrder(t, fx, []string{"run"}, 2)
 	if fmt.Sprint(fx["dead"]) != "[1]" {
@@ -256,7 +256,7 @@ func TestOperatorRunsOrDeadLettersAParkedMessage(t *testing.T) {
 func TestParkedMessagesHoldNoSlot(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("slots", 1)
-	group := kafkatest.Group(t, "slots")
+	group := kototest.Group(t, "slots")
 	parked, free := keys("parked", 4), keys("free", 4)
 	var ran atomic.Bool // the operator ran the parked ones
 	e.run(consumer{group: group, topic: topic, concurrency: 2, maxAttempts: 3, delays: []time.Duration{time.Hour},
@@ -269,7 +269,7 @@ func TestParkedMessagesHoldNoSlot(t *testing.T) {
 	e.publish(topic, parked, 1)
 	e.publishFrom(topic, free, 0, 5)
 	e.publishFrom(topic, parked, 1, 6)
-	kafkatest.WaitFor(t, "the free keys' messages", func() bool {
+	kototest.WaitFor(t, "the free keys' messages", func() bool {
 		fx := e.effects(group)
 		for _, k := range free {
 			if len(fx[k]) != 5 {
@@ -278,8 +278,8 @@ func TestParkedMessagesHoldNoSlot(t *testing.T) {
 		}
 		return true
 	})
-	kafkatest.WaitFor(t, "the parked keys' messages parked", func() bool { return e.parkedRows() == 4*6 })
-	ctx := kafkatest.Context(t)
+	kototest.WaitFor(t, "the parked keys' messages parked", func() bool { return e.parkedRows() == 4*6 })
+	ctx := kototest.Context(t)
 	st, err := e.parked.Status(ctx)
 	if err != nil || len(st) != 1 || st[0].Keys != 4 || st[0].Messages != 4*6 {
 		t.Fatalf("Status: %+v, %v; want 4 keys with 24 messages parked", st, err)
@@ -296,7 +296,7 @@ func TestParkedMessagesHoldNoSlot(t *testing.T) {
 			}
 		}
 	}
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 	inOrder(t, e.effects(group), parked, 6)
 }
 
@@ -307,7 +307,7 @@ func TestParkedMessagesHoldNoSlot(t *testing.T) {
 func TestUnparkableMessageIsDeadLettered(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("unparkable", 1)
-	group := kafkatest.Group(t, "unparkable")
+	group := kototest.Group(t, "unparkable")
 	dlq := watchDeadLetters(t, e.brokers, group)
 	e.run(consumer{group: group, topic: topic, maxAttempts: 1, delays: []time.Duration{time.Minute},
 		fail: func(it item, _ int) error {
@@ -316,14 +316,14 @@ func TestUnparkableMessageIsDeadLettered(t *testing.T) {
 			}
 			return nil
 		}})
-	bad := kafkatest.Record(topic, "01900000-0000-7000-8000-0000000000b1", "k", []byte(`{"key":"k","idx":0}`))
+	bad := kototest.Record(topic, "01900000-0000-7000-8000-0000000000b1", "k", []byte(`{"key":"k","idx":0}`))
 	bad.Headers = append(bad.Headers, kgo.RecordHeader{Key: "note", Value: []byte{0xff, 0xfe}})
-	kafkatest.Produce(t, e.brokers, []*kgo.Record{bad, kafkatest.Record(topic, "01900000-0000-7000-8000-0000000000b2", "k", []byte(`{"key":"k","idx":1}`))})
-	dl := kafkatest.Receive(t, dlq, "the dead letter")
+	kototest.Produce(t, e.brokers, []*kgo.Record{bad, kototest.Record(topic, "01900000-0000-7000-8000-0000000000b2", "k", []byte(`{"key":"k","idx":1}`))})
+	dl := kototest.Receive(t, dlq, "the dead letter")
 	if r := dl.Metadata.Get(dlqmeta.Reason); !strings.Contains(r, "flaky dependency") || !strings.Contains(r, "not valid UTF-8") {
 		t.Errorf("dead letter's reason %q, want the handler's error and why it could not be parked", r)
 	}
-	kafkatest.WaitFor(t, "the key's next message", func() bool { return e.count(group) == 1 })
+	kototest.WaitFor(t, "the key's next message", func() bool { return e.count(group) == 1 })
 	if n := e.parkedRows(); n != 0 {
 		t.Errorf("%d rows in the parking table", n)
 	}
@@ -336,12 +336,12 @@ func TestUnparkableMessageIsDeadLettered(t *testing.T) {
 func TestBatchMembersPark(t *testing.T) {
 	e := newEnv(t)
 	topic := e.topic("batch", 2)
-	group := kafkatest.Group(t, "batch")
+	group := kototest.Group(t, "batch")
 	ks := keys("b", 8)
 	failed := map[string]int{}
 	var mu sync.Mutex
 	chain, err := middleware.BatchDefaults(middleware.Config{
-		Publisher: e.pub, Store: e.store, Logger: kafkatest.Logger(slog.LevelWarn),
+		Publisher: e.pub, Store: e.store, Logger: kototest.Logger(slog.LevelWarn),
 		Idempotency: middleware.IdempotencyConfig{Transactional: true},
 		DeadLetter: middleware.DeadLetterConfig{MaxAttempts: 1, Backoff: fast,
 			Parking: middleware.ParkingConfig{Store: e.parked, Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}},
@@ -350,13 +350,13 @@ func TestBatchMembersPark(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = chain.Close(context.Background()) })
-	sub, err := broker.NewBatchSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, Sarama: kafkatest.QuickGroupSession,
+	sub, err := broker.NewBatchSubscriber(broker.Config{Brokers: e.brokers, ConsumerGroup: group, Sarama: kototest.QuickGroupSession,
 		Batch: broker.BatchConfig{MaxMessages: 20, MaxWait: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Close() })
-	r := kafkatest.NewRouter(t, kafkatest.Logger(slog.LevelWarn))
+	r := kototest.NewRouter(t, kototest.Logger(slog.LevelWarn))
 	r.AddConsumerHandler(group, topic, sub, chain.Handler(func(ctx context.Context, msgs []*message.Message) error {
 		tx, _ := postgres.TxFromContext(ctx)
 		errs := map[*message.Message]error{}
@@ -381,10 +381,10 @@ func TestBatchMembersPark(t *testing.T) {
 		}
 		return middleware.FailMessages(errs)
 	}))
-	kafkatest.RunRouter(t, r)
+	kototest.RunRouter(t, r)
 	e.publish(topic, ks, 10)
-	kafkatest.WaitFor(t, "every effect", func() bool { return e.count(group) == len(ks)*10 })
-	kafkatest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
+	kototest.WaitFor(t, "every effect", func() bool { return e.count(group) == len(ks)*10 })
+	kototest.WaitFor(t, "the parking table to empty", func() bool { return e.parkedRows() == 0 })
 	inOrder(t, e.effects(group), ks, 10)
 	mu.Lock()
 	defer mu.Unlock()

@@ -19,7 +19,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -29,7 +29,7 @@ import (
 // was dead-lettered yet.
 type letterLog struct {
 	message.Publisher
-	sent   kafkatest.Counter
+	sent   kototest.Counter
 	onSend func() // called after each publication
 }
 
@@ -54,10 +54,10 @@ type letter struct {
 
 // watchLetters collects the dead letters of cfg's group by message UUID,
 // with a count of each.
-func (r *ledgerRun) watchLetters(cfg consumerConfig) (*sync.Map, *kafkatest.Counter) {
+func (r *ledgerRun) watchLetters(cfg consumerConfig) (*sync.Map, *kototest.Counter) {
 	var letters sync.Map
-	var count kafkatest.Counter
-	kafkatest.Watch(r.t, r.brokers, topics.DeadLetter(cfg.Group), func(m *message.Message) {
+	var count kototest.Counter
+	kototest.Watch(r.t, r.brokers, topics.DeadLetter(cfg.Group), func(m *message.Message) {
 		n, _ := strconv.Atoi(m.Metadata.Get(dlqmeta.Attempts))
 		letters.Store(m.UUID, letter{reason: m.Metadata.Get(dlqmeta.Reason), class: m.Metadata.Get(dlqmeta.ErrorClass), attempts: n})
 		count.Add(m.UUID)
@@ -176,17 +176,17 @@ func TestBatchNamedPoison(t *testing.T) {
 	dead := &letterLog{}
 	p := newNamedPoisons(t, msgs, places, dead)
 	stats := &batchStats{}
-	var dups kafkatest.Counter
+	var dups kototest.Counter
 	hooks := batchHooks{
 		dup:         func(id string) { dups.Add(id) },
 		wrap:        func(h middleware.BatchHandlerFunc) middleware.BatchHandlerFunc { return stats.wrap(p.wrap(h)) },
 		deadLetters: func(pub message.Publisher) message.Publisher { dead.Publisher = pub; return dead },
 	}
 	letters, count := r.watchLetters(cfg)
-	runBatchConsumer(t, batchPool(t), spec, hooks, kafkatest.Logger(slog.LevelError+4)) // not the chain's line for each poison
+	runBatchConsumer(t, batchPool(t), spec, hooks, kototest.Logger(slog.LevelError+4)) // not the chain's line for each poison
 	r.produce(msgs)
 	r.waitConsumed(cfg, total, 3*time.Minute)
-	kafkatest.WaitFor(t, "every poison on the dead-letter topic", func() bool { return count.Distinct() >= len(p.kind) })
+	kototest.WaitFor(t, "every poison on the dead-letter topic", func() bool { return count.Distinct() >= len(p.kind) })
 
 	good := total - len(p.kind)
 	duplicates, losses, outOfOrder := r.checkLedger(t, good, places, dups.Total())
@@ -274,7 +274,7 @@ func unnamedError(t *testing.T, how string) {
 	msgs, places := batchMessages("bisect", n/burst, n)
 	culprit := msgs[burst*rand.N(n/burst)+rand.N(burst-1)].UUID
 	cp := places[culprit]
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
 	spec, cfg := r.batchConsumer(t, "batch-bisect")
 	spec.CQRS, spec.Events, spec.MaxWait = true, events, 5*time.Second // the batch fills to 500 before
@@ -303,7 +303,7 @@ func unnamedError(t *testing.T, how string) {
 		}
 		return nil
 	}
-	var dups kafkatest.Counter
+	var dups kototest.Counter
 	hooks := batchHooks{
 		dup: func(id string) { dups.Add(id) },
 		wrap: func(h middleware.BatchHandlerFunc) middleware.BatchHandlerFunc {
@@ -318,9 +318,9 @@ func unnamedError(t *testing.T, how string) {
 	}
 	letters, count := r.watchLetters(cfg)
 	r.produce(msgs)
-	runBatchConsumer(t, batchPool(t), spec, hooks, kafkatest.Logger(slog.LevelError+4))
+	runBatchConsumer(t, batchPool(t), spec, hooks, kototest.Logger(slog.LevelError+4))
 	r.waitConsumed(cfg, n, 2*time.Minute)
-	kafkatest.WaitFor(t, "the culprit on the dead-letter topic", func() bool { return count.Total() >= 1 })
+	kototest.WaitFor(t, "the culprit on the dead-letter topic", func() bool { return count.Total() >= 1 })
 
 	duplicates, losses, outOfOrder := r.checkLedger(t, n-1, places, dups.Total())
 	if v, ok := letters.Load(culprit); !ok || count.Total() != 1 {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestBatchPostgresOutage: a cqrs batch consumer of a DurableOutbox's
@@ -33,7 +33,7 @@ func TestBatchPostgresOutage(t *testing.T) {
 	msgs, places := batchMessages("outage", 500, total)
 	stream := withBatchCopies(msgs)
 	half := len(stream) / 2
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
 	pool, proxy := pgtest.ProxiedPool(t)
 	defer proxy.Restore() // should the test fail during the cut
@@ -42,15 +42,15 @@ func TestBatchPostgresOutage(t *testing.T) {
 	spec.CQRS, spec.Events = true, events
 	spec.Holds = holdMarks(stream, []int{0, half}, rand.N)
 	holds := newBatchHolds(spec.Holds, 0)
-	var dups kafkatest.Counter
-	logs := &kafkatest.Buffer{}
+	var dups kototest.Counter
+	logs := &kototest.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	runBatchConsumer(t, pool, spec, batchHooks{holds: holds, dup: func(id string) { dups.Add(id) }}, logger)
 	retries := func() int { return strings.Count(logs.String(), `"msg":"batch failed, retrying"`) }
 	forwarderRetries := func() int { return strings.Count(logs.String(), "outbox forwarder failed; retrying") }
 
 	r.produce(stream[:half])
-	kafkatest.WaitFor(t, "a batch held by hold 0", func() bool { return holds.isHeld(0) })
+	kototest.WaitFor(t, "a batch held by hold 0", func() bool { return holds.isHeld(0) })
 	_, atCut := r.ledger()
 	proxy.Cut()
 	holds.openTo(1) // its commit meets the cut
@@ -103,23 +103,23 @@ func TestBatchRebalance(t *testing.T) {
 	marks := holdMarks(msgs, bounds, rand.N)
 	spec.Holds = []string{marks[0], marks[2]}
 	holds := newBatchHolds(spec.Holds, 0)
-	var dups kafkatest.Counter
+	var dups kototest.Counter
 	stats := &batchStats{}
 	hooks := batchHooks{holds: holds, dup: func(id string) { dups.Add(id) }, wrap: stats.wrap}
-	pool, logger := batchPool(t), kafkatest.Logger(slog.LevelWarn)
+	pool, logger := batchPool(t), kototest.Logger(slog.LevelWarn)
 	var stops []func()
 	for range 3 {
 		stops = append(stops, runBatchConsumer(t, pool, spec, hooks, logger))
 	}
 	r.produce(msgs[:bounds[2]])
 
-	kafkatest.WaitFor(t, "a batch held by hold 0", func() bool { return holds.isHeld(0) })
+	kototest.WaitFor(t, "a batch held by hold 0", func() bool { return holds.isHeld(0) })
 	_, atJoin := r.ledger()
 	stops = append(stops, runBatchConsumer(t, pool, spec, hooks, logger))
 	r.waitMembers(cfg.Group, 4)
 	holds.openTo(1)
 	r.produce(msgs[bounds[2]:])
-	kafkatest.WaitFor(t, "a batch held by hold 1", func() bool { return holds.isHeld(1) })
+	kototest.WaitFor(t, "a batch held by hold 1", func() bool { return holds.isHeld(1) })
 	_, atLeave := r.ledger()
 	left := make(chan struct{})
 	go func() { // it may be the one holding the batch

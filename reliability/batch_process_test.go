@@ -17,8 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // roleBatchConsumer is the role of a subprocess that runs the batch
@@ -98,7 +98,7 @@ func spawnRole(t *testing.T, role string, cfg any) *process {
 		_ = cmd.Wait()
 	})
 	go p.trace(stdout)
-	kafkatest.WaitFor(t, "the "+role+" subprocess to run", func() bool {
+	kototest.WaitFor(t, "the "+role+" subprocess to run", func() bool {
 		select {
 		case <-p.read:
 			t.Fatalf("%s subprocess exited at start: %s", role, p.stderr.String())

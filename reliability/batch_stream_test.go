@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 )
 
@@ -45,15 +45,15 @@ func (r *ledgerRun) produce(msgs []*message.Message) {
 	r.t.Helper()
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
-		recs[i] = kafkatest.Record(r.topic, m.UUID, m.Metadata.Get(koto.PartitionKeyMetadataKey), m.Payload)
+		recs[i] = kototest.Record(r.topic, m.UUID, m.Metadata.Get(koto.PartitionKeyMetadataKey), m.Payload)
 	}
-	kafkatest.Produce(r.t, r.brokers, recs)
+	kototest.Produce(r.t, r.brokers, recs)
 }
 
 // withBatchCopies returns msgs with a re-publication (same UUID) of 2 %
 // of them, each later on its partition than its original.
 func withBatchCopies(msgs []*message.Message) []*message.Message {
-	return kafkatest.WithDuplicates(msgs, func(i int) bool { return i%50 == 7 })
+	return kototest.WithDuplicates(msgs, func(i int) bool { return i%50 == 7 })
 }
 
 // runBatchConsumer runs the consumer of spec on pool in the test's
@@ -96,7 +96,7 @@ type batchStats struct {
 	calls    int
 	messages int
 	largest  int
-	seen     kafkatest.Counter // handler sightings by UUID, rolled-back attempts included
+	seen     kototest.Counter // handler sightings by UUID, rolled-back attempts included
 }
 
 func (s *batchStats) wrap(h middleware.BatchHandlerFunc) middleware.BatchHandlerFunc {
@@ -150,9 +150,9 @@ func TestBatchLedger(t *testing.T) {
 	msgs, places := batchMessages("ledger", 1000, total)
 	stream := withBatchCopies(msgs)
 	spec, cfg := r.batchConsumer(t, "batch-ledger")
-	var dups kafkatest.Counter
+	var dups kototest.Counter
 	stats := &batchStats{}
-	runBatchConsumer(t, batchPool(t), spec, batchHooks{dup: func(id string) { dups.Add(id) }, wrap: stats.wrap}, kafkatest.Logger(slog.LevelWarn))
+	runBatchConsumer(t, batchPool(t), spec, batchHooks{dup: func(id string) { dups.Add(id) }, wrap: stats.wrap}, kototest.Logger(slog.LevelWarn))
 	start := time.Now()
 	r.produce(stream)
 	r.waitConsumed(cfg, len(stream), 3*time.Minute)
@@ -195,7 +195,7 @@ func TestKillBatchConsumer(t *testing.T) {
 	msgs, places := batchMessages("kill", 1000, total)
 	stream := withBatchCopies(msgs)
 	bounds := partBounds(len(stream), batchKills+1)
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
 	spec, cfg := r.batchConsumer(t, "batch-kill")
 	spec.CQRS, spec.Events = true, events
@@ -290,9 +290,9 @@ func TestBatchHotKey(t *testing.T) {
 	total := fullOrShort(20000, 5000)
 	msgs, places := batchMessages("hot", 1, total)
 	spec, cfg := r.batchConsumer(t, "batch-hot")
-	var dups kafkatest.Counter
+	var dups kototest.Counter
 	stats := &batchStats{}
-	runBatchConsumer(t, batchPool(t), spec, batchHooks{dup: func(id string) { dups.Add(id) }, wrap: stats.wrap}, kafkatest.Logger(slog.LevelWarn))
+	runBatchConsumer(t, batchPool(t), spec, batchHooks{dup: func(id string) { dups.Add(id) }, wrap: stats.wrap}, kototest.Logger(slog.LevelWarn))
 	start := time.Now()
 	r.produce(msgs)
 	r.waitConsumed(cfg, total, 3*time.Minute)

@@ -21,7 +21,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -53,7 +53,7 @@ const (
 // with an error, and works again once the fault is gone.
 func TestBrokerFaults(t *testing.T) {
 	n := fullOrShort(5000, 1500)
-	b := kafkatest.Embedded(t, embedded.WithDataDir(t.TempDir()))
+	b := kototest.Embedded(t, embedded.WithDataDir(t.TempDir()))
 	base := broker.Config{
 		Brokers:             b.Addrs(),
 		NackResendSleep:     10 * time.Millisecond,
@@ -62,17 +62,17 @@ func TestBrokerFaults(t *testing.T) {
 		// retried, rather than after sarama's default 30 s.
 		Sarama: func(sc *sarama.Config) { sc.Net.ReadTimeout = time.Second },
 	}
-	stream, events := kafkatest.Topic(t, "faults-stream"), kafkatest.Topic(t, "faults-events")
-	kafkatest.Provision(t, base, stream, events)
+	stream, events := kototest.Topic(t, "faults-stream"), kototest.Topic(t, "faults-events")
+	kototest.Provision(t, base, stream, events)
 
-	pub := kafkatest.NewPublisher(t, base)
+	pub := kototest.NewPublisher(t, base)
 	var effects effectLedger
 	var eventFailures atomic.Int64
 	h := newTestHolds(t)
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	cfg := base
-	cfg.ConsumerGroup = kafkatest.Group(t, "faults")
+	cfg.ConsumerGroup = kototest.Group(t, "faults")
 	spec := routedSpec{cfg: cfg, topic: stream, store: store, effect: func(msg *message.Message) error {
 		if err := h.wait(beforeEffect, "faults", msg); err != nil {
 			return err
@@ -111,7 +111,7 @@ func TestBrokerFaults(t *testing.T) {
 		t.Helper()
 		failed := eventFailures.Load()
 		h.openTo(k + 1)
-		kafkatest.WaitFor(t, "an event to fail to publish under "+fault, func() bool { return eventFailures.Load() > failed })
+		kototest.WaitFor(t, "an event to fail to publish under "+fault, func() bool { return eventFailures.Load() > failed })
 	}
 	// The publisher keeps at most a few hundred messages ahead of the
 	// consumers, so that the stream goes on through every fault. It stops
@@ -128,26 +128,26 @@ func TestBrokerFaults(t *testing.T) {
 	// Fault 1: the broker closes mid-stream, with a delivery held, and
 	// comes back on its data.
 	h.waitHeld(t, 0, "faults")
-	kafkatest.WaitFor(t, "a first offset commit", func() bool { return kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream) > 0 })
-	committed := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
+	kototest.WaitFor(t, "a first offset commit", func() bool { return kototest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream) > 0 })
+	committed := kototest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
 	if err := b.Close(); err != nil {
 		t.Fatalf("close the broker: %v", err)
 	}
 	rr.request(t, "while the broker is down", false)
 	letGo(0, "the broker's close")
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	if err := b.Restart(ctx); err != nil {
 		t.Fatalf("restart the broker: %v", err)
 	}
-	if after := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream); after < committed {
+	if after := kototest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream); after < committed {
 		t.Fatalf("after the restart the group's committed offsets add up to %d, less than the %d committed before", after, committed)
 	}
 	// The consumer goes on where it was; then a new one (a redeploy,
 	// with the same store) takes over the group from its committed offsets.
 	waitEffects(t, &effects, n/3, "a third of the stream after the restart")
 	c.stop()
-	handover := kafkatest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
+	handover := kototest.Committed(t, base.Brokers, cfg.ConsumerGroup, stream)
 	c2 := startRouted(t, pub, spec)
 
 	// Faults 2 to 4: the restarted broker answers every produce, then every
@@ -188,19 +188,19 @@ func TestBrokerFaults(t *testing.T) {
 			// on until the fault fails a publish, which it then retries.
 			limit.Store(int64(len(msgs)))
 			push.Store(true)
-			kafkatest.WaitFor(t, "a publish of the stream failed by the "+f.name+" fault", func() bool { return p.failures.Load() > failed })
+			kototest.WaitFor(t, "a publish of the stream failed by the "+f.name+" fault", func() bool { return p.failures.Load() > failed })
 			push.Store(false)
 			letGo(1, "the "+f.name+" fault")
 		}
-		kafkatest.WaitFor(t, "the "+f.name+" fault to fail a request", func() bool { return fault.Hits() > 0 })
+		kototest.WaitFor(t, "the "+f.name+" fault to fail a request", func() bool { return fault.Hits() > 0 })
 		fault.Remove()
 		hits = append(hits, fmt.Sprintf("%s %d", f.name, fault.Hits()))
 	}
 
 	p.wait(t)
-	records := kafkatest.Records(t, base.Brokers, stream)
+	records := kototest.Records(t, base.Brokers, stream)
 	c2.waitDone(t, records-c.done.Load(), faultLimit, "the stream after the faults")
-	kafkatest.WaitCommitted(t, base.Brokers, cfg.ConsumerGroup, stream, records)
+	kototest.WaitCommitted(t, base.Brokers, cfg.ConsumerGroup, stream, records)
 	rr.request(t, "after the faults", true)
 	c2.stop()
 
@@ -226,7 +226,7 @@ func TestBrokerFaults(t *testing.T) {
 			redelivered, records, committed)
 	}
 	for _, group := range []string{cfg.ConsumerGroup, rr.group} {
-		if dl := kafkatest.Records(t, base.Brokers, topics.DeadLetter(group)); dl != 0 {
+		if dl := kototest.Records(t, base.Brokers, topics.DeadLetter(group)); dl != 0 {
 			t.Errorf("%d dead letters on %s, want none: an outage is retried, never dead-lettered", dl, topics.DeadLetter(group))
 		}
 	}
@@ -235,7 +235,7 @@ func TestBrokerFaults(t *testing.T) {
 // waitEffects waits until the ledger holds n distinct effects.
 func waitEffects(t testing.TB, l *effectLedger, n int, what string) {
 	t.Helper()
-	kafkatest.WaitFor(t, what, func() bool { return l.Distinct() >= n })
+	kototest.WaitFor(t, what, func() bool { return l.Distinct() >= n })
 }
 
 // retryingStream publishes a stream in the background as an application
@@ -268,7 +268,7 @@ func startRetryingStream(t testing.TB, pub message.Publisher, topic string, msgs
 				}
 				continue
 			}
-			m := kafkatest.Republish(msgs[i])
+			m := kototest.Republish(msgs[i])
 			mctx, mcancel := context.WithTimeout(ctx, 2*time.Second)
 			m.SetContext(mctx)
 			err := pub.Publish(topic, m)
@@ -313,7 +313,7 @@ type requestReply struct {
 
 func newRequestReply(t *testing.T, base broker.Config) *requestReply {
 	t.Helper()
-	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
+	inventory, orders := kototest.ServiceName(t, "inventory"), kototest.ServiceName(t, "orders")
 	name := topics.TypeName(reserveStock{})
 	rr := &requestReply{commands: topics.Command(inventory, name), group: topics.ConsumerGroup(inventory, name)}
 	// The services log every fault they ride out, on purpose; the test
@@ -323,13 +323,13 @@ func newRequestReply(t *testing.T, base broker.Config) *requestReply {
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
-	t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
-	r := kafkatest.NewRouter(t, nil)
-	if err := svc.Register(kafkatest.Context(t), r, reserveConsumer()); err != nil {
+	t.Cleanup(func() { _ = svc.Close(kototest.Context(t)) })
+	r := kototest.NewRouter(t, nil)
+	if err := svc.Register(kototest.Context(t), r, reserveConsumer()); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	kafkatest.RunRouter(t, r)
-	rr.d = startDispatcher(t)(cqrs.NewCommandDispatcher(kafkatest.NewPublisher(t, base), cqrs.CommandDispatcherConfig{
+	kototest.RunRouter(t, r)
+	rr.d = startDispatcher(t)(cqrs.NewCommandDispatcher(kototest.NewPublisher(t, base), cqrs.CommandDispatcherConfig{
 		Service: orders, Routes: reserveRoutes(inventory),
 		Timeout: requestTimeout, Broker: base, AutoProvisionTopics: true, Logger: logger,
 	}))
@@ -337,11 +337,11 @@ func newRequestReply(t *testing.T, base broker.Config) *requestReply {
 }
 
 // request sends a Request when. With ok, it retries until one gets its
-// reply, within kafkatest.Timeout; without, the Request must end with an
+// reply, within kototest.DefaultTimeout; without, the Request must end with an
 // error within requestHang.
 func (rr *requestReply) request(t testing.TB, when string, ok bool) {
 	t.Helper()
-	deadline := time.Now().Add(kafkatest.Timeout)
+	deadline := time.Now().Add(kototest.DefaultTimeout)
 	for {
 		rr.seq++
 		sku := fmt.Sprintf("sku-%d", rr.seq)
@@ -371,7 +371,7 @@ func (rr *requestReply) request(t testing.TB, when string, ok bool) {
 		case err == nil:
 			return
 		case time.Now().After(deadline):
-			t.Fatalf("no Request %s got its reply within %v; the last failed with %v", when, kafkatest.Timeout, err)
+			t.Fatalf("no Request %s got its reply within %v; the last failed with %v", when, kototest.DefaultTimeout, err)
 		case errors.Is(err, cqrs.ErrClosed):
 			t.Fatalf("Request %s: %v", when, err)
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // brokerProcessEnv, set in the environment of the test binary, makes it
@@ -27,7 +27,7 @@ func init() {
 // runBrokerProcess starts an embedded broker, prints its address, and
 // closes it once its standard input ends: when the test closes it or dies.
 func runBrokerProcess() int {
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	b, err := embedded.Start(ctx)
 	cancel()
 	if err != nil {
@@ -79,10 +79,10 @@ func brokerProcess(t testing.TB) []string {
 			if waitErr != nil {
 				t.Errorf("broker process: %v", waitErr)
 			}
-		case <-time.After(kafkatest.Timeout):
+		case <-time.After(kototest.DefaultTimeout):
 			_ = cmd.Process.Kill()
 			<-exited
-			t.Errorf("the broker process did not stop within %v of its input's end; killed", kafkatest.Timeout)
+			t.Errorf("the broker process did not stop within %v of its input's end; killed", kototest.DefaultTimeout)
 		}
 	})
 	select {
@@ -90,8 +90,8 @@ func brokerProcess(t testing.TB) []string {
 		return []string{a}
 	case <-exited:
 		t.Fatalf("the broker process ended before it printed its address: %v", waitErr)
-	case <-time.After(kafkatest.Timeout):
-		t.Fatalf("the broker process printed no address within %v", kafkatest.Timeout)
+	case <-time.After(kototest.DefaultTimeout):
+		t.Fatalf("the broker process printed no address within %v", kototest.DefaultTimeout)
 	}
 	return nil
 }

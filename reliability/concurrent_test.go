@@ -14,8 +14,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // concurrency is the Config.Concurrency of the concurrent scenarios.
@@ -95,13 +95,13 @@ func TestConcurrentKeyOrder(t *testing.T) {
 	cfg.Concurrency, cfg.Chaos = concurrency, true
 	pcfg := pgtest.Config(t)
 	pcfg.MaxConns = 16
-	runConsumer(t, pgtest.PoolWith(t, pcfg), cfg, nil, nil, kafkatest.Logger(slog.LevelError+4)) // not the router's line for each chaos failure
+	runConsumer(t, pgtest.PoolWith(t, pcfg), cfg, nil, nil, kototest.Logger(slog.LevelError+4)) // not the router's line for each chaos failure
 	recs := make([]*kgo.Record, len(msgs))
 	for i, m := range msgs {
-		recs[i] = kafkatest.Record(r.topic, m.UUID, m.Metadata.Get(koto.PartitionKeyMetadataKey), m.Payload)
+		recs[i] = kototest.Record(r.topic, m.UUID, m.Metadata.Get(koto.PartitionKeyMetadataKey), m.Payload)
 	}
 	start := time.Now()
-	kafkatest.Produce(t, r.brokers, recs)
+	kototest.Produce(t, r.brokers, recs)
 	r.waitConsumed(cfg, total, 2*time.Minute)
 	elapsed := time.Since(start)
 
@@ -128,9 +128,9 @@ func TestConcurrentKeyOrder(t *testing.T) {
 // exactly once and one event UUID per message on Kafka.
 func TestKillConcurrentTransactional(t *testing.T) {
 	r := newLedgerRun(t, 4)
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
-	r.forward(r.pool, kafkatest.Logger(slog.LevelWarn))
+	r.forward(r.pool, kototest.Logger(slog.LevelWarn))
 	c := crashRun(t, true, events, concurrency, r)
 	if c.rows != c.distinct {
 		t.Errorf("ledger has %d rows for %d messages: %d duplicate effects in the transactional mode", c.rows, c.distinct, c.rows-c.distinct)

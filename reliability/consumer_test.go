@@ -21,7 +21,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
@@ -275,7 +275,7 @@ func runConsumer(t *testing.T, pool *pgxpool.Pool, cfg consumerConfig, h *holds,
 
 // traceCounter counts, by UUID, the deliveries in the Trace lines written
 // to it, one line a Write.
-type traceCounter struct{ *kafkatest.Counter }
+type traceCounter struct{ *kototest.Counter }
 
 func (c traceCounter) Write(p []byte) (int, error) {
 	if id, ok := strings.CutPrefix(strings.TrimSpace(string(p)), "b "); ok {

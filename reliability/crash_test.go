@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // kills is how many times the crash scenarios kill a consumer while
@@ -95,7 +95,7 @@ func crashRun(t *testing.T, transactional bool, events string, concurrency int, 
 func holder(t *testing.T, procs []*process, k int, uuid string) int {
 	t.Helper()
 	victim := -1
-	kafkatest.WaitFor(t, fmt.Sprintf("a consumer to hold message %s (hold %d)", uuid, k), func() bool {
+	kototest.WaitFor(t, fmt.Sprintf("a consumer to hold message %s (hold %d)", uuid, k), func() bool {
 		for i, p := range procs {
 			held, exited := p.holding(k)
 			if exited {
@@ -125,9 +125,9 @@ func holder(t *testing.T, procs []*process, k int, uuid string) int {
 // together, and the redelivery finds either all of them or none.
 func TestKillTransactional(t *testing.T) {
 	r := newLedgerRun(t, 4)
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
-	r.forward(r.pool, kafkatest.Logger(slog.LevelWarn))
+	r.forward(r.pool, kototest.Logger(slog.LevelWarn))
 	c := crashRun(t, true, events, 0, r)
 	if c.rows != c.distinct {
 		t.Errorf("ledger has %d rows for %d messages: %d duplicate effects in the transactional mode", c.rows, c.distinct, c.rows-c.distinct)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // holdKey is the metadata key of a message whose handler waits, after its
@@ -118,7 +118,7 @@ func (h *holds) holders(k int) []string {
 // waitHeld waits until each of whos holds a delivery of hold k.
 func (h *holds) waitHeld(t *testing.T, k int, whos ...string) {
 	t.Helper()
-	kafkatest.WaitFor(t, fmt.Sprintf("hold %d to hold a delivery in each of %v", k, whos), func() bool {
+	kototest.WaitFor(t, fmt.Sprintf("hold %d to hold a delivery in each of %v", k, whos), func() bool {
 		held := h.holders(k)
 		for _, who := range whos {
 			if !slices.Contains(held, who) {

@@ -27,8 +27,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -124,11 +124,11 @@ func TestHostileRecords(t *testing.T) {
 
 // hostileRecordsWith runs TestHostileRecords with the store and mode of cfg.
 func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
-	brokers := kafkatest.Brokers(t)
-	ctx := kafkatest.Context(t)
-	topic, dlq := kafkatest.Topic(t, "hostile"), kafkatest.Topic(t, "hostile-dlq")
+	brokers := kototest.Brokers(t)
+	ctx := kototest.Context(t)
+	topic, dlq := kototest.Topic(t, "hostile"), kototest.Topic(t, "hostile-dlq")
 	limit := strconv.Itoa(hostileMaxBytes)
-	created, err := kafkatest.Admin(t, brokers).CreateTopics(ctx, 1, 1, map[string]*string{"max.message.bytes": &limit}, topic, dlq)
+	created, err := kototest.Admin(t, brokers).CreateTopics(ctx, 1, 1, map[string]*string{"max.message.bytes": &limit}, topic, dlq)
 	if err == nil {
 		err = created.Error()
 	}
@@ -159,7 +159,7 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 		}
 	}
 	letters := hostileLetters(t, brokers, dlq, len(poison))
-	kafkatest.WaitFor(t, "the good records after the garbage to be handled", func() bool { return handled.Get("good-3") > 0 })
+	kototest.WaitFor(t, "the good records after the garbage to be handled", func() bool { return handled.Get("good-3") > 0 })
 
 	losses, dups := 0, 0
 	for _, r := range records {
@@ -198,10 +198,10 @@ func hostileRecordsWith(t *testing.T, cfg middleware.Config) {
 // hostileRun runs a router whose handler, behind middleware.Defaults
 // with cfg's store and mode, decodes orders from topic and rejects what
 // does not decode as poison; it returns the handled orders' counts by ID.
-func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middleware.Config) *kafkatest.Counter {
-	handled := &kafkatest.Counter{}
-	cfg.Publisher = kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
-	cfg.Logger = kafkatest.Logger(slog.LevelError + 1)
+func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middleware.Config) *kototest.Counter {
+	handled := &kototest.Counter{}
+	cfg.Publisher = kototest.NewPublisher(t, broker.Config{Brokers: brokers})
+	cfg.Logger = kototest.Logger(slog.LevelError + 1)
 	cfg.DeadLetter.Topic = dlq
 	chain, err := middleware.Defaults(cfg)
 	if err != nil {
@@ -212,8 +212,8 @@ func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middlewar
 			t.Errorf("chain close: %v", err)
 		}
 	})
-	router := kafkatest.NewRouter(t, nil)
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kafkatest.Group(t, "hostile"),
+	router := kototest.NewRouter(t, nil)
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "hostile"),
 		NackResendSleep: 10 * time.Millisecond})
 	router.AddConsumerHandler("hostile-consumer", topic, sub, func(msg *message.Message) error {
 		var o hostileOrder
@@ -226,7 +226,7 @@ func hostileRun(t *testing.T, brokers []string, topic, dlq string, cfg middlewar
 		handled.Add(o.ID)
 		return nil
 	}).AddMiddleware(chain.Middlewares()...)
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 	return handled
 }
 
@@ -239,7 +239,7 @@ func hostileTooLarge(t *testing.T, ctx context.Context, client *kgo.Client, brok
 	if !errors.Is(err, kerr.MessageTooLarge) {
 		t.Errorf("franz-go produce of %d bytes: %v; want MESSAGE_TOO_LARGE", len(huge), err)
 	}
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	err = pub.Publish(topic, message.NewMessage("0190c5a4-9d7e-7000-8000-0000000000aa", huge))
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("too large")) {
 		t.Errorf("Publisher.Publish of %d bytes: %v; want an error that says it is too large", len(huge), err)
@@ -270,13 +270,13 @@ func hostileNoise(n int) []byte {
 func hostileLetters(t *testing.T, brokers []string, dlq string, n int) map[int64]*message.Message {
 	var mu sync.Mutex
 	letters := map[int64]*message.Message{}
-	kafkatest.Watch(t, brokers, dlq, func(m *message.Message) {
+	kototest.Watch(t, brokers, dlq, func(m *message.Message) {
 		off, _ := strconv.ParseInt(m.Metadata.Get(dlOriginalOffset), 10, 64)
 		mu.Lock()
 		letters[off] = m
 		mu.Unlock()
 	})
-	deadline := time.Now().Add(kafkatest.Timeout)
+	deadline := time.Now().Add(kototest.DefaultTimeout)
 	for time.Now().Before(deadline) {
 		mu.Lock()
 		got := len(letters)
@@ -353,7 +353,7 @@ func hostileNames(victim string) []string {
 // by the Publisher too, before they reach the broker.
 func TestHostileNames(t *testing.T) {
 	pool := pgtest.Pool(t)
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	victim := pgtest.Schema(t, pool)
 	pgtest.Exec(t, pool, "CREATE TABLE "+victim+".y (id int)")
 	before := hostileSchemas(t, pool)
@@ -451,8 +451,8 @@ func hostileCut(name string, n int) string {
 // refuses each with topics.ErrInvalid before anything reaches Kafka: no
 // such topic exists afterwards. It returns how many it refused.
 func hostileTopicNames(t *testing.T) int {
-	brokers := kafkatest.Brokers(t)
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	names := []string{"x; DROP TOPIC y", "orders/placed", "注文", "..", "", strings.Repeat("t", 250), "a\x00b"}
 	refused := 0
 	for _, topic := range names {
@@ -463,7 +463,7 @@ func hostileTopicNames(t *testing.T) int {
 		}
 		refused++
 	}
-	listed, err := kafkatest.Admin(t, brokers).ListTopics(kafkatest.Context(t))
+	listed, err := kototest.Admin(t, brokers).ListTopics(kototest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func hostileOutboxErr(pool *pgxpool.Pool, cfg outbox.Config) error {
 // hostileSchemas returns the names of the database's schemas.
 func hostileSchemas(t *testing.T, pool *pgxpool.Pool) map[string]bool {
 	t.Helper()
-	rows, err := pool.Query(kafkatest.Context(t), "SELECT nspname FROM pg_namespace")
+	rows, err := pool.Query(kototest.Context(t), "SELECT nspname FROM pg_namespace")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -41,7 +41,7 @@ type ledgerRun struct {
 // partitions.
 func newLedgerRun(t *testing.T, partitions int) *ledgerRun {
 	t.Helper()
-	b := kafkatest.Embedded(t, embedded.WithPartitions(partitions))
+	b := kototest.Embedded(t, embedded.WithPartitions(partitions))
 	r := &ledgerRun{t: t, brokers: b.Addrs(), pool: pgtest.Pool(t)}
 	r.schema = pgtest.Schema(t, r.pool)
 	shortSessions(t, r.brokers)
@@ -50,10 +50,10 @@ func newLedgerRun(t *testing.T, partitions int) *ledgerRun {
 	if r.box, err = outbox.New(r.pool, outbox.Config{Schema: r.schema}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.box.Setup(kafkatest.Context(t)); err != nil {
+	if err := r.box.Setup(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	r.topic = kafkatest.NewTopic(t, broker.Config{Brokers: r.brokers, Provision: broker.ProvisionConfig{Partitions: int32(partitions)}}, "in")
+	r.topic = kototest.NewTopic(t, broker.Config{Brokers: r.brokers, Provision: broker.ProvisionConfig{Partitions: int32(partitions)}}, "in")
 	return r
 }
 
@@ -67,7 +67,7 @@ func (r *ledgerRun) prepare(schema string) {
 		r.t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := store.IsProcessed(kafkatest.Context(r.t), "setup"); err != nil {
+	if _, err := store.IsProcessed(kototest.Context(r.t), "setup"); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -78,7 +78,7 @@ func (r *ledgerRun) prepare(schema string) {
 func shortSessions(t *testing.T, brokers []string) {
 	t.Helper()
 	v := strconv.Itoa(int(sessionTimeout.Milliseconds() / 2))
-	resp, err := kafkatest.Admin(t, brokers).AlterBrokerConfigs(kafkatest.Context(t),
+	resp, err := kototest.Admin(t, brokers).AlterBrokerConfigs(kototest.Context(t),
 		[]kadm.AlterConfig{{Name: "group.min.session.timeout.ms", Value: &v}})
 	if err == nil {
 		for _, r := range resp {
@@ -94,14 +94,14 @@ func shortSessions(t *testing.T, brokers []string) {
 // mode; events, when not empty, is the topic of its events.
 func (r *ledgerRun) consumer(t *testing.T, prefix string, transactional bool, events string) consumerConfig {
 	t.Helper()
-	group := kafkatest.Group(t, prefix)
-	kafkatest.Provision(t, broker.Config{Brokers: r.brokers}, topics.DeadLetter(group))
+	group := kototest.Group(t, prefix)
+	kototest.Provision(t, broker.Config{Brokers: r.brokers}, topics.DeadLetter(group))
 	return consumerConfig{Brokers: r.brokers, Schema: r.schema, Topic: r.topic, Group: group, Transactional: transactional, Events: events}
 }
 
 // deadLetters returns how many messages the group of cfg dead-lettered.
 func (r *ledgerRun) deadLetters(cfg consumerConfig) int64 {
-	return kafkatest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
+	return kototest.Records(r.t, r.brokers, topics.DeadLetter(cfg.Group))
 }
 
 // feed publishes a stream to the input topic part by part, as the test
@@ -117,7 +117,7 @@ type feed struct {
 
 // feed returns a feed of msgs that has published nothing yet.
 func (r *ledgerRun) feed(msgs []*message.Message) *feed {
-	return &feed{t: r.t, pub: kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers}), msgs: msgs, r: r}
+	return &feed{t: r.t, pub: kototest.NewPublisher(r.t, broker.Config{Brokers: r.brokers}), msgs: msgs, r: r}
 }
 
 // to publishes the stream up to message n, in chunks, and returns once
@@ -154,7 +154,7 @@ func (r *ledgerRun) waitConsumed(cfg consumerConfig, records int, limit time.Dur
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	adm := kafkatest.Admin(r.t, r.brokers)
+	adm := kototest.Admin(r.t, r.brokers)
 	for {
 		if committed(ctx, adm, cfg.Group, r.topic) == int64(records) {
 			return
@@ -225,7 +225,7 @@ type events struct {
 // watchEvents reads topic from its start until the test ends.
 func (r *ledgerRun) watchEvents(topic string) *events {
 	e := &events{bySrc: map[string]map[string]bool{}}
-	kafkatest.Watch(r.t, r.brokers, topic, func(msg *message.Message) {
+	kototest.Watch(r.t, r.brokers, topic, func(msg *message.Message) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.records++
@@ -247,13 +247,13 @@ func (r *ledgerRun) watchEvents(topic string) *events {
 func (e *events) check(r *ledgerRun, topic string, total int) int {
 	r.t.Helper()
 	start := time.Now()
-	deadline := start.Add(kafkatest.Timeout)
+	deadline := start.Add(kototest.DefaultTimeout)
 	for {
 		st, err := r.box.Status(context.Background())
 		if err != nil {
 			r.t.Fatalf("outbox status: %v", err)
 		}
-		onKafka := kafkatest.Records(r.t, r.brokers, topic)
+		onKafka := kototest.Records(r.t, r.brokers, topic)
 		e.mu.Lock()
 		read, messages := e.records, len(e.bySrc)
 		e.mu.Unlock()
@@ -261,7 +261,7 @@ func (e *events) check(r *ledgerRun, topic string, total int) int {
 			break
 		}
 		if st.Held > 0 {
-			deadline = time.Now().Add(kafkatest.Timeout)
+			deadline = time.Now().Add(kototest.DefaultTimeout)
 		}
 		if now := time.Now(); now.After(deadline) || now.After(start.Add(heldLimit)) {
 			r.t.Fatalf("after %v: %d rows left in the outbox (%d behind a running transaction; the oldest: %s), %d event records on Kafka, %d read, events of %d of %d messages",

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestMain runs the tests, or, in a test binary that a scenario started
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	report.print(os.Stdout)
 	if code == 0 {
-		if err := kafkatest.WaitNoLeaks(kafkatest.Timeout); err != nil {
+		if err := kototest.WaitNoLeaks(kototest.DefaultTimeout); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: Errors on successful test run: %v\n", err)
 			code = 1
 		}

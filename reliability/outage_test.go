@@ -10,9 +10,8 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // cuts is how many times TestPostgresOutage cuts PostgreSQL.
@@ -33,13 +32,13 @@ const cuts = 2
 func TestPostgresOutage(t *testing.T) {
 	r := newLedgerRun(t, 4)
 	total := fullOrShort(3000, 1000) // distinct messages; a fifth come again
-	events := kafkatest.Topic(t, "events")
+	events := kototest.Topic(t, "events")
 	seen := r.watchEvents(events)
 
 	txPool, txProxy := pgtest.ProxiedPool(t)
 	chmPool, chmProxy := pgtest.ProxiedPool(t)
 	fwdPool, fwdProxy := pgtest.ProxiedPool(t)
-	proxies := []*tcpproxy.Proxy{txProxy, chmProxy, fwdProxy}
+	proxies := []*pgtest.Proxy{txProxy, chmProxy, fwdProxy}
 	restore := func() {
 		for _, p := range proxies {
 			p.Restore()
@@ -53,10 +52,10 @@ func TestPostgresOutage(t *testing.T) {
 	chmCfg.Schema = pgtest.Schema(t, r.pool)
 	r.prepare(chmCfg.Schema)
 	txCfg.Name, chmCfg.Name = "transactional", "check-handle-mark"
-	txLogs, chmLogs := &kafkatest.Buffer{}, &kafkatest.Buffer{}
+	txLogs, chmLogs := &kototest.Buffer{}, &kototest.Buffer{}
 	runConsumer(t, txPool, txCfg, h, nil, slog.New(slog.NewJSONHandler(txLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	runConsumer(t, chmPool, chmCfg, h, nil, slog.New(slog.NewJSONHandler(chmLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	fwdLogs := &kafkatest.Buffer{}
+	fwdLogs := &kototest.Buffer{}
 	r.forward(fwdPool, slog.New(slog.NewTextHandler(fwdLogs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	forwarderRetries := func() int { return strings.Count(fwdLogs.String(), "outbox forwarder failed; retrying") }
 
@@ -75,7 +74,7 @@ func TestPostgresOutage(t *testing.T) {
 		start := time.Now()
 		stream.to(parts[cut+2])
 		h.openTo(cut + 1)
-		kafkatest.WaitFor(t, fmt.Sprintf("cut %d: each consumer to retry a delivery as an outage beyond attempt %d, and the forwarder to retry", cut+1, maxAttempts), func() bool {
+		kototest.WaitFor(t, fmt.Sprintf("cut %d: each consumer to retry a delivery as an outage beyond attempt %d, and the forwarder to retry", cut+1, maxAttempts), func() bool {
 			tx, chm := txLogs.String()[txFrom:], chmLogs.String()[chmFrom:]
 			for _, logs := range []string{tx, chm} {
 				if line := deadLettered(logs); line != "" {

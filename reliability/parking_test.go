@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
@@ -144,10 +144,10 @@ func newParkingRun(t *testing.T) *parkingRun {
 	if r.store, err = parking.NewStore(r.pool, r.box, parking.Config{Schema: r.schema}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.store.Setup(kafkatest.Context(t)); err != nil {
+	if err := r.store.Setup(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	r.forward(r.pool, kafkatest.Logger(slog.LevelWarn))
+	r.forward(r.pool, kototest.Logger(slog.LevelWarn))
 	return r
 }
 
@@ -310,14 +310,14 @@ func TestParkingKeepsKeyOrder(t *testing.T) {
 	base := newParkingRun(t)
 	cfg := base.consumer(t, "park-baseline")
 	cfg.ParkFailures = false
-	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kafkatest.Logger(slog.LevelWarn))
+	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kototest.Logger(slog.LevelWarn))
 	base.publishOver(parkStream(keys, n/5), 0) // a fifth of the stream gives the rate
 	base.waitParked(t, total/5)
 	baseRate := base.cleanRate(t)
 
 	r := newParkingRun(t)
 	cfg = r.consumer(t, "park")
-	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kafkatest.Logger(slog.LevelWarn))
+	runConsumer(t, consumerPool(t, 1), cfg, nil, nil, kototest.Logger(slog.LevelWarn))
 	stop := make(chan struct{})
 	most := r.parkedAtMost(stop)
 	r.publishOver(parkStream(keys, n), 0)
@@ -349,7 +349,7 @@ func TestParkingKill(t *testing.T) {
 	r.publishOver(parkStream(keys, n), 3*time.Second)
 	var killedAt []int
 	for k := 1; k <= 3; k++ {
-		kafkatest.WaitFor(t, "a sixth more of the stream", func() bool {
+		kototest.WaitFor(t, "a sixth more of the stream", func() bool {
 			return int(pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.schema+"."+parkLedger)) >= k*total/6
 		})
 		victim := rand.N(len(procs))
@@ -379,18 +379,18 @@ func TestParkingRebalance(t *testing.T) {
 	r := newParkingRun(t)
 	cfg := r.consumer(t, "park-rebalance")
 	pool := consumerPool(t, 4)
-	logger := kafkatest.Logger(slog.LevelWarn)
+	logger := kototest.Logger(slog.LevelWarn)
 	var stops []func()
 	for range 3 {
 		stops = append(stops, runConsumer(t, pool, cfg, nil, nil, logger))
 	}
 	r.publishOver(parkStream(keys, n), 4*time.Second)
 	ledger := func() int { return int(pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.schema+"."+parkLedger)) }
-	kafkatest.WaitFor(t, "a third of the stream", func() bool { return ledger() >= total/3 })
+	kototest.WaitFor(t, "a third of the stream", func() bool { return ledger() >= total/3 })
 	parkedAtJoin := pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.store.Table())
 	stops = append(stops, runConsumer(t, pool, cfg, nil, nil, logger))
 	r.waitMembers(cfg.Group, 4)
-	kafkatest.WaitFor(t, "two thirds of the stream", func() bool { return ledger() >= 2*total/3 })
+	kototest.WaitFor(t, "two thirds of the stream", func() bool { return ledger() >= 2*total/3 })
 	parkedAtLeave := pgtest.QueryInt(t, r.pool, "SELECT count(*) FROM "+r.store.Table())
 	stops[0]()
 	r.waitMembers(cfg.Group, 3)
@@ -404,7 +404,7 @@ func TestParkingRebalance(t *testing.T) {
 // goroutine of its own that the test's end waits for: a stream that keeps
 // coming while keys are parked.
 func (r *ledgerRun) publishOver(msgs []*message.Message, span time.Duration) {
-	pub := kafkatest.NewPublisher(r.t, broker.Config{Brokers: r.brokers})
+	pub := kototest.NewPublisher(r.t, broker.Config{Brokers: r.brokers})
 	const chunk = 100
 	pause := span / time.Duration(max(1, len(msgs)/chunk))
 	done := make(chan error, 1)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -32,7 +32,7 @@ type poisonRun struct {
 	mu      sync.Mutex
 	busy    []int // the busy key's messages handled, in order
 	after   int   // attempts at the poison when the next busy message came
-	handled kafkatest.Counter
+	handled kototest.Counter
 }
 
 func (p *poisonRun) handle(msg *message.Message) error {
@@ -65,10 +65,10 @@ func (p *poisonRun) handle(msg *message.Message) error {
 // the test.
 func (p *poisonRun) waitOthers() {
 	at := p.first
-	deadline := time.Now().Add(kafkatest.Timeout)
+	deadline := time.Now().Add(kototest.DefaultTimeout)
 	for p.others.Load() < at+50 {
 		if time.Now().After(deadline) {
-			p.t.Errorf("other keys stopped while the poison was tried: %d messages in %v", p.others.Load()-at, kafkatest.Timeout)
+			p.t.Errorf("other keys stopped while the poison was tried: %d messages in %v", p.others.Load()-at, kototest.DefaultTimeout)
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -87,10 +87,10 @@ const poisonSeq = 20
 // after the poison only once the poison's attempts are over.
 func TestPoisonHoldsOnlyItsKey(t *testing.T) {
 	const perKey, otherKeys = 40, 20
-	brokers := kafkatest.Embedded(t).Addrs()
-	topic := kafkatest.NewTopic(t, broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, "poison")
-	group := kafkatest.Group(t, "poison")
-	kafkatest.Provision(t, broker.Config{Brokers: brokers}, topics.DeadLetter(group))
+	brokers := kototest.Embedded(t).Addrs()
+	topic := kototest.NewTopic(t, broker.Config{Brokers: brokers, Provision: broker.ProvisionConfig{Partitions: 1}}, "poison")
+	group := kototest.Group(t, "poison")
+	kototest.Provision(t, broker.Config{Brokers: brokers}, topics.DeadLetter(group))
 	p := &poisonRun{t: t}
 	var recs []*kgo.Record
 	for seq := range perKey {
@@ -103,23 +103,23 @@ func TestPoisonHoldsOnlyItsKey(t *testing.T) {
 			if key == "busy" && seq == poisonSeq {
 				p.poison = id
 			}
-			recs = append(recs, kafkatest.Record(topic, id, key, []byte(key+"/"+strconv.Itoa(seq))))
+			recs = append(recs, kototest.Record(topic, id, key, []byte(key+"/"+strconv.Itoa(seq))))
 		}
 	}
-	kafkatest.Produce(t, brokers, recs)
-	var dead kafkatest.Counter
-	kafkatest.Watch(t, brokers, topics.DeadLetter(group), func(m *message.Message) { dead.Add(m.UUID) })
+	kototest.Produce(t, brokers, recs)
+	var dead kototest.Counter
+	kototest.Watch(t, brokers, topics.DeadLetter(group), func(m *message.Message) { dead.Add(m.UUID) })
 
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
-	c := startRouted(t, kafkatest.NewPublisher(t, broker.Config{Brokers: brokers}), routedSpec{
+	c := startRouted(t, kototest.NewPublisher(t, broker.Config{Brokers: brokers}), routedSpec{
 		cfg:   broker.Config{Brokers: brokers, ConsumerGroup: group, Concurrency: 16},
 		topic: topic, store: store, effect: p.handle,
 	})
 	total := len(recs)
-	c.waitDone(t, int64(total), kafkatest.Timeout, "the stream")
-	kafkatest.WaitFor(t, "the poison on the dead-letter topic", func() bool { return dead.Get(p.poison) == 1 })
-	kafkatest.WaitCommitted(t, brokers, group, topic, int64(total))
+	c.waitDone(t, int64(total), kototest.DefaultTimeout, "the stream")
+	kototest.WaitFor(t, "the poison on the dead-letter topic", func() bool { return dead.Get(p.poison) == 1 })
+	kototest.WaitCommitted(t, brokers, group, topic, int64(total))
 
 	want := slices.DeleteFunc(seqs(perKey), func(n int) bool { return n == poisonSeq })
 	p.mu.Lock()

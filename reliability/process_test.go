@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // roleEnv selects, in a re-executed test binary, the role it plays instead
@@ -100,7 +100,7 @@ func runConsumerProcess() error {
 type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr kafkatest.Buffer
+	stderr kototest.Buffer
 	read   chan struct{} // closed once stdout is read to its end
 
 	mu       sync.Mutex
@@ -137,7 +137,7 @@ func spawn(t *testing.T, cfg consumerConfig) *process {
 		_ = cmd.Wait()
 	})
 	go p.trace(stdout)
-	kafkatest.WaitFor(t, "the consumer subprocess to run", func() bool {
+	kototest.WaitFor(t, "the consumer subprocess to run", func() bool {
 		select {
 		case <-p.read:
 			t.Fatalf("consumer subprocess exited at start: %s", p.stderr.String())
@@ -221,8 +221,8 @@ func (p *process) stop(t *testing.T) {
 	_ = p.stdin.Close()
 	select {
 	case <-p.read:
-	case <-time.After(kafkatest.Timeout):
-		t.Errorf("consumer subprocess did not stop within %v", kafkatest.Timeout)
+	case <-time.After(kototest.DefaultTimeout):
+		t.Errorf("consumer subprocess did not stop within %v", kototest.DefaultTimeout)
 		_ = p.cmd.Process.Kill()
 		<-p.read
 	}

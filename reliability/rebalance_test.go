@@ -13,8 +13,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // rebalancePartitions is the partitions of TestRebalance's topic: enough
@@ -58,14 +58,14 @@ type rebalanced struct {
 // exactly once in the transactional mode.
 func (r *ledgerRun) rebalance(t *testing.T, msgs []*message.Message, concurrency int) rebalanced {
 	total := len(msgs)
-	logger := kafkatest.Logger(slog.LevelWarn)
+	logger := kototest.Logger(slog.LevelWarn)
 	h := newTestHolds(t)
 	groups := []consumerConfig{r.consumer(t, "rebalance-tx", true, ""), r.consumer(t, "rebalance-chm", false, "")}
 	groups[1].Schema = pgtest.Schema(t, r.pool)
 	r.prepare(groups[1].Schema)
 	pools := make([]*pgxpool.Pool, len(groups))
-	delivered := make([]*kafkatest.Counter, len(groups)) // deliveries by UUID, from the consumers' traces
-	stops := map[string]func(){}                         // by consumer name
+	delivered := make([]*kototest.Counter, len(groups)) // deliveries by UUID, from the consumers' traces
+	stops := map[string]func(){}                        // by consumer name
 	start := func(g int) {
 		cfg := groups[g]
 		cfg.Name, cfg.Trace = fmt.Sprintf("%s/%d", cfg.Group, len(stops)), true
@@ -76,7 +76,7 @@ func (r *ledgerRun) rebalance(t *testing.T, msgs []*message.Message, concurrency
 		pcfg := pgtest.Config(t)
 		pcfg.MaxConns = rebalancePartitions + 4 // a connection per partition, and some to spare
 		pools[g] = pgtest.PoolWith(t, pcfg)
-		delivered[g] = new(kafkatest.Counter)
+		delivered[g] = new(kototest.Counter)
 		for range 3 {
 			start(g)
 		}
@@ -91,7 +91,7 @@ func (r *ledgerRun) rebalance(t *testing.T, msgs []*message.Message, concurrency
 	redelivered := func(k int) {
 		t.Helper()
 		id := msgs[held[k]].UUID
-		kafkatest.WaitFor(t, fmt.Sprintf("each group to deliver message %s (hold %d) again", id, k), func() bool {
+		kototest.WaitFor(t, fmt.Sprintf("each group to deliver message %s (hold %d) again", id, k), func() bool {
 			for _, d := range delivered {
 				if d.Get(id) < 2 {
 					return false
@@ -153,7 +153,7 @@ func (r *ledgerRun) rebalance(t *testing.T, msgs []*message.Message, concurrency
 func (r *ledgerRun) waitHolding(h *holds, k int, groups []consumerConfig) []string {
 	r.t.Helper()
 	var names []string
-	kafkatest.WaitFor(r.t, fmt.Sprintf("a consumer of each group to hold a delivery of hold %d", k), func() bool {
+	kototest.WaitFor(r.t, fmt.Sprintf("a consumer of each group to hold a delivery of hold %d", k), func() bool {
 		names = names[:0]
 		held := h.holders(k)
 		for _, cfg := range groups {
@@ -171,8 +171,8 @@ func (r *ledgerRun) waitHolding(h *holds, k int, groups []consumerConfig) []stri
 // waitMembers waits until group has n members with partitions assigned.
 func (r *ledgerRun) waitMembers(group string, n int) {
 	r.t.Helper()
-	adm := kafkatest.Admin(r.t, r.brokers)
-	kafkatest.WaitFor(r.t, fmt.Sprintf("%d members of %s with partitions", n, group), func() bool {
+	adm := kototest.Admin(r.t, r.brokers)
+	kototest.WaitFor(r.t, fmt.Sprintf("%d members of %s with partitions", n, group), func() bool {
 		d, err := adm.DescribeGroups(context.Background(), group)
 		if err != nil {
 			return false

@@ -19,8 +19,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -110,7 +110,7 @@ func TestSoak(t *testing.T) {
 	orders := int(placed.Load())
 	charges := int(pgtest.QueryInt(t, s.pool, "SELECT count(*) FROM "+s.table("payments_ledger")))
 	rows := int(pgtest.QueryInt(t, s.pool, "SELECT count(*) FROM "+s.table("orders")))
-	dead := kafkatest.Records(t, s.brokers, topics.DeadLetter(topics.ConsumerGroup(s.payments, topics.TypeName(orderPlaced{}))))
+	dead := kototest.Records(t, s.brokers, topics.DeadLetter(topics.ConsumerGroup(s.payments, topics.TypeName(orderPlaced{}))))
 	record(t, row{
 		Checks:     "heap in use after warm-up flat; each order charged and paid once",
 		Faults:     "each order placed twice",
@@ -157,7 +157,7 @@ type soakShop struct {
 	durable   *cqrs.DurableOutbox
 	orders    *cqrs.EventPublisher
 	commands  *cqrs.CommandDispatcher
-	paid      kafkatest.Counter // paymentProcessed by order ID
+	paid      kototest.Counter // paymentProcessed by order ID
 }
 
 func newSoakShop(t *testing.T) *soakShop {
@@ -165,13 +165,13 @@ func newSoakShop(t *testing.T) *soakShop {
 	cfg := pgtest.Config(t)
 	cfg.MaxConns = 20 // a connection per partition of the transactional handler, the forwarder, the clients
 	pool := pgtest.PoolWith(t, cfg)
-	s := &soakShop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kafkatest.ServiceName(t, "payments")}
-	inventory, orders := kafkatest.ServiceName(t, "inventory"), kafkatest.ServiceName(t, "orders")
+	s := &soakShop{brokers: brokerProcess(t), pool: pool, schema: pgtest.Schema(t, pool), payments: kototest.ServiceName(t, "payments")}
+	inventory, orders := kototest.ServiceName(t, "inventory"), kototest.ServiceName(t, "orders")
 	s.ordersSvc = orders
 	base := broker.Config{Brokers: s.brokers}
-	logger := kafkatest.Logger(slog.LevelError)
+	logger := kototest.Logger(slog.LevelError)
 	var err error
-	s.durable, err = cqrs.NewDurableOutbox(kafkatest.Context(t), pool, cqrs.DurableOutboxConfig{
+	s.durable, err = cqrs.NewDurableOutbox(kototest.Context(t), pool, cqrs.DurableOutboxConfig{
 		Broker: base, Outbox: outbox.Config{Schema: s.schema}, Store: postgres.Config{Schema: s.schema}, Logger: logger,
 	})
 	if err != nil {
@@ -188,7 +188,7 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 		t.Fatalf("payments' EventPublisher: %v", err)
 	}
 
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	for _, svc := range []struct {
 		name     string
 		durable  bool
@@ -220,12 +220,12 @@ CREATE TABLE %s (order_id text NOT NULL, amount int NOT NULL)`, s.table("orders"
 		if err != nil {
 			t.Fatalf("service %s: %v", svc.name, err)
 		}
-		t.Cleanup(func() { _ = service.Close(kafkatest.Context(t)) })
-		if err := service.Register(kafkatest.Context(t), router, svc.consumer); err != nil {
+		t.Cleanup(func() { _ = service.Close(kototest.Context(t)) })
+		if err := service.Register(kototest.Context(t), router, svc.consumer); err != nil {
 			t.Fatalf("register %s: %v", svc.name, err)
 		}
 	}
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 	s.commands = startDispatcher(t)(s.durable.CommandDispatcher(cqrs.CommandDispatcherConfig{
 		Service: orders, Routes: reserveRoutes(inventory), AutoProvisionTopics: true, Logger: logger,
 	}))
@@ -245,12 +245,12 @@ func (s *soakShop) settle(t *testing.T) {
 	paid := topics.Event(s.payments, topics.TypeName(paymentProcessed{}))
 	consumed := func(service, topic string, event any) bool {
 		group := topics.ConsumerGroup(service, topics.TypeName(event))
-		return kafkatest.Committed(t, s.brokers, group, topic) == kafkatest.Records(t, s.brokers, topic)
+		return kototest.Committed(t, s.brokers, group, topic) == kototest.Records(t, s.brokers, topic)
 	}
 	outboxEmpty := func() bool {
 		return pgtest.QueryInt(t, s.pool, "SELECT count(*) FROM "+s.durable.Outbox().Table()) == 0
 	}
-	kafkatest.WaitFor(t, "every order's events forwarded and consumed", func() bool {
+	kototest.WaitFor(t, "every order's events forwarded and consumed", func() bool {
 		return outboxEmpty() && consumed(s.payments, placed, orderPlaced{}) &&
 			outboxEmpty() && consumed(s.ordersSvc, paid, paymentProcessed{})
 	})
@@ -269,7 +269,7 @@ func soakOrderKey(msg *message.Message) ([]string, error) {
 // transaction, twice, as a client that retries would, and waits until the
 // order is paid.
 func (s *soakShop) order(id string, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	sku := fmt.Sprintf("sku-%d", n%100)
 	if res, err := cqrs.Request[stockReserved](ctx, s.commands, reserveStock{SKU: sku}); err != nil || res.SKU != sku {
@@ -292,7 +292,7 @@ func (s *soakShop) order(id string, n int) error {
 	}
 	for s.paid.Get(id) == 0 {
 		if ctx.Err() != nil {
-			return fmt.Errorf("order %s not paid within %v", id, kafkatest.Timeout)
+			return fmt.Errorf("order %s not paid within %v", id, kototest.DefaultTimeout)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

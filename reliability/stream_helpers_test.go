@@ -17,7 +17,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -46,12 +46,12 @@ func keyedMessages(prefix string, n int) []*message.Message {
 // payload and metadata) of message i/2 after every fifth message i: 20 %
 // duplicates, each later on its partition than its original.
 func withRepublished(originals []*message.Message) []*message.Message {
-	return kafkatest.WithDuplicates(originals, func(i int) bool { return i%5 == 4 })
+	return kototest.WithDuplicates(originals, func(i int) bool { return i%5 == 4 })
 }
 
 // effectLedger records the effects of handlers: one entry per run of a handler
 // that succeeded, by message UUID.
-type effectLedger struct{ kafkatest.Counter }
+type effectLedger struct{ kototest.Counter }
 
 // add records the effect of msg.
 func (l *effectLedger) add(msg *message.Message) error {
@@ -96,7 +96,7 @@ func startRouted(t testing.TB, pub message.Publisher, spec routedSpec) *routedCo
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher: pub,
 		Store:     spec.store,
-		Logger:    kafkatest.Logger(slog.LevelError),
+		Logger:    kototest.Logger(slog.LevelError),
 		DeadLetter: middleware.DeadLetterConfig{
 			Backoff: koto.Backoff{InitialInterval: 5 * time.Millisecond, MaxInterval: 100 * time.Millisecond},
 		},
@@ -106,19 +106,19 @@ func startRouted(t testing.TB, pub message.Publisher, spec routedSpec) *routedCo
 	}
 	t.Cleanup(func() {
 		// t.Context has ended by now; Close waits for the chain's marks.
-		ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 		defer cancel()
 		if err := chain.Close(ctx); err != nil {
 			t.Errorf("close the middleware chain: %v", err)
 		}
 	})
 	c := &routedConsumer{}
-	router := kafkatest.NewRouter(t, nil)
-	sub := kafkatest.NewSubscriber(t, spec.cfg)
+	router := kototest.NewRouter(t, nil)
+	sub := kototest.NewSubscriber(t, spec.cfg)
 	h := router.AddConsumerHandler(spec.cfg.ConsumerGroup, spec.topic, sub, spec.effect)
 	h.AddMiddleware(c.count)
 	h.AddMiddleware(chain.Middlewares()...)
-	c.stop = kafkatest.RunRouter(t, router)
+	c.stop = kototest.RunRouter(t, router)
 	return c
 }
 
@@ -185,7 +185,7 @@ func startDispatcher(t testing.TB) func(*cqrs.CommandDispatcher, error) *cqrs.Co
 			t.Fatalf("command dispatcher: %v", err)
 		}
 		t.Cleanup(func() { _ = d.Close() })
-		if err := d.Start(kafkatest.Context(t)); err != nil {
+		if err := d.Start(kototest.Context(t)); err != nil {
 			t.Fatalf("dispatcher Start: %v", err)
 		}
 		return d

@@ -13,8 +13,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -34,10 +34,10 @@ const volumeLimit = 8 * time.Minute
 // before the router starts.
 func TestVolume(t *testing.T) {
 	n := fullOrShort(100_000, 10_000)
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	base := broker.Config{Brokers: b.Addrs(), Provision: broker.ProvisionConfig{Partitions: volumePartitions}}
-	pub := kafkatest.NewPublisher(t, base)
-	topic := kafkatest.NewTopic(t, base, "volume")
+	pub := kototest.NewPublisher(t, base)
+	topic := kototest.NewTopic(t, base, "volume")
 	sent := keyedMessages("volume", n)
 	stream := withRepublished(sent)
 	began := time.Now()
@@ -70,10 +70,10 @@ func TestVolume(t *testing.T) {
 			store := s.store(t)
 			var effects effectLedger
 			cfg := base
-			cfg.ConsumerGroup = kafkatest.Group(t, "volume-"+s.name)
+			cfg.ConsumerGroup = kototest.Group(t, "volume-"+s.name)
 			c := startRouted(t, pub, routedSpec{cfg: cfg, topic: topic, store: store, effect: effects.add})
 			took := c.waitDone(t, int64(len(stream)), volumeLimit, fmt.Sprintf("%s store", s.name))
-			kafkatest.WaitCommitted(t, cfg.Brokers, cfg.ConsumerGroup, topic, int64(len(stream)))
+			kototest.WaitCommitted(t, cfg.Brokers, cfg.ConsumerGroup, topic, int64(len(stream)))
 			c.stop()
 
 			dups, losses := effects.tally(sent)
@@ -88,7 +88,7 @@ func TestVolume(t *testing.T) {
 			if dups != 0 || losses != 0 || effects.Total() != n {
 				t.Fatalf("%s store: %d effects for %d distinct messages: %d duplicate effects, %d messages lost", s.name, effects.Total(), n, dups, losses)
 			}
-			if n := kafkatest.Records(t, cfg.Brokers, topics.DeadLetter(cfg.ConsumerGroup)); n != 0 {
+			if n := kototest.Records(t, cfg.Brokers, topics.DeadLetter(cfg.ConsumerGroup)); n != 0 {
 				t.Errorf("%s store: %d dead letters, want none", s.name, n)
 			}
 		})
@@ -123,7 +123,7 @@ func fillTopic(t testing.TB, brokers []string, topic string, msgs []*message.Mes
 			}
 			recs = append(recs, rec)
 		}
-		if err := cl.ProduceSync(kafkatest.Context(t), recs...).FirstErr(); err != nil {
+		if err := cl.ProduceSync(kototest.Context(t), recs...).FirstErr(); err != nil {
 			t.Fatalf("write messages %d.. to %s: %v", start, topic, err)
 		}
 	}

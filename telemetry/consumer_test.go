@@ -20,7 +20,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/idempotency"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -38,11 +38,11 @@ type consumerEnv struct {
 
 func newConsumerEnv(t *testing.T) *consumerEnv {
 	t.Helper()
-	e := &consumerEnv{sdk: newSDK(t), brokers: kafkatest.Brokers(t),
-		topic: kafkatest.Topic(t, "orders"), group: kafkatest.Group(t, "payments")}
-	raw := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+	e := &consumerEnv{sdk: newSDK(t), brokers: kototest.Brokers(t),
+		topic: kototest.Topic(t, "orders"), group: kototest.Group(t, "payments")}
+	raw := kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 	e.pub = e.sdk.tel.Publisher(raw)
-	kafkatest.Provision(t, broker.Config{Brokers: e.brokers}, e.topic, topics.DeadLetter(e.group))
+	kototest.Provision(t, broker.Config{Brokers: e.brokers}, e.topic, topics.DeadLetter(e.group))
 	store := idempotency.NewMemoryStore(0)
 	t.Cleanup(func() { _ = store.Close() })
 	var err error
@@ -64,10 +64,10 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 // run consumes the topic with handle until the test ends.
 func (e *consumerEnv) run(t *testing.T, handle message.NoPublishHandlerFunc) {
 	t.Helper()
-	router := kafkatest.NewRouter(t, nil)
-	sub := kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: e.group})
+	router := kototest.NewRouter(t, nil)
+	sub := kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: e.group})
 	router.AddConsumerHandler(e.group, e.topic, sub, handle).AddMiddleware(e.chain.Middlewares()...)
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 }
 
 // newMessage returns a message with payload, on one partition key so that
@@ -115,7 +115,7 @@ func TestConsumerOutcomes(t *testing.T) {
 	consumed := func(kv ...attribute.KeyValue) int64 {
 		return e.sdk.count(t, "messaging.client.consumed.messages", append(kv, semconv.MessagingConsumerGroupName(e.group))...)
 	}
-	kafkatest.WaitFor(t, "4 deliveries recorded", func() bool { return consumed() == 4 })
+	kototest.WaitFor(t, "4 deliveries recorded", func() bool { return consumed() == 4 })
 
 	for outcome, want := range map[string]int64{"ok": 2, "duplicate": 1, "dead-lettered": 1, "nacked": 0} {
 		if got := consumed(attrOutcome.String(outcome), semconv.MessagingDestinationName(e.topic)); got != want {
@@ -240,24 +240,24 @@ func TestReturnedMessagesContinueTheTrace(t *testing.T) {
 	for _, decorated := range []bool{true, false} {
 		t.Run(map[bool]string{true: "decorated publisher", false: "plain publisher"}[decorated], func(t *testing.T) {
 			e := newConsumerEnv(t)
-			out := kafkatest.Topic(t, "out")
-			kafkatest.Provision(t, broker.Config{Brokers: e.brokers}, out)
-			raw := kafkatest.NewPublisher(t, broker.Config{Brokers: e.brokers})
+			out := kototest.Topic(t, "out")
+			kototest.Provision(t, broker.Config{Brokers: e.brokers}, out)
+			raw := kototest.NewPublisher(t, broker.Config{Brokers: e.brokers})
 			var routerPub message.Publisher = raw // the router closes it too
 			if decorated {
 				routerPub = e.sdk.tel.Publisher(raw)
 			}
-			router := kafkatest.NewRouter(t, nil)
+			router := kototest.NewRouter(t, nil)
 			sub := func(group string) message.Subscriber {
-				return kafkatest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group})
+				return kototest.NewSubscriber(t, broker.Config{Brokers: e.brokers, ConsumerGroup: group})
 			}
 			router.AddHandler(e.group, e.topic, sub(e.group), out, routerPub, func(msg *message.Message) ([]*message.Message, error) {
 				return []*message.Message{message.NewMessage(watermill.NewUUID(), []byte("next"))}, nil
 			}).AddMiddleware(e.chain.Middlewares()...)
-			next := kafkatest.Group(t, "next")
+			next := kototest.Group(t, "next")
 			router.AddConsumerHandler(next, out, sub(next), func(*message.Message) error { return nil }).
 				AddMiddleware(e.sdk.tel.Middleware)
-			kafkatest.RunRouter(t, router)
+			kototest.RunRouter(t, router)
 			if err := e.pub.Publish(e.topic, newMessage(watermill.NewUUID(), "first", "c-first")); err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/telemetry"
 )
 
@@ -128,7 +128,7 @@ func hasAll(set attribute.Set, match []attribute.KeyValue) bool {
 func (s *sdk) waitForSpans(t *testing.T, done func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	var spans []sdktrace.ReadOnlySpan
-	kafkatest.WaitFor(t, "the spans", func() bool {
+	kototest.WaitFor(t, "the spans", func() bool {
 		spans = s.spans.Ended()
 		return done(spans)
 	})

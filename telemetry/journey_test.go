@@ -11,7 +11,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -33,23 +33,23 @@ type shop struct {
 
 func newShop(t *testing.T, s *sdk) *shop {
 	t.Helper()
-	brokers := kafkatest.Brokers(t)
-	sh := &shop{orders: kafkatest.ServiceName(t, "orders"), inventory: kafkatest.ServiceName(t, "inventory"),
-		payments: kafkatest.ServiceName(t, "payments"), paid: make(chan string, 1)}
-	pub := kafkatest.NewPublisher(t, broker.Config{Brokers: brokers})
+	brokers := kototest.Brokers(t)
+	sh := &shop{orders: kototest.ServiceName(t, "orders"), inventory: kototest.ServiceName(t, "inventory"),
+		payments: kototest.ServiceName(t, "payments"), paid: make(chan string, 1)}
+	pub := kototest.NewPublisher(t, broker.Config{Brokers: brokers})
 	payments, err := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: sh.payments, Telemetry: s.tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	register := func(name string, c cqrs.Consumer) {
 		svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: name, Broker: broker.Config{Brokers: brokers}, Publisher: pub,
 			AutoProvisionTopics: true, Logger: slog.New(slog.DiscardHandler), Telemetry: s.tel})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
-		if err := svc.Register(kafkatest.Context(t), router, c); err != nil {
+		t.Cleanup(func() { _ = svc.Close(kototest.Context(t)) })
+		if err := svc.Register(kototest.Context(t), router, c); err != nil {
 			t.Fatalf("register %s: %v", name, err)
 		}
 	}
@@ -63,7 +63,7 @@ func newShop(t *testing.T, s *sdk) *shop {
 		sh.paid <- correlation.FromContext(ctx)
 		return nil
 	}, cqrs.From(sh.payments)))
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 
 	if sh.events, err = cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: sh.orders, Telemetry: s.tel}); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func newShop(t *testing.T, s *sdk) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sh.commands.Start(kafkatest.Context(t)); err != nil {
+	if err := sh.commands.Start(kototest.Context(t)); err != nil {
 		t.Fatalf("dispatcher start: %v", err)
 	}
 	t.Cleanup(func() { _ = sh.commands.Close() })
@@ -95,7 +95,7 @@ func TestOrderJourneyIsOneTrace(t *testing.T) {
 	s := newSDK(t)
 	sh := newShop(t, s)
 	const cid = "checkout-42"
-	ctx := correlation.WithID(kafkatest.Context(t), cid)
+	ctx := correlation.WithID(kototest.Context(t), cid)
 	ctx, checkout := s.tracer.Start(ctx, "checkout")
 	if _, err := cqrs.Request[StockReserved](ctx, sh.commands, ReserveStock{SKU: "sku-1"}); err != nil {
 		t.Fatalf("request: %v", err)

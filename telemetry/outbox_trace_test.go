@@ -15,8 +15,8 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/correlation"
 	"github.com/koto-dev/watermill-koto/cqrs"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -30,8 +30,8 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Name("telemetry_outbox")
 	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
-	brokers := broker.Config{Brokers: kafkatest.Brokers(t)}
-	ctx := kafkatest.Context(t)
+	brokers := broker.Config{Brokers: kototest.Brokers(t)}
+	ctx := kototest.Context(t)
 
 	box, err := outbox.New(pool, outbox.Config{Schema: schema})
 	if err != nil {
@@ -40,7 +40,7 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 	if err := box.Setup(ctx); err != nil {
 		t.Fatalf("outbox setup: %v", err)
 	}
-	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: kafkatest.Logger(slog.LevelWarn)})
+	fwd, err := outbox.NewForwarder(box, outbox.ForwarderConfig{Broker: brokers, Logger: kototest.Logger(slog.LevelWarn)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,22 +53,22 @@ func TestOutboxKeepsTheTrace(t *testing.T) {
 		_ = fwd.Close()
 	})
 
-	orders, payments := kafkatest.ServiceName(t, "orders"), kafkatest.ServiceName(t, "payments")
+	orders, payments := kototest.ServiceName(t, "orders"), kototest.ServiceName(t, "payments")
 	consumed := make(chan struct{}, 1)
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	svc, err := cqrs.NewService(cqrs.ServiceConfig{Name: payments, Broker: brokers, AutoProvisionTopics: true,
 		Logger: slog.New(slog.DiscardHandler), Telemetry: s.tel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Close(kafkatest.Context(t)) })
+	t.Cleanup(func() { _ = svc.Close(kototest.Context(t)) })
 	if err := svc.Register(ctx, router, cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
 		consumed <- struct{}{}
 		return nil
 	}, cqrs.From(orders))); err != nil {
 		t.Fatal(err)
 	}
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 
 	events, err := cqrs.NewEventPublisher(box.ContextPublisher(), cqrs.EventPublisherConfig{Service: orders, Telemetry: s.tel})
 	if err != nil {

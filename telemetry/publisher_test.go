@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestPublisherSpans: each message published gets a producer span, a child
@@ -20,12 +20,12 @@ import (
 // and that span's trace context in its metadata.
 func TestPublisherSpans(t *testing.T) {
 	s := newSDK(t)
-	raw := kafkatest.NewPublisher(t, broker.Config{Brokers: kafkatest.Brokers(t)})
+	raw := kototest.NewPublisher(t, broker.Config{Brokers: kototest.Brokers(t)})
 	pub := s.tel.Publisher(raw)
 	if again := s.tel.Publisher(pub); again != pub {
 		t.Error("decorating a decorated publisher decorated it again")
 	}
-	topic := kafkatest.Topic(t, "events")
+	topic := kototest.Topic(t, "events")
 
 	ctx, caller := s.tracer.Start(context.Background(), "caller")
 	fromCtx := message.NewMessage(watermill.NewUUID(), []byte("{}"))

@@ -13,11 +13,11 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestStartListensOnLoopbackOnly(t *testing.T) {
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	addrs := b.Addrs()
 	if len(addrs) != 1 {
 		t.Fatalf("Addrs() = %v, want one address", addrs)
@@ -106,7 +106,7 @@ func TestCloseIsIdempotent(t *testing.T) {
 }
 
 func TestTopicsGetConfiguredPartitions(t *testing.T) {
-	b := kafkatest.Embedded(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
+	b := kototest.Embedded(t, embedded.WithPartitions(4), embedded.WithTopics("orders.order-placed", "payments.paid"))
 	produceValues(t, b.Addrs(), "auto-created", "x")
 	checkPartitions(t, b, 4, "orders.order-placed", "payments.paid", "auto-created")
 }
@@ -114,16 +114,16 @@ func TestTopicsGetConfiguredPartitions(t *testing.T) {
 // TestZeroPartitionsMeansTheDefault: WithPartitions(0) is the default,
 // broker.DefaultPartitions, as a zero field of a Config is.
 func TestZeroPartitionsMeansTheDefault(t *testing.T) {
-	b := kafkatest.Embedded(t, embedded.WithPartitions(0), embedded.WithTopics("orders.order-placed"))
+	b := kototest.Embedded(t, embedded.WithPartitions(0), embedded.WithTopics("orders.order-placed"))
 	checkPartitions(t, b, broker.DefaultPartitions, "orders.order-placed")
 }
 
 // checkPartitions checks that every topic of names has want partitions.
 func checkPartitions(t *testing.T, b *embedded.Broker, want int, names ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
-	adm := kafkatest.Admin(t, b.Addrs())
+	adm := kototest.Admin(t, b.Addrs())
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		t.Fatalf("ListTopics: %v", err)

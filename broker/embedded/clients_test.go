@@ -10,11 +10,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestFranzGoProducesAndConsumes(t *testing.T) {
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	want := values("kgo", 30)
 	produceValues(t, b.Addrs(), "kgo-topic", want...)
 
@@ -24,7 +24,7 @@ func TestFranzGoProducesAndConsumes(t *testing.T) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	var got []string
 	for len(got) < len(want) && ctx.Err() == nil {
@@ -40,7 +40,7 @@ func TestFranzGoProducesAndConsumes(t *testing.T) {
 	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	if total := kafkatest.Committed(t, b.Addrs(), "kgo-group", "kgo-topic"); total != int64(len(want)) {
+	if total := kototest.Committed(t, b.Addrs(), "kgo-group", "kgo-topic"); total != int64(len(want)) {
 		t.Fatalf("group committed %d records in total, want %d", total, len(want))
 	}
 }
@@ -48,7 +48,7 @@ func TestFranzGoProducesAndConsumes(t *testing.T) {
 // TestWatermillKafkaGroupConsumesAndCommits runs watermill-kafka (IBM/sarama,
 // at watermill-kafka's default protocol version) against the broker.
 func TestWatermillKafkaGroupConsumesAndCommits(t *testing.T) {
-	b := kafkatest.Embedded(t)
+	b := kototest.Embedded(t)
 	want := values("sarama", 20)
 	publishWatermill(t, b.Addrs(), "sarama-topic", want...)
 

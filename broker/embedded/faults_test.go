@@ -11,14 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestClusterInjectsFaults fails every produce to one topic through the
 // cluster of Broker.Cluster until the fault is removed.
 func TestClusterInjectsFaults(t *testing.T) {
-	b := kafkatest.Embedded(t, embedded.WithTopics("faulty"))
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	b := kototest.Embedded(t, embedded.WithTopics("faulty"))
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	cl := newKgoClient(t, b.Addrs(), kgo.RecordRetries(0))
 	fault := b.Cluster().Fault(kfake.Fault{
@@ -39,7 +39,7 @@ func TestClusterInjectsFaults(t *testing.T) {
 // TestRestartOnSameAddressAndData closes the broker, checks that it is
 // down, restarts it and finds the same address, records and a new cluster.
 func TestRestartOnSameAddressAndData(t *testing.T) {
-	b := kafkatest.Embedded(t, embedded.WithDataDir(t.TempDir()), embedded.WithTopics("kept"))
+	b := kototest.Embedded(t, embedded.WithDataDir(t.TempDir()), embedded.WithTopics("kept"))
 	addrs := b.Addrs()
 	produceValues(t, addrs, "kept", values("before", 5)...)
 	before := b.Cluster()
@@ -49,10 +49,10 @@ func TestRestartOnSameAddressAndData(t *testing.T) {
 	if b.Cluster() != nil {
 		t.Fatal("Cluster() of a closed broker is not nil")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	down := newKgoClient(t, addrs, kgo.RequestRetries(0))
-	pingCtx, cancelPing := context.WithTimeout(ctx, kafkatest.Timeout/10)
+	pingCtx, cancelPing := context.WithTimeout(ctx, kototest.DefaultTimeout/10)
 	defer cancelPing()
 	if err := down.Ping(pingCtx); err == nil {
 		t.Fatal("ping succeeded while the broker is closed")

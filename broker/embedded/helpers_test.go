@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func newKgoClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
@@ -29,7 +29,7 @@ func produceValues(t *testing.T, addrs []string, topic string, values ...string)
 	t.Helper()
 	cl := newKgoClient(t, addrs, kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	recs := make([]*kgo.Record, len(values))
 	for i, v := range values {
@@ -83,14 +83,14 @@ func receiveAcked(t *testing.T, addrs []string, group, topic string, n int, comm
 			t.Errorf("close subscriber: %v", err)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatalf("Subscribe(%s): %v", topic, err)
 	}
-	got := kafkatest.Payloads(kafkatest.AckN(t, msgs, n))
-	kafkatest.WaitCommitted(t, addrs, group, topic, committedAfter)
+	got := kototest.Payloads(kototest.AckN(t, msgs, n))
+	kototest.WaitCommitted(t, addrs, group, topic, committedAfter)
 	return got
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestKcatOnSecuredBroker runs librdkafka, the client of Confluent's .NET,
@@ -25,10 +25,10 @@ import (
 // reads metadata; a wrong password is reported as an authentication
 // failure.
 func TestKcatOnSecuredBroker(t *testing.T) {
-	kcat := kafkatest.Kcat(t)
-	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
-	caFile, _ := kafkatest.TLSFiles(t, serverTLS)
-	b := kafkatest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithPartitions(2),
+	kcat := kototest.Kcat(t)
+	serverTLS, clientTLS := kototest.TLSConfigs(t)
+	caFile, _ := kototest.TLSFiles(t, serverTLS)
+	b := kototest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithPartitions(2),
 		embedded.WithSASLUser(embedded.SASLPlain, "plain-user", "plain-pass"),
 		embedded.WithSASLUser(embedded.SASLScramSHA256, "scram256-user", "scram256-pass"),
 		embedded.WithSASLUser(embedded.SASLScramSHA512, "scram512-user", "scram512-pass"))
@@ -41,7 +41,7 @@ func TestKcatOnSecuredBroker(t *testing.T) {
 			k := kcatRun{t: t, path: kcat, args: []string{"-b", b.Addrs()[0], "-X", "security.protocol=SASL_SSL",
 				"-X", "ssl.ca.location=" + caFile, "-X", "sasl.mechanisms=" + mechanism,
 				"-X", "sasl.username=" + user + "-user"}}
-			topic, group := kafkatest.Topic(t, "kcat"), kafkatest.Group(t, "kcat")
+			topic, group := kototest.Topic(t, "kcat"), kototest.Group(t, "kcat")
 			want := []string{"k1=v1", "k2=v2", "k3=v3", "k4=v4"}
 
 			k.ok("k1:v1\nk2:v2\nk3:v3\nk4:v4\n", "-X", "sasl.password="+user+"-pass", "-P", "-K", ":", "-t", topic)
@@ -70,7 +70,7 @@ type kcatRun struct {
 }
 
 func (k kcatRun) run(stdin string, args ...string) (stdout, stderr string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, k.path, append(slices.Clone(k.args), args...)...)
 	var out, errOut bytes.Buffer
@@ -124,7 +124,7 @@ func assertKcatMetadata(t *testing.T, out, topic string, partitions int) {
 // topic.
 func assertCommitted(t *testing.T, admin *kadm.Client, group, topic string, want int64) {
 	t.Helper()
-	offsets, err := admin.FetchOffsetsForTopics(kafkatest.Context(t), group, topic)
+	offsets, err := admin.FetchOffsetsForTopics(kototest.Context(t), group, topic)
 	if err == nil {
 		err = offsets.Error()
 	}

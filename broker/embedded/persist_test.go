@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestRestartKeepsRecordsAndGroupOffsets consumes the first batch with a
@@ -20,7 +20,7 @@ import (
 func TestRestartKeepsRecordsAndGroupOffsets(t *testing.T) {
 	dir := t.TempDir()
 	const topic, group = "persisted", "persisted-group"
-	first := kafkatest.Embedded(t, embedded.WithDataDir(dir), embedded.WithTopics(topic))
+	first := kototest.Embedded(t, embedded.WithDataDir(dir), embedded.WithTopics(topic))
 	addrs := first.Addrs()
 	old := values("old", 12)
 	produceValues(t, addrs, topic, old...)
@@ -31,9 +31,9 @@ func TestRestartKeepsRecordsAndGroupOffsets(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 
-	second := kafkatest.Embedded(t, embedded.WithDataDir(dir), embedded.WithPort(portOf(t, addrs[0])), embedded.WithTopics(topic, "added-after-restart"))
+	second := kototest.Embedded(t, embedded.WithDataDir(dir), embedded.WithPort(portOf(t, addrs[0])), embedded.WithTopics(topic, "added-after-restart"))
 	addrs = second.Addrs()
-	if total := kafkatest.Committed(t, addrs, group, topic); total != int64(len(old)) {
+	if total := kototest.Committed(t, addrs, group, topic); total != int64(len(old)) {
 		t.Fatalf("after restart the group's committed offsets add up to %d, want %d", total, len(old))
 	}
 	assertRecordCount(t, addrs, topic, int64(len(old)))
@@ -62,9 +62,9 @@ func portOf(t *testing.T, addr string) int {
 // assertRecordCount checks the sum of the topic's end offsets.
 func assertRecordCount(t *testing.T, addrs []string, topic string, want int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
-	ends, err := kafkatest.Admin(t, addrs).ListEndOffsets(ctx, topic)
+	ends, err := kototest.Admin(t, addrs).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatalf("ListEndOffsets(%s): %v", topic, err)
 	}
@@ -77,9 +77,9 @@ func assertRecordCount(t *testing.T, addrs []string, topic string, want int64) {
 
 func assertTopicExists(t *testing.T, addrs []string, topic string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 	defer cancel()
-	details, err := kafkatest.Admin(t, addrs).ListTopics(ctx, topic)
+	details, err := kototest.Admin(t, addrs).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatalf("ListTopics(%s): %v", topic, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestSecuredBrokerWithFranzGo checks the broker's security with a client
@@ -26,8 +26,8 @@ import (
 // password, and a wrong one is answered as Kafka answers it,
 // SASL_AUTHENTICATION_FAILED, not with a dropped connection.
 func TestSecuredBrokerWithFranzGo(t *testing.T) {
-	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
-	b := kafkatest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLPlain, "plain-user", "plain-pass"), embedded.WithSASLUser(embedded.SASLScramSHA256, "scram256-user", "scram256-pass"), embedded.WithSASLUser(embedded.SASLScramSHA512, "scram512-user", "scram512-pass"))
+	serverTLS, clientTLS := kototest.TLSConfigs(t)
+	b := kototest.Embedded(t, embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLPlain, "plain-user", "plain-pass"), embedded.WithSASLUser(embedded.SASLScramSHA256, "scram256-user", "scram256-pass"), embedded.WithSASLUser(embedded.SASLScramSHA512, "scram512-user", "scram512-pass"))
 	mechanisms := map[string]func(user, pass string) sasl.Mechanism{
 		embedded.SASLPlain: func(u, p string) sasl.Mechanism { return plain.Auth{User: u, Pass: p}.AsMechanism() },
 		embedded.SASLScramSHA256: func(u, p string) sasl.Mechanism {
@@ -43,7 +43,7 @@ func TestSecuredBrokerWithFranzGo(t *testing.T) {
 	for name, mech := range mechanisms {
 		user := users[name]
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), kafkatest.Timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), kototest.DefaultTimeout)
 			defer cancel()
 			good := newKgoClient(t, b.Addrs(), kgo.DialTLSConfig(clientTLS), kgo.SASL(mech(user+"-user", user+"-pass")),
 				kgo.AllowAutoTopicCreation())
@@ -64,13 +64,13 @@ func TestSecuredBrokerWithFranzGo(t *testing.T) {
 // send the unimplemented v0 handshake is refused with UNSUPPORTED_VERSION
 // and the broker's mechanisms, not with a dropped connection.
 func TestSecuredBrokerAdvertisesHandshakeV0(t *testing.T) {
-	b := kafkatest.Embedded(t, embedded.WithSASLUser(embedded.SASLPlain, "user", "pass"))
-	conn, err := net.DialTimeout("tcp", b.Addrs()[0], kafkatest.Timeout)
+	b := kototest.Embedded(t, embedded.WithSASLUser(embedded.SASLPlain, "user", "pass"))
+	conn, err := net.DialTimeout("tcp", b.Addrs()[0], kototest.DefaultTimeout)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(kafkatest.Timeout))
+	_ = conn.SetDeadline(time.Now().Add(kototest.DefaultTimeout))
 
 	apiVersions := kmsg.NewPtrApiVersionsRequest()
 	apiVersions.Version = 3

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 )
 
 func TestFigureVerdict(t *testing.T) {

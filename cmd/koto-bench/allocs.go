@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
 )
 

@@ -6,9 +6,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // cleanupP99Target is the most that a cleanup pass may multiply the p99

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestParseCleanupFlags(t *testing.T) {

@@ -12,9 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
-	"github.com/koto-dev/watermill-koto/internal/tcpproxy"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func concurrentCommand() command {
@@ -189,7 +188,7 @@ func setRemote(ctx context.Context, e *benchmarks.E2E, conns int32) (stop func()
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := tcpproxy.Start(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	proxy, err := pgtest.StartProxy(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	if err != nil {
 		return nil, err
 	}

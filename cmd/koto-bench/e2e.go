@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func e2eCommand() command {

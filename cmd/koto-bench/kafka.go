@@ -8,7 +8,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // kafkaFor returns brokers, or starts an embedded broker when there are
@@ -29,7 +29,7 @@ func kafkaFor(ctx context.Context, brokers []string) (addrs []string, where stri
 // returns a function that gives the parsed list; empty means an embedded
 // broker, started by kafkaFor. per names what gets one ("" for the run).
 func brokersFlag(fs *flag.FlagSet, per string) func() []string {
-	usage := "comma-separated Kafka brokers, `host:port,...` (default $" + kafkatest.EnvBrokers + "; empty: an embedded broker"
+	usage := "comma-separated Kafka brokers, `host:port,...` (default $" + kototest.EnvBrokers + "; empty: an embedded broker"
 	if per != "" {
 		usage += " per " + per
 	}
@@ -40,7 +40,7 @@ func brokersFlag(fs *flag.FlagSet, per string) func() []string {
 		set := false
 		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "brokers" })
 		if !set {
-			return kafkatest.FromEnv()
+			return kototest.FromEnv()
 		}
 		return broker.SplitBrokers(*brokers)
 	}

@@ -9,15 +9,15 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestMain fails the run if any goroutine outlives the tests. Watermill's
 // map repository, measured beside MemoryStore, starts a cleaning goroutine
 // that nothing can stop; it alone is ignored.
 func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m, goleak.IgnoreTopFunction(
+	kototest.VerifyTestMain(m, goleak.IgnoreTopFunction(
 		"github.com/ThreeDotsLabs/watermill/message/router/middleware.(*mapExpiringKeyRepository).cleanOutLoop"))
 }
 

@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // The outbox's performance targets: forwarder throughput against Watermill's

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/koto-dev/watermill-koto/internal/benchmarks"
+	"github.com/koto-dev/watermill-koto/cmd/koto-bench/internal/benchmarks"
 )
 
 func TestParseReqReplyFlags(t *testing.T) {

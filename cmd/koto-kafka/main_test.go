@@ -13,11 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m)
+	kototest.VerifyTestMain(m)
 }
 
 func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
@@ -31,8 +31,8 @@ func TestRunPrintsAddressAndStopsOnCancel(t *testing.T) {
 // TestRunSecured starts the broker with TLS and two SASL users, and logs in
 // as each of them over TLS.
 func TestRunSecured(t *testing.T) {
-	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
-	certFile, keyFile := kafkatest.TLSFiles(t, serverTLS)
+	serverTLS, clientTLS := kototest.TLSConfigs(t)
+	certFile, keyFile := kototest.TLSFiles(t, serverTLS)
 	out, stop := start(t, "-port", "0", "-tls-cert", certFile, "-tls-key", keyFile,
 		"-sasl-user", "SCRAM-SHA-512:koto:s3cret:with:colons", "-sasl-user", "plain:admin:admin")
 	defer stop()
@@ -44,7 +44,7 @@ func TestRunSecured(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kgo.NewClient: %v", err)
 		}
-		if err := cl.Ping(kafkatest.Context(t)); err != nil {
+		if err := cl.Ping(kototest.Context(t)); err != nil {
 			t.Errorf("ping over TLS as the %s user: %v", name, err)
 		}
 		cl.Close()
@@ -56,7 +56,7 @@ func TestRunSecured(t *testing.T) {
 func start(t *testing.T, args ...string) (out string, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr kafkatest.Buffer
+	var stdout, stderr kototest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, &stdout, &stderr) }()
 	var once sync.Once
@@ -92,7 +92,7 @@ func address(out string) []string {
 func assertTopics(t *testing.T, out string, partitions int, names ...string) {
 	t.Helper()
 	addr := address(out)
-	details, err := kafkatest.Admin(t, addr).ListTopics(kafkatest.Context(t), names...)
+	details, err := kototest.Admin(t, addr).ListTopics(kototest.Context(t), names...)
 	if err != nil {
 		t.Fatalf("list topics on %s: %v", addr, err)
 	}
@@ -125,7 +125,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{[]string{"-sasl-user", "PLAIN:user:"}, "WithSASLUser"},
 		{[]string{"-sasl-user", "GSSAPI:user:password"}, "WithSASLUser"},
 	} {
-		var out kafkatest.Buffer
+		var out kototest.Buffer
 		err := run(context.Background(), tt.args, &out, &out)
 		if err == nil {
 			t.Errorf("run(%q) succeeded, want an error", tt.args)
@@ -134,7 +134,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		if tt.option == "" {
 			continue
 		}
-		var stderr kafkatest.Buffer
+		var stderr kototest.Buffer
 		if code := cli.ExitCode(err, "koto-kafka", &stderr); code != 2 || !strings.Contains(stderr.String(), "embedded.Start."+tt.option+" ") {
 			t.Errorf("run(%q): exit status %d, stderr %q; want 2 and a line naming %s", tt.args, code, stderr.String(), tt.option)
 		}

@@ -14,7 +14,7 @@ import (
 	wkoto "github.com/koto-dev/watermill-koto"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -23,7 +23,7 @@ import (
 func runBinary(t *testing.T, name string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(kafkatest.Context(t), filepath.Join(binDir, name), args...)
+	cmd := exec.CommandContext(kototest.Context(t), filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var exit *exec.ExitError
@@ -87,9 +87,9 @@ func TestFlagHelpNamesTheVariable(t *testing.T) {
 func TestDLQListWithoutTopic(t *testing.T) {
 	addr := startKotoKafka(t)
 	cfg := broker.Config{Brokers: []string{addr}}
-	known := kafkatest.Group(t, "payments.order-placed-consumer")
-	kafkatest.Provision(t, cfg, topics.DeadLetter(known))
-	missing := kafkatest.Group(t, "no.such-consumer")
+	known := kototest.Group(t, "payments.order-placed-consumer")
+	kototest.Provision(t, cfg, topics.DeadLetter(known))
+	missing := kototest.Group(t, "no.such-consumer")
 
 	for _, args := range [][]string{{"list"}, {"show", "0/0"}, {"replay"}} {
 		out, stderr, code := koto(t, addr, append([]string{"dlq"}, append(args, "-group", missing)...)...)
@@ -99,7 +99,7 @@ func TestDLQListWithoutTopic(t *testing.T) {
 				args[0], code, out, stderr, known)
 		}
 	}
-	if kafkatest.TopicExists(t, []string{addr}, topics.DeadLetter(missing)) {
+	if kototest.TopicExists(t, []string{addr}, topics.DeadLetter(missing)) {
 		t.Errorf("koto dlq created %s", topics.DeadLetter(missing))
 	}
 }
@@ -109,7 +109,7 @@ func TestDLQListWithoutTopic(t *testing.T) {
 // says so and points at their positions.
 func TestDLQShowRepeatedDeliveries(t *testing.T) {
 	addr, cfg, group, topic, _ := runPayments(t)
-	pub := kafkatest.NewPublisher(t, cfg)
+	pub := kototest.NewPublisher(t, cfg)
 	uuid := watermill.NewUUID()
 	for range 3 {
 		msg := message.NewMessage(uuid, []byte(`{"order":"o-1","amount":-5}`))

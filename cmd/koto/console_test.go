@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestConsoleListening serves koto console beyond localhost with a token,
 // where every request without it is refused, and on localhost without
 // one, where only requests addressed to localhost are answered.
 func TestConsoleListening(t *testing.T) {
-	brokers := strings.Join(kafkatest.Brokers(t), ",")
+	brokers := strings.Join(kototest.Brokers(t), ",")
 	const token = "0123456789abcdef0123"
 
 	t.Run("beyond localhost", func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestConsoleListening(t *testing.T) {
 func startConsole(t *testing.T, brokers string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut kafkatest.Buffer
+	var out, errOut kototest.Buffer
 	done := make(chan error, 1)
 	env := map[string]string{envBrokers: brokers}
 	go func() {
@@ -67,7 +67,7 @@ func startConsole(t *testing.T, brokers string, args ...string) string {
 	})
 	served := regexp.MustCompile(`koto console on http://\S*:(\d+)/`)
 	var port string
-	kafkatest.WaitFor(t, "koto console to listen", func() bool {
+	kototest.WaitFor(t, "koto console to listen", func() bool {
 		if m := served.FindStringSubmatch(out.String()); m != nil {
 			port = m[1]
 		}

@@ -27,7 +27,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/broker/embedded"
 	"github.com/koto-dev/watermill-koto/internal/cli"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/topics"
 )
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	if code == 0 {
-		if err := kafkatest.WaitNoLeaks(kafkatest.Timeout); err != nil {
+		if err := kototest.WaitNoLeaks(kototest.DefaultTimeout); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -92,7 +92,7 @@ func startKotoKafka(t *testing.T) string {
 	select {
 	case a := <-addr:
 		return a
-	case <-time.After(kafkatest.Timeout):
+	case <-time.After(kototest.DefaultTimeout):
 		t.Fatal("koto-kafka printed no address")
 		return ""
 	}
@@ -139,9 +139,9 @@ func (p *payments) run(t *testing.T, cfg broker.Config, group, topic string) {
 // with pubCfg.
 func (p *payments) runWith(t *testing.T, pubCfg, subCfg broker.Config, group, topic string) {
 	t.Helper()
-	pub := kafkatest.NewPublisher(t, pubCfg)
+	pub := kototest.NewPublisher(t, pubCfg)
 	subCfg.ConsumerGroup = group
-	sub := kafkatest.NewSubscriber(t, subCfg)
+	sub := kototest.NewSubscriber(t, subCfg)
 	chain, err := middleware.Defaults(middleware.Config{
 		Publisher:  pub,
 		Logger:     slog.New(slog.DiscardHandler),
@@ -151,13 +151,13 @@ func (p *payments) runWith(t *testing.T, pubCfg, subCfg broker.Config, group, to
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { // after the router's stop, registered below
-		if err := chain.Close(kafkatest.Context(t)); err != nil {
+		if err := chain.Close(kototest.Context(t)); err != nil {
 			t.Errorf("chain close: %v", err)
 		}
 	})
-	router := kafkatest.NewRouter(t, nil)
+	router := kototest.NewRouter(t, nil)
 	router.AddConsumerHandler(group, topic, sub, p.handle).AddMiddleware(chain.Middlewares()...)
-	kafkatest.RunRouter(t, router)
+	kototest.RunRouter(t, router)
 }
 
 // runPayments starts koto-kafka and runs payments on a new topic and
@@ -166,9 +166,9 @@ func runPayments(t *testing.T) (addr string, cfg broker.Config, group, topic str
 	t.Helper()
 	addr = startKotoKafka(t)
 	cfg = broker.Config{Brokers: []string{addr}}
-	group = kafkatest.Group(t, "payments.order-placed-consumer")
-	topic = kafkatest.Topic(t, "orders.order-placed")
-	kafkatest.Provision(t, cfg, topic, topics.DeadLetter(group))
+	group = kototest.Group(t, "payments.order-placed-consumer")
+	topic = kototest.Topic(t, "orders.order-placed")
+	kototest.Provision(t, cfg, topic, topics.DeadLetter(group))
 	p = &payments{}
 	p.run(t, cfg, group, topic)
 	return addr, cfg, group, topic, p
@@ -186,7 +186,7 @@ func kotoEnv(t *testing.T, env map[string]string, args ...string) (stdout, stder
 	t.Helper()
 	var out, errOut bytes.Buffer
 	getenv := func(k string) string { return env[k] }
-	err := run(kafkatest.Context(t), cmdIO{stdout: &out, stderr: &errOut, getenv: getenv}, args)
+	err := run(kototest.Context(t), cmdIO{stdout: &out, stderr: &errOut, getenv: getenv}, args)
 	code = cli.ExitCode(err, "koto", &errOut)
 	return out.String(), errOut.String(), code
 }
@@ -271,7 +271,7 @@ func TestDLQAgainstKotoKafka(t *testing.T) {
 	if out, _, code = koto(t, addr, "dlq", "replay", "-group", group); code != 0 || !strings.Contains(out, "sent 0 dead letters from") {
 		t.Fatalf("replay once more (exit %d): %s", code, out)
 	}
-	kafkatest.WaitFor(t, "the fixed consumer to handle both replays", func() bool { return len(p.handledUUIDs()) == 2 })
+	kototest.WaitFor(t, "the fixed consumer to handle both replays", func() bool { return len(p.handledUUIDs()) == 2 })
 	if got := p.handledUUIDs(); !slices.Equal(sortedCopy(got), sortedCopy(uuids)) {
 		t.Fatalf("handled %v, want %v", got, uuids)
 	}
@@ -333,7 +333,7 @@ func TestUsageErrors(t *testing.T) {
 
 func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...string) []string {
 	t.Helper()
-	pub := kafkatest.NewPublisher(t, cfg)
+	pub := kototest.NewPublisher(t, cfg)
 	var uuids []string
 	for _, p := range payloads {
 		msg := message.NewMessage(watermill.NewUUID(), []byte(p))
@@ -349,7 +349,7 @@ func publishOrders(t *testing.T, cfg broker.Config, topic string, payloads ...st
 // waitForList runs list -json until it shows n dead letters.
 func waitForList(t *testing.T, addr, group string, listed *[]map[string]any, n int) {
 	t.Helper()
-	kafkatest.WaitFor(t, "the dead letters", func() bool {
+	kototest.WaitFor(t, "the dead letters", func() bool {
 		out, stderr, code := koto(t, addr, "dlq", "list", "-group", group, "-json")
 		if code != 0 {
 			t.Fatalf("list -json: exit %d: %s", code, stderr)
@@ -382,19 +382,19 @@ func sortedCopy(s []string) []string {
 // TLS connections authenticated with SCRAM, trusting its certificate from
 // a PEM file and reading the password from the environment.
 func TestSASLAndTLSFlags(t *testing.T) {
-	serverTLS, clientTLS := kafkatest.TLSConfigs(t)
+	serverTLS, clientTLS := kototest.TLSConfigs(t)
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: serverTLS.Certificates[0].Certificate[0]})
 	if err := os.WriteFile(ca, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b, err := embedded.Start(kafkatest.Context(t), embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLScramSHA512, "ops", "s3cret"))
+	b, err := embedded.Start(kototest.Context(t), embedded.WithTLS(serverTLS), embedded.WithSASLUser(embedded.SASLScramSHA512, "ops", "s3cret"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	group := kafkatest.Group(t, "payments")
-	kafkatest.Provision(t, broker.Config{Brokers: b.Addrs(), TLS: clientTLS,
+	group := kototest.Group(t, "payments")
+	kototest.Provision(t, broker.Config{Brokers: b.Addrs(), TLS: clientTLS,
 		SASL: broker.SASLConfig{Mechanism: sarama.SASLTypeSCRAMSHA512, User: "ops", Password: "s3cret"}}, topics.DeadLetter(group))
 	args := []string{"dlq", "list", "-group", group, "-brokers", b.Addrs()[0],
 		"-tls-ca", ca, "-sasl-user", "ops", "-sasl-mechanism", "scram-sha-512"}

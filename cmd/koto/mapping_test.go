@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
@@ -53,9 +53,9 @@ func TestDLQReadsEveryMapping(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.mapping, func(t *testing.T) {
-			group := kafkatest.Group(t, "payments.order-placed-consumer")
-			topic := kafkatest.Topic(t, "orders.order-placed")
-			kafkatest.Provision(t, cfg, topic, topics.DeadLetter(group))
+			group := kototest.Group(t, "payments.order-placed-consumer")
+			topic := kototest.Topic(t, "orders.order-placed")
+			kototest.Provision(t, cfg, topic, topics.DeadLetter(group))
 			p := &payments{}
 			p.runWith(t, cfg, broker.Config{Brokers: cfg.Brokers, Marshaler: tc.marshaler(t)}, group, topic)
 			ids := []string{"0190c5a4-9d7e-7000-8000-00000000002a", "0190c5a4-9d7e-7000-8000-00000000002b"}
@@ -64,7 +64,7 @@ func TestDLQReadsEveryMapping(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte("o-1"), Value: []byte(`{"order":"o-1","amount":-5}`),
 					Headers: tc.headers(id, "corr-"+string(rune('a'+i)))})
 			}
-			kafkatest.Produce(t, cfg.Brokers, recs)
+			kototest.Produce(t, cfg.Brokers, recs)
 			var listed []map[string]any
 			waitForList(t, addr, group, &listed, 2)
 
@@ -103,7 +103,7 @@ func TestDLQReadsEveryMapping(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "sent 1 dead letter from") || !strings.Contains(out, "1 discarded") {
 				t.Fatalf("replay after the discard (exit %d):\n%s", code, out)
 			}
-			kafkatest.WaitFor(t, "the replayed dead letter handled", func() bool { return len(p.handledUUIDs()) >= 1 })
+			kototest.WaitFor(t, "the replayed dead letter handled", func() bool { return len(p.handledUUIDs()) >= 1 })
 			if got := p.handledUUIDs(); !slices.Equal(got, ids[1:]) {
 				t.Errorf("handled %v, want only %s: the discarded one is never replayed", got, ids[1])
 			}

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/outbox"
 )
 
@@ -30,7 +30,7 @@ func TestOutboxStatus(t *testing.T) {
 		publishThroughOutbox(t, orders, 2)
 	}
 	due := time.Now().Add(time.Hour)
-	if _, err := orders.AutoTxPublisher().Schedule(due, kafkatest.Topic(t, "orders.reminder"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
+	if _, err := orders.AutoTxPublisher().Schedule(due, kototest.Topic(t, "orders.reminder"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{envDatabaseURL: pgtest.URL()}
@@ -50,7 +50,7 @@ func TestOutboxStatus(t *testing.T) {
 	}
 
 	f, err := outbox.NewForwarder(orders, outbox.ForwarderConfig{
-		Broker: broker.Config{Brokers: kafkatest.Brokers(t)}, ApplicationName: "koto-test-forwarder", Logger: slog.New(slog.DiscardHandler),
+		Broker: broker.Config{Brokers: kototest.Brokers(t)}, ApplicationName: "koto-test-forwarder", Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestOutboxStatus(t *testing.T) {
 			t.Errorf("forwarder: %v", err)
 		}
 	})
-	kafkatest.WaitFor(t, "the forwarder to empty the outbox", func() bool {
+	kototest.WaitFor(t, "the forwarder to empty the outbox", func() bool {
 		got = statusJSON(t, env, "-schema", schema, "-table", "outbox")
 		return len(got) == 1 && got[0].Waiting == 0 && got[0].Forwarder != nil
 	})
@@ -102,7 +102,7 @@ func newOutbox(t *testing.T, pool *pgxpool.Pool, cfg outbox.Config) *outbox.Outb
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Setup(kafkatest.Context(t)); err != nil {
+	if err := o.Setup(kototest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -111,9 +111,9 @@ func newOutbox(t *testing.T, pool *pgxpool.Pool, cfg outbox.Config) *outbox.Outb
 // publishThroughOutbox commits a transaction that writes n messages into o.
 func publishThroughOutbox(t *testing.T, o *outbox.Outbox, n int) {
 	t.Helper()
-	err := o.Transact(kafkatest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
+	err := o.Transact(kototest.Context(t), func(ctx context.Context, tx pgx.Tx) error {
 		for range n {
-			if err := o.Publisher(tx).Publish(kafkatest.Topic(t, "orders.order-placed"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
+			if err := o.Publisher(tx).Publish(kototest.Topic(t, "orders.order-placed"), message.NewMessage(watermill.NewUUID(), []byte("{}"))); err != nil {
 				return err
 			}
 		}

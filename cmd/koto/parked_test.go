@@ -9,8 +9,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	kotoroot "github.com/koto-dev/watermill-koto"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
@@ -28,7 +28,7 @@ func TestParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := kafkatest.Context(t)
+	ctx := kototest.Context(t)
 	if err := store.Setup(ctx); err != nil {
 		t.Fatal(err)
 	}

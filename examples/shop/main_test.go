@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestMain(m *testing.M) {
-	kafkatest.VerifyTestMain(m)
+	kototest.VerifyTestMain(m)
 }
 
 // TestShop runs the example end to end: it fails if an order is not paid,
@@ -43,9 +43,9 @@ func TestShopNoKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer obs.Close()
-	s, err := newShop(kafkatest.Context(t), []string{kafkatest.ClosedAddr(t)}, pool, opts, obs)
+	s, err := newShop(kototest.Context(t), []string{kototest.ClosedAddr(t)}, pool, opts, obs)
 	if s != nil {
 		t.Error("newShop returned a shop with its error")
 	}
-	kafkatest.WantRefused(t, "newShop", err)
+	kototest.WantRefused(t, "newShop", err)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestShopTelemetry runs the example with -metrics, -trace and -v: once

@@ -8,7 +8,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestProcessedKeysAnswersEachKey: ProcessedKeys reports exactly the keys

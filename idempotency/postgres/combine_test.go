@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestConcurrentCheckMark: 16 callers check and mark keys at once, every

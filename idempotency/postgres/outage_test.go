@@ -11,7 +11,7 @@ import (
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestOutage reaches PostgreSQL through a proxy and cuts it: calls fail

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 const designDDL = `CREATE SCHEMA IF NOT EXISTS koto;

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestRestartSurvival marks keys through one Store and pool, closes both,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // TestTransactDeferredStatementKinds: under a deferred claim, QueryRow

@@ -18,7 +18,7 @@ import (
 	"github.com/koto-dev/watermill-koto/idempotency"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 // modes are the two ways Transact claims: before fn runs, or with fn's

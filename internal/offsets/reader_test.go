@@ -8,31 +8,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
 	"github.com/koto-dev/watermill-koto/internal/offsets"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // TestReader reads back what a test wrote and committed: the spans of a
 // topic, the group that committed on it and its offsets.
 func TestReader(t *testing.T) {
-	cfg := broker.Config{Brokers: kafkatest.Brokers(t)}
-	topic := kafkatest.NewTopic(t, cfg, "spans")
-	pub := kafkatest.NewPublisher(t, cfg)
+	cfg := broker.Config{Brokers: kototest.Brokers(t)}
+	topic := kototest.NewTopic(t, cfg, "spans")
+	pub := kototest.NewPublisher(t, cfg)
 	for range 5 {
 		if err := pub.Publish(topic, message.NewMessage(watermill.NewUUID(), []byte("x"))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	group := kafkatest.Group(t, "lagging")
-	adm := kafkatest.Admin(t, cfg.Brokers)
+	group := kototest.Group(t, "lagging")
+	adm := kototest.Admin(t, cfg.Brokers)
 	var commit kadm.Offsets
 	commit.Add(kadm.Offset{Topic: topic, Partition: 0, At: 0, LeaderEpoch: -1})
-	if _, err := adm.CommitOffsets(kafkatest.Context(t), group, commit); err != nil {
+	if _, err := adm.CommitOffsets(kototest.Context(t), group, commit); err != nil {
 		t.Fatal(err)
 	}
 
 	r := newReader(t, cfg)
-	spans, err := r.Spans([]string{topic, kafkatest.Topic(t, "missing")})
+	spans, err := r.Spans([]string{topic, kototest.Topic(t, "missing")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestReader(t *testing.T) {
 	if got, ok := committed[topic][0]; !ok || got != 0 || len(committed) != 1 {
 		t.Errorf("committed: %v, want %s partition 0 at 0", committed, topic)
 	}
-	if none, err := r.Committed(kafkatest.Group(t, "never")); err != nil || len(none) != 0 {
+	if none, err := r.Committed(kototest.Group(t, "never")); err != nil || len(none) != 0 {
 		t.Errorf("a group that never committed: %v, %v", none, err)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func objects(schema string) pgschema.Objects {

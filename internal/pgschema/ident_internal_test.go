@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/koto-dev/watermill-koto/internal/config"
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestQuoteIdent(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/koto-dev/watermill-koto/internal/pgtest"
 	"github.com/koto-dev/watermill-koto/internal/pgtx"
+	"github.com/koto-dev/watermill-koto/kototest/pgtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,9 +1,0 @@
-// Package benchmarks holds benchmark bodies shared by the go test
-// benchmarks and cmd/koto-bench, so that both measure the same thing.
-//
-// Each body takes a *testing.B and a number of concurrent callers, which
-// share b.N operations between them; the result's ns/op is wall time per
-// operation, so ops/s = N / T. Every comparison runs both sides in one
-// process, on the same machine and the same resources, because only the
-// ratio between them means anything on a shared machine.
-package benchmarks
