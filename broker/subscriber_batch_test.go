@@ -14,7 +14,7 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/broker"
-	"github.com/koto-dev/watermill-koto/internal/kafkatest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
 // batchSubscriber returns a batch subscriber in group on brokers.
@@ -31,7 +31,7 @@ func batchSubscriber(t *testing.T, brokers []string, group string, batch broker.
 // receiveBatch receives the next batch message of msgs and its batch.
 func receiveBatch(t *testing.T, msgs <-chan *message.Message) (*message.Message, *koto.Batch) {
 	t.Helper()
-	env := kafkatest.Receive(t, msgs, "batch")
+	env := kototest.Receive(t, msgs, "batch")
 	b, ok := koto.BatchFromContext(env.Context())
 	if !ok {
 		t.Fatalf("message %s carries no batch", env.UUID)
@@ -57,7 +57,7 @@ func keyed(topic, key string, first, n, size int) []*kgo.Record {
 		if pad := size - len(payload); pad > 0 {
 			payload += "/" + strings.Repeat("x", pad)
 		}
-		recs[i] = kafkatest.Record(topic, watermill.NewUUID(), key, []byte(payload))
+		recs[i] = kototest.Record(topic, watermill.NewUUID(), key, []byte(payload))
 		recs[i].Partition = 0
 	}
 	return recs
@@ -81,13 +81,13 @@ func seqs(b *koto.Batch) []string {
 // records were read. Once the first batch is acked, a's next 100 come in
 // offset order, and every message's context says where it was read from.
 func TestBatchSubscriberKeepsAKeyWhileItsBatchIsOut(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "batch-key")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-key")
 	recs := append(keyed(topic, "a", 0, 200, 0), keyed(topic, "b", 0, 1, 70<<10)...)
-	kafkatest.Produce(t, brokers, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "batch-key")
+	kototest.Produce(t, brokers, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-key")
 	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxMessages: 100, MaxBytes: 64 << 10, MaxWait: time.Hour, Parallel: 2})
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 
 	// The two batches go out at once, in either order.
 	first, fb := receiveBatch(t, msgs)
@@ -110,7 +110,7 @@ func TestBatchSubscriberKeepsAKeyWhileItsBatchIsOut(t *testing.T) {
 		}
 	}
 	ackAll(third, tb)
-	kafkatest.WaitCommitted(t, brokers, group, topic, 201)
+	kototest.WaitCommitted(t, brokers, group, topic, 201)
 }
 
 // wantSeqs checks that b holds key's records first..first+n-1 in order,
@@ -133,12 +133,12 @@ func wantSeqs(t *testing.T, b *koto.Batch, reason, key string, first, n int) {
 // next batch is those 50 again, then the key's 50 later records, in
 // offset order, and only the acked offsets are committed before it.
 func TestBatchSubscriberHandsANackedMessageOutAgainFirst(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "batch-nack")
-	kafkatest.Produce(t, brokers, keyed(topic, "a", 0, 150, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "batch-nack")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-nack")
+	kototest.Produce(t, brokers, keyed(topic, "a", 0, 150, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-nack")
 	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxMessages: 100, MaxWait: time.Hour})
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 
 	env, b := receiveBatch(t, msgs)
 	wantSeqs(t, b, "count", "a", 0, 100)
@@ -150,11 +150,11 @@ func TestBatchSubscriberHandsANackedMessageOutAgainFirst(t *testing.T) {
 		}
 	}
 	env.Ack()
-	kafkatest.WaitCommitted(t, brokers, group, topic, 50)
+	kototest.WaitCommitted(t, brokers, group, topic, 50)
 	env, b = receiveBatch(t, msgs)
 	wantSeqs(t, b, "count", "a", 50, 100)
 	ackAll(env, b)
-	kafkatest.WaitCommitted(t, brokers, group, topic, 150)
+	kototest.WaitCommitted(t, brokers, group, topic, 150)
 }
 
 // TestBatchSubscriberFillsOnTime: ten records, batches of up to 500: the
@@ -162,12 +162,12 @@ func TestBatchSubscriberHandsANackedMessageOutAgainFirst(t *testing.T) {
 // batch message nacked by its handler nacks what it left unsettled, which
 // comes back.
 func TestBatchSubscriberFillsOnTime(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "batch-time")
-	kafkatest.Produce(t, brokers, keyed(topic, "a", 0, 10, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "batch-time")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-time")
+	kototest.Produce(t, brokers, keyed(topic, "a", 0, 10, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-time")
 	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxWait: 200 * time.Millisecond})
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 
 	// The batch may go out before all ten were read; the handler nacks it
 	// until it holds them.
@@ -183,7 +183,7 @@ func TestBatchSubscriberFillsOnTime(t *testing.T) {
 		}
 		env.Nack()
 	}
-	kafkatest.WaitCommitted(t, brokers, group, topic, 10)
+	kototest.WaitCommitted(t, brokers, group, topic, 10)
 }
 
 // TestBatchSubscriberBoundsBatchesInFlight: four partitions, batches of
@@ -192,12 +192,12 @@ func TestBatchSubscriberFillsOnTime(t *testing.T) {
 // the peak would pass two. Every record arrives once.
 func TestBatchSubscriberBoundsBatchesInFlight(t *testing.T) {
 	const partitions, perPartition = 4, 100
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, partitions), "batch-parallel")
-	kafkatest.Produce(t, brokers, spread(topic, partitions, perPartition), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "batch-parallel")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, partitions), "batch-parallel")
+	kototest.Produce(t, brokers, spread(topic, partitions, perPartition), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-parallel")
 	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxMessages: 20, MaxWait: 10 * time.Millisecond, Parallel: 2})
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 
 	type held struct {
 		env *message.Message
@@ -229,19 +229,19 @@ func TestBatchSubscriberBoundsBatchesInFlight(t *testing.T) {
 	if peak > 2 {
 		t.Errorf("%d batches in flight at once, want at most Parallel (2)", peak)
 	}
-	kafkatest.WaitCommitted(t, brokers, group, topic, partitions*perPartition)
+	kototest.WaitCommitted(t, brokers, group, topic, partitions*perPartition)
 }
 
 // TestBatchSubscriberCloseDrainsBatches: Close begins while a batch is in
 // flight; what the handler acks during the drain is committed, and Close
 // returns once the batch is settled.
 func TestBatchSubscriberCloseDrainsBatches(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.NewTopic(t, provisionCfg(brokers, 1), "batch-drain")
-	kafkatest.Produce(t, brokers, keyed(topic, "a", 0, 30, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	group := kafkatest.Group(t, "batch-drain")
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-drain")
+	kototest.Produce(t, brokers, keyed(topic, "a", 0, 30, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-drain")
 	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxMessages: 30, MaxWait: time.Hour})
-	msgs := kafkatest.Subscribe(t, sub, topic)
+	msgs := kototest.Subscribe(t, sub, topic)
 
 	env, b := receiveBatch(t, msgs)
 	closed := make(chan error, 1)
@@ -263,11 +263,11 @@ func TestBatchSubscriberCloseDrainsBatches(t *testing.T) {
 	default:
 	}
 	ackAll(env, b)
-	if err := kafkatest.Receive(t, closed, "end of Close"); err != nil {
+	if err := kototest.Receive(t, closed, "end of Close"); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	wg.Wait()
-	if got := kafkatest.Committed(t, brokers, group, topic); got != 30 {
+	if got := kototest.Committed(t, brokers, group, topic); got != 30 {
 		t.Errorf("committed %d, want the 30 acked in the drain", got)
 	}
 }
