@@ -75,8 +75,9 @@ type Harness struct {
 	admin   *kadm.Client
 	running chan error // Run's result, once the router runs
 
-	mu      sync.Mutex
-	closers []func() // after the router stops, last first
+	mu       sync.Mutex
+	closers  []func()  // after the router stops, last first
+	advances []advance // the calls of Advance so far
 }
 
 // New starts, for t, an embedded Kafka broker and, unless
