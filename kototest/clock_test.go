@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 
 	koto "github.com/koto-dev/watermill-koto"
@@ -16,6 +18,7 @@ import (
 	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/parking"
 )
 
 type Reminder struct {
@@ -33,7 +36,8 @@ func newReminders(t *testing.T, h *kototest.Harness, handle func(Reminder) error
 	t.Helper()
 	ctx := h.Context()
 	durable, err := cqrs.NewDurableOutbox(ctx, h.Pool(), cqrs.DurableOutboxConfig{
-		Broker: h.Broker(), Outbox: outbox.Config{Schema: h.Schema()}, Store: postgres.Config{Schema: h.Schema()}, Logger: h.Logger(),
+		Broker: h.Broker(), Outbox: outbox.Config{Schema: h.Schema()}, Store: postgres.Config{Schema: h.Schema()},
+		Parking: parking.Config{Schema: h.Schema()}, Logger: h.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -183,5 +187,41 @@ func TestAdvanceRunsParkedAgain(t *testing.T) {
 	}
 	if st, err := r.durable.Parking().Status(h.Context()); err != nil || len(st) != 0 {
 		t.Errorf("parked after all: %+v (%v), want nothing", st, err)
+	}
+}
+
+// TestAdvanceFollowsParkedEntries: with no forwarder to move it, a parked
+// message that Advance made due keeps pointing at its schedule, so that
+// RunNow replaces that schedule rather than adding a second return.
+func TestAdvanceFollowsParkedEntries(t *testing.T) {
+	h := kototest.New(t)
+	ctx := h.Context()
+	box, err := outbox.New(h.Pool(), outbox.Config{Schema: h.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := parking.NewStore(h.Pool(), box, parking.Config{Schema: h.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(box.Setup(ctx), store.Setup(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	msg := message.NewMessage(watermill.NewUUID(), []byte(`{"orderId":"o-1"}`))
+	p := &middleware.Parked{ID: watermill.NewUUID(), Group: "mail", Message: msg, Parkings: 1, DueAt: time.Now().Add(10 * time.Minute),
+		Position: koto.Position{Topic: "orders.reminder", Partition: 0, Offset: 7, Key: []byte("o-1")}}
+	if err := store.Park(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	h.Advance(10 * time.Minute)
+	entries, err := store.List(ctx, "mail", 10)
+	if err != nil || len(entries) != 1 || entries[0].DueAt.After(time.Now()) {
+		t.Fatalf("parked after the Advance: %+v (%v), want o-1's, due", entries, err)
+	}
+	if err := store.RunNow(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := box.Status(ctx); err != nil || st.Scheduled != 1 {
+		t.Errorf("%d returns scheduled (%v), want 1: RunNow's, which replaced the one Advance made due", st.Scheduled, err)
 	}
 }

@@ -50,8 +50,9 @@
 //
 // A message not yet due keeps its schedule ID, and Cancel stops it as
 // ever. One that Advance made due is as good as sent: Cancel with its ID
-// says outbox.ErrSent, and a parked message's entry follows it, so that
-// parking's RunNow and DeadLetter act on it.
+// says outbox.ErrSent, and a parked message's entry, in a parking table
+// of the harness's schema, follows it, so that parking's RunNow and
+// DeadLetter act on it.
 //
 // # Records
 //
