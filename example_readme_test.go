@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -23,6 +24,7 @@ import (
 	"github.com/koto-dev/watermill-koto/broker"
 	"github.com/koto-dev/watermill-koto/cqrs"
 	"github.com/koto-dev/watermill-koto/idempotency/postgres"
+	"github.com/koto-dev/watermill-koto/kototest"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/topics"
@@ -269,5 +271,48 @@ func serveMetrics(addr string) error {
 
 // readme: end
 
+// readme: testing
+// testPayments tests payments (above) on a broker, a schema and a router
+// of its own: it publishes an order and waits until the order, and all it
+// caused, is handled; then it calls the consumer's logic alone.
+func testPayments(t *testing.T) {
+	h := kototest.New(t)
+	store, err := postgres.NewStore(h.Pool(), postgres.Config{Schema: h.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Defer(func() { _ = store.Close() })
+	svc, err := payments(h.Context(), h.Router(), store, h.Broker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Defer(func() { _ = svc.Close(context.Background()) })
+	pub, err := broker.NewPublisher(h.Broker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Defer(func() { _ = pub.Close() })
+	h.Run()
+
+	events, _ := cqrs.NewEventPublisher(pub, cqrs.EventPublisherConfig{Service: "orders"})
+	if err := events.Publish(h.Context(), OrderPlaced{OrderID: "o-1"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Wait()
+	if got := kototest.Consumed[OrderPlaced](h, kototest.Handled); len(got) != 1 {
+		t.Errorf("handled %v, want o-1's once", got)
+	}
+	h.NoDeadLetters()
+
+	charge := cqrs.NewEventConsumer(func(ctx context.Context, ev *OrderPlaced) error {
+		return chargeCard(ctx, ev.OrderID)
+	}, cqrs.From("orders"))
+	if err := kototest.Invoke(t, charge, OrderPlaced{OrderID: "o-2"}, kototest.WithCorrelationID("c-2")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readme: end
+
 // The README's functions are called by no test: they show how to call.
-var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, accounting, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics}
+var _ = []any{consume, transactionalChain, handlePayment, payments, checkout, newCommands, placeOrder, newOutbox, accounting, placeOrderWithTimeout, paymentArrived, paymentsService, chargeCard, serveMetrics, testPayments}

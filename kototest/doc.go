@@ -32,11 +32,33 @@
 // router or process (their groups' committed offsets still count, about a
 // second late).
 //
+// # Time
+//
+// Scheduled messages (outbox, Scheduling) and parked ones, which come
+// back through the outbox's schedule (middleware, Parking), wait for their
+// due time, and Wait does not wait for those not due. [Harness.Advance]
+// makes time pass for them without a sleep: it counts, for each message
+// scheduled in the harness's schema, the time advanced since it was
+// scheduled, gives each that this makes due its due time less that time,
+// in its schedule ID as well (the ID holds the due time the forwarder
+// reads), and notifies the forwarder as a schedule's commit does. From
+// there the forwarder moves the message into the outbox and forwards it,
+// and its consumer handles it, as in production; a Wait after Advance
+// waits for all of that. Only the due times move: the services' clock is
+// the real one, and a message scheduled or parked after an Advance counts
+// the Advances after it alone.
+//
+// A message not yet due keeps its schedule ID, and Cancel stops it as
+// ever. One that Advance made due is as good as sent: Cancel with its ID
+// says outbox.ErrSent, and a parked message's entry, in a parking table
+// of the harness's schema, follows it, so that parking's RunNow and
+// DeadLetter act on it.
+//
 // # Records
 //
 // [Harness.Deliveries] lists each delivery of the router once it ended,
-// with its [Outcome] (handled, duplicate, dead-lettered, nacked), its
-// retries and its message; [Consumed] decodes the payloads of one type,
+// with its [Outcome] (handled, duplicate, parked, dead-lettered, nacked),
+// its retries and its message; [Consumed] decodes the payloads of one type,
 // [Harness.DeadLetters] and [Harness.NoDeadLetters] check the dead letters
 // in one line. The outcome is what the chain's middleware.Logging decides:
 // a chain without it reports every acked delivery as handled.

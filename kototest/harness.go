@@ -66,8 +66,9 @@ type Harness struct {
 	track  *tracker
 	admin  *kadm.Client
 
-	mu      sync.Mutex
-	closers []func() // after the router stops, last first
+	mu       sync.Mutex
+	closers  []func()  // after the router stops, last first
+	advances []advance // the calls of Advance so far
 }
 
 // New starts, for t, an embedded Kafka broker and, unless

@@ -20,6 +20,7 @@ type Outcome string
 const (
 	Handled      Outcome = "ok"            // the handler succeeded
 	Duplicate    Outcome = "duplicate"     // already processed: acked without the handler
+	Parked       Outcome = "parked"        // to be tried again later (middleware, Parking)
 	DeadLettered Outcome = "dead-lettered" // on the dead-letter topic
 	Nacked       Outcome = "nacked"        // given back for a redelivery
 	Probe        Outcome = "probe"         // a probe of another client, acked unhandled

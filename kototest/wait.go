@@ -111,7 +111,7 @@ func (h *Harness) outboxPending(ctx context.Context) []string {
 	var out []string
 	for _, cfg := range tables {
 		table := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
-		scheduled := pgx.Identifier{cfg.Schema, cfg.Table + "_scheduled"}.Sanitize()
+		scheduled, _ := scheduleTables(cfg)
 		var rows, due int64
 		err := h.pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+table+"), (SELECT count(*) FROM "+scheduled+" WHERE due_at <= now())").Scan(&rows, &due)
 		switch {

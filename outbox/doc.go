@@ -154,7 +154,8 @@
 // the millisecond, so that no message is sent before its time and the
 // table's primary key, its one index, orders it by due time. The forwarder
 // reads the earliest due time and sleeps until then; the commit of a
-// schedule notifies it of its due time, so an earlier one wakes it. It
+// schedule notifies it of its due time on [Outbox.Channel], so an earlier
+// one wakes it. It
 // never polls the schedule: PollInterval is the outbox's. A message that a
 // Cancel holds is skipped and tried again after a few milliseconds; a
 // Cancel that meets the forwarder moving its message waits for that

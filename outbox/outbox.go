@@ -75,3 +75,9 @@ func (o *Outbox) setup(ctx context.Context, db setupDB) error {
 // Table returns the outbox table as it appears in SQL, schema included,
 // quoted where needed.
 func (o *Outbox) Table() string { return o.t.outbox }
+
+// Channel returns the PostgreSQL notification channel the active
+// forwarder listens on. A notification whose payload is a due time, in
+// milliseconds since 1970, earlier than the one it waits for makes it move
+// what is due by then (see Scheduling in the package documentation).
+func (o *Outbox) Channel() string { return o.t.channel }

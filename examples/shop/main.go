@@ -17,9 +17,9 @@
 //
 // Kafka is an embedded broker unless KAFKA_BROKERS=host:port,... names a
 // cluster. PostgreSQL is DATABASE_URL, by default
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable; the example keeps
-// its tables (orders, ledger, outbox, processed messages) in the schema
-// "shop_example".
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable; the example
+// keeps its tables (orders, ledger, outbox, processed and parked messages)
+// in the schema "shop_example".
 //
 // The shop ends by saying how to look at it in the operations console
 // (koto console); with -keep-running the broker and the services keep

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,20 +15,54 @@ func TestMain(m *testing.M) {
 	kototest.VerifyTestMain(m)
 }
 
-// TestShop runs the example end to end: it fails if an order is not paid,
-// is charged twice, or the malformed message misses the dead-letter topic,
-// and if the shop does not end by saying how to open the console on it.
+// TestShop runs the example's checkout and report, the console hint
+// after them, on the harness: it fails if an order is not paid, is
+// charged twice, or the malformed message misses the dead-letter topic;
+// if the charge the card gateway was too busy for is not parked; and if
+// the shop does not end by saying how to open the console on it.
 func TestShop(t *testing.T) {
-	pool := pgtest.Pool(t)
-	schema := pgtest.Name("shop_test")
-	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := kototest.New(t)
 	var out strings.Builder
-	if err := run(context.Background(), options{orders: 5, schema: schema, log: log, out: &out}); err != nil {
+	s := startShop(t, h, options{out: &out}, nil)
+	const orders = 5
+	if err := s.checkout(h.Context(), "t", orders); err != nil {
 		t.Fatal(err)
 	}
-	if want := "go run ./cmd/koto console -brokers "; !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "-schema "+schema) {
-		t.Fatalf("the shop's closing lines %q do not say how to open the console (%q … -schema %s)", out.String(), want, schema)
+	settle(h)
+
+	var paid []string
+	for _, p := range kototest.Consumed[PaymentProcessed](h, kototest.Handled) {
+		paid = append(paid, p.OrderID)
+	}
+	slices.Sort(paid)
+	if want := []string{"o-t-1", "o-t-2", "o-t-3", "o-t-4", "o-t-5"}; !slices.Equal(paid, want) {
+		t.Errorf("PaymentProcessed handled for %v, want %v once each", paid, want)
+	}
+	if charges, err := s.ledger.charges(h.Context(), "o-t-%"); charges != orders || err != nil {
+		t.Errorf("%d charges (%v) for %d orders, want one each", charges, err, orders)
+	}
+	if dl := h.DeadLetters(); len(dl) != 1 || dl[0].Message.UUID != s.malformed {
+		t.Errorf("dead letters %v, want the malformed OrderPlaced alone", dl)
+	}
+	parked := map[string]int{} // deliveries parked, by order
+	for _, p := range kototest.Consumed[OrderPlaced](h, kototest.Parked) {
+		parked[p.OrderID]++
+	}
+	if len(parked) != 1 || parked["o-t-2"] == 0 {
+		t.Errorf("OrderPlaced parked: %v, want o-t-2's alone: the card gateway was too busy for it", parked)
+	}
+	if s.gateway.busy.Load() != 1 {
+		t.Errorf("the card gateway was too busy %d times, want once", s.gateway.busy.Load())
+	}
+
+	if err := s.report(h.Context(), "t", orders); err != nil {
+		t.Fatal(err)
+	}
+	consoleHint(&out, h.Broker().Brokers, options{schema: h.Schema()})
+	for _, want := range []string{"dead letter on payments.order-placed-consumer.dlq", "go run ./cmd/koto console -brokers ", "-schema " + h.Schema()} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the shop's lines do not say %q:\n%s", want, out.String())
+		}
 	}
 }
 

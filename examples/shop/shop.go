@@ -23,27 +23,29 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/dlqmeta"
 	"github.com/koto-dev/watermill-koto/middleware"
 	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/parking"
 	"github.com/koto-dev/watermill-koto/telemetry"
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
 // shop holds the three services and what they share.
 type shop struct {
-	out      io.Writer // where it says what it did
-	brokers  []string
-	log      *slog.Logger
-	pub      *broker.Publisher // direct to Kafka: the malformed message
-	durable  *cqrs.DurableOutbox
-	ledger   ledger
-	router   *message.Router
-	services []*cqrs.Service
-	orders   *cqrs.EventPublisher // writes into the outbox
-	commands *cqrs.CommandDispatcher
-	gateway  cardGateway
-	paid     chan string
-	stop     context.CancelFunc
-	stopped  chan struct{}
-	closed   bool
+	out       io.Writer // where it says what it did
+	brokers   []string
+	log       *slog.Logger
+	pub       *broker.Publisher // direct to Kafka: the malformed message
+	durable   *cqrs.DurableOutbox
+	ledger    ledger
+	router    *message.Router
+	services  []*cqrs.Service
+	orders    *cqrs.EventPublisher // writes into the outbox
+	commands  *cqrs.CommandDispatcher
+	gateway   cardGateway
+	paid      chan string
+	malformed string // the UUID of the OrderPlaced that does not decode
+	stop      context.CancelFunc
+	stopped   chan struct{}
+	closed    bool
 
 	tel    *telemetry.Telemetry // nil: OpenTelemetry's global providers
 	tracer trace.Tracer         // starts the checkout span of each order
@@ -66,12 +68,13 @@ func newShop(ctx context.Context, brokers []string, pool *pgxpool.Pool, opts opt
 		return nil, err
 	}
 	// One durable outbox for the database that orders and payments share:
-	// the outbox table and its forwarder, and payments' processed messages,
-	// which survive restarts.
+	// the outbox table and its forwarder, payments' processed messages,
+	// which survive restarts, and the parked messages.
 	s.durable, err = cqrs.NewDurableOutbox(ctx, pool, cqrs.DurableOutboxConfig{
-		Broker: broker.Config{Brokers: brokers},
-		Outbox: outbox.Config{Schema: opts.schema},
-		Store:  postgres.Config{Schema: opts.schema},
+		Broker:  broker.Config{Brokers: brokers},
+		Outbox:  outbox.Config{Schema: opts.schema},
+		Store:   postgres.Config{Schema: opts.schema},
+		Parking: parking.Config{Schema: opts.schema},
 		// The forwarder reports the outbox's backlog, rows waiting and
 		// lag, with the services' metrics.
 		Forwarder: outbox.ForwarderConfig{Telemetry: s.tel},
@@ -209,10 +212,19 @@ func (s *shop) finish(ctx context.Context, obs *observability) error {
 	return obs.printTrace(ctx, s.traced)
 }
 
-// demo places the orders, each twice, sends a malformed event, and reports
-// what happened.
+// demo places the orders, each twice, asks for stock that does not exist
+// and sends a malformed event, then reports what happened.
 func (s *shop) demo(ctx context.Context, orders int) error {
 	run := correlation.NewID()[24:] // order IDs unique to this run
+	if err := s.checkout(ctx, run, orders); err != nil {
+		return err
+	}
+	return s.report(ctx, run, orders)
+}
+
+// checkout places the orders of run, each twice, asks for stock that
+// does not exist, and sends an OrderPlaced that does not decode.
+func (s *shop) checkout(ctx context.Context, run string, orders int) error {
 	for i := 1; i <= orders; i++ {
 		if err := s.placeOrder(ctx, fmt.Sprintf("o-%s-%d", run, i), i); err != nil {
 			return err
@@ -224,7 +236,12 @@ func (s *shop) demo(ctx context.Context, orders int) error {
 		return fmt.Errorf("want an out-of-stock error, got %v", err)
 	}
 	fmt.Fprintf(s.out, "reserve unobtainium: failed with kind %q: %s\n", he.Kind, he.Message)
+	return s.sendMalformed()
+}
 
+// report says what became of checkout's messages: each payment as it
+// arrives, the malformed event's dead letter, and the summary.
+func (s *shop) report(ctx context.Context, run string, orders int) error {
 	for range orders {
 		select {
 		case line := <-s.paid:
@@ -235,7 +252,7 @@ func (s *shop) demo(ctx context.Context, orders int) error {
 			return ctx.Err()
 		}
 	}
-	if err := s.poison(ctx); err != nil {
+	if err := s.readDeadLetter(ctx); err != nil {
 		return err
 	}
 	return s.summary(ctx, run, orders)
@@ -335,14 +352,18 @@ func (s *shop) placeOrder(ctx context.Context, orderID string, n int) error {
 	return nil
 }
 
-// poison publishes an OrderPlaced that does not decode and reads it back
-// from the payments consumer's dead-letter topic.
-func (s *shop) poison(ctx context.Context) error {
+// sendMalformed publishes an OrderPlaced that does not decode, straight
+// to Kafka, and keeps its UUID.
+func (s *shop) sendMalformed() error {
 	topic := topics.Event("orders", topics.TypeName(OrderPlaced{}))
 	bad := message.NewMessage(watermill.NewUUID(), []byte(`{"orderId": 42`))
-	if err := s.pub.Publish(topic, bad); err != nil {
-		return err
-	}
+	s.malformed = bad.UUID
+	return s.pub.Publish(topic, bad)
+}
+
+// readDeadLetter reads the malformed OrderPlaced back from the payments
+// consumer's dead-letter topic.
+func (s *shop) readDeadLetter(ctx context.Context) error {
 	dlq := topics.DeadLetter(topics.ConsumerGroup("payments", topics.TypeName(OrderPlaced{})))
 	sub, err := broker.NewSubscriber(broker.Config{Brokers: s.brokers, ConsumerGroup: "shop-example-dlq-reader"})
 	if err != nil {
@@ -357,7 +378,7 @@ func (s *shop) poison(ctx context.Context) error {
 	}
 	for msg := range msgs {
 		msg.Ack()
-		if msg.UUID == bad.UUID {
+		if msg.UUID == s.malformed {
 			fmt.Fprintf(s.out, "dead letter on %s: %s\n", dlq, msg.Metadata.Get(dlqmeta.Reason))
 			return nil
 		}

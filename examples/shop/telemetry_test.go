@@ -2,61 +2,46 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/koto-dev/watermill-koto/kototest/pgtest"
+	"github.com/koto-dev/watermill-koto/kototest"
 )
 
-// TestShopTelemetry runs the example with -metrics, -trace and -v: once
-// the demo is over, it scrapes /metrics over HTTP until the counters of its
-// scenario are there, and checks the printed trace of the first order, the
-// tree and the JSON, then the trace as -trace prints it without -v: the
-// tree alone.
+// TestShopTelemetry runs the example's checkout with -metrics, -trace and
+// -v, on the harness: once its messages are handled, it scrapes /metrics
+// over HTTP and checks the counters of its scenario, and checks the
+// printed trace of the first order, the tree and the JSON, then the trace
+// as -trace prints it without -v: the tree alone.
 func TestShopTelemetry(t *testing.T) {
-	pool := pgtest.Pool(t)
-	schema := pgtest.Name("shop_test")
-	t.Cleanup(func() { pgtest.DropSchema(t, pool, schema) })
+	h := kototest.New(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var trace bytes.Buffer
 	const orders = 3
-	opts := options{orders: orders, schema: schema, log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: ln, trace: &trace, traceJSON: true, out: io.Discard}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	brokers, closeKafka, err := kafkaBrokers(ctx, opts.out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeKafka()
+	opts := options{metrics: ln, trace: &trace, traceJSON: true, out: io.Discard}
 	obs, err := newObservability(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer obs.Close()
-	shop, err := newShop(ctx, brokers, pool, opts, obs)
-	if err != nil {
-		t.Fatal(err)
+	h.Defer(obs.Close) // after the shop, deferred next
+	shop := startShop(t, h, opts, obs)
+	if err := shop.checkout(h.Context(), "t", orders); err != nil {
+		t.Fatalf("checkout: %v", err)
 	}
-	defer shop.Close()
-	if err := shop.demo(ctx, orders); err != nil {
-		t.Fatalf("demo: %v", err)
-	}
+	settle(h)
 
 	payments, inventory, paid := "payments.order-placed-consumer", "inventory.reserve-stock-consumer", "orders.payment-processed-consumer"
 	want := []sample{
@@ -71,25 +56,21 @@ func TestShopTelemetry(t *testing.T) {
 		{"koto_request_duration_seconds", map[string]string{"koto_request_outcome": "handler-error"}, 1},
 		{"messaging_client_consumed_messages_total", map[string]string{"messaging_consumer_group_name": paid, "koto_outcome": "ok"}, orders},
 		// The forwarder has emptied the outbox.
-		{"koto_outbox_rows_waiting", map[string]string{"koto_outbox_table": schema + ".outbox"}, 0},
-		{"koto_outbox_forward_lag_seconds", map[string]string{"koto_outbox_table": schema + ".outbox"}, 0},
+		{"koto_outbox_rows_waiting", map[string]string{"koto_outbox_table": h.Schema() + ".outbox"}, 0},
+		{"koto_outbox_forward_lag_seconds", map[string]string{"koto_outbox_table": h.Schema() + ".outbox"}, 0},
 	}
-	// The demo waits for the payments, not for the last duplicates to be
-	// skipped: poll until the counters are complete.
 	url := "http://" + ln.Addr().String() + "/metrics"
-	for {
-		got, err := scrape(url)
-		diff := matches(got, want)
-		if err == nil && diff == "" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("metrics at %s after the demo: %v%s", url, err, diff)
-		}
-		time.Sleep(50 * time.Millisecond)
+	got, err := scrape(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := shop.finish(ctx, obs); err != nil {
-		t.Fatalf("finish: %v", err)
+	if diff := matches(got, want); diff != "" {
+		t.Errorf("metrics at %s once the checkout's messages are handled:%s", url, diff)
+	}
+	// Every span of the trace has ended: its deliveries have.
+	ctx := h.Context()
+	if err := obs.printTrace(ctx, shop.traced); err != nil {
+		t.Fatalf("printTrace: %v", err)
 	}
 	tree, full, ok := strings.Cut(trace.String(), "\nits ")
 	if !ok {

@@ -1,0 +1,195 @@
+package kototest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/outbox"
+	"github.com/koto-dev/watermill-koto/parking"
+)
+
+// advance is one call of Advance: when, by the database's clock, and how
+// much time it made pass.
+type advance struct {
+	at time.Time
+	d  time.Duration
+}
+
+// Advance makes d, to the millisecond, pass for the messages scheduled in
+// the harness's schema, parked ones included, and wakes the forwarder for
+// those it makes due (see Time in the package documentation); a
+// [Harness.Wait] after it waits until they are handled.
+func (h *Harness) Advance(d time.Duration) {
+	h.t.Helper()
+	switch {
+	case d < 0:
+		h.t.Fatalf("kototest: Advance(%v): time does not go back; give a duration of zero or more", d)
+	case h.pool == nil:
+		h.t.Fatalf("kototest: Advance needs the harness's database; start it without WithoutPostgres")
+	}
+	d = d.Truncate(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
+	defer cancel()
+	var at time.Time
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) (err error) {
+		at, err = h.advance(ctx, tx, d)
+		return err
+	})
+	if err != nil {
+		h.t.Fatalf("kototest: Advance(%v): %v", d, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.advances = append(h.advances, advance{at: at, d: d})
+}
+
+// advance makes due, in tx, the scheduled messages that d and the
+// advances before it made due, and returns the time it ran at.
+func (h *Harness) advance(ctx context.Context, tx pgx.Tx, d time.Duration) (time.Time, error) {
+	var at time.Time
+	if err := tx.QueryRow(ctx, "SELECT statement_timestamp()").Scan(&at); err != nil {
+		return at, err
+	}
+	boxes, err := outbox.FindTables(ctx, h.pool, h.schema)
+	if err != nil {
+		return at, err
+	}
+	passed := h.passedSince(d)
+	var due dueNow
+	for _, cfg := range boxes {
+		if err := h.fireDue(ctx, tx, cfg, at, passed, &due); err != nil {
+			return at, err
+		}
+	}
+	return at, h.followParked(ctx, tx, due)
+}
+
+// passedSince returns how much time the advances made pass for what was
+// scheduled at a time: d, and the earlier advances since then.
+func (h *Harness) passedSince(d time.Duration) func(time.Time) time.Duration {
+	h.mu.Lock()
+	advances := append([]advance(nil), h.advances...)
+	h.mu.Unlock()
+	return func(scheduled time.Time) time.Duration {
+		passed := d
+		for _, a := range advances {
+			if a.at.After(scheduled) {
+				passed += a.d
+			}
+		}
+		return passed
+	}
+}
+
+// dueNow lists the scheduled messages an advance made due: their old and
+// new schedule IDs, and their due times.
+type dueNow struct {
+	old, new []string
+	at       []time.Time
+}
+
+// fireDue gives each scheduled message of one outbox that the time passed
+// for it made due the due time it now has, in its schedule ID too, which
+// is what the forwarder reads; records its old ID as sent, as it now is
+// as good as sent; and notifies the forwarder of the earliest, as the
+// commit of a schedule does.
+func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, at time.Time, passed func(time.Time) time.Duration, due *dueNow) error {
+	scheduled, settled := scheduleTables(cfg)
+	rows, err := tx.Query(ctx, "SELECT id, due_at, created_at FROM "+scheduled+" WHERE due_at > $1 ORDER BY id FOR UPDATE", at)
+	if err != nil {
+		return err
+	}
+	waiting, err := pgx.CollectRows(rows, pgx.RowToStructByPos[scheduledRow])
+	if err != nil {
+		return err
+	}
+	var mine dueNow
+	earliest := int64(math.MaxInt64)
+	for _, r := range waiting {
+		p := passed(r.Created)
+		if r.Due.Add(-p).After(at) {
+			continue
+		}
+		ms := max(dueMillis(r.ID)-p.Milliseconds(), 0)
+		mine.old = append(mine.old, r.ID.String())
+		mine.new = append(mine.new, withDueMillis(r.ID, ms).String())
+		mine.at = append(mine.at, r.Due.Add(-p))
+		earliest = min(earliest, ms)
+	}
+	if len(mine.old) == 0 {
+		return nil
+	}
+	box, err := outbox.New(h.pool, cfg)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	b.Queue("UPDATE "+scheduled+" AS s SET id = m.new::uuid, due_at = m.at"+
+		" FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS m(old, new, at) WHERE s.id = m.old::uuid", mine.old, mine.new, mine.at)
+	b.Queue("INSERT INTO "+settled+" (id, cancelled) SELECT old::uuid, false FROM unnest($1::text[]) AS old", mine.old)
+	b.Queue("SELECT pg_notify($1, $2)", box.Channel(), strconv.FormatInt(earliest, 10))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("outbox %s: %w", box.Table(), err)
+	}
+	due.old, due.new, due.at = append(due.old, mine.old...), append(due.new, mine.new...), append(due.at, mine.at...)
+	return nil
+}
+
+// scheduledRow is a scheduled message, as fireDue reads it.
+type scheduledRow struct {
+	ID      uuid.UUID
+	Due     time.Time
+	Created time.Time
+}
+
+// followParked points the parked messages whose return an advance made
+// due at their new schedule, with its due time, so that parking's
+// operations (RunNow, DeadLetter) find it.
+func (h *Harness) followParked(ctx context.Context, tx pgx.Tx, due dueNow) error {
+	if len(due.old) == 0 {
+		return nil
+	}
+	tables, err := parking.FindTables(ctx, h.pool, h.schema)
+	if err != nil {
+		return err
+	}
+	for _, cfg := range tables {
+		table := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+		_, err := tx.Exec(ctx, "UPDATE "+table+" AS p SET schedule_id = m.new, due_at = m.at"+
+			" FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS m(old, new, at) WHERE p.schedule_id = m.old",
+			due.old, due.new, due.at)
+		if err != nil {
+			return fmt.Errorf("parking table %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// scheduleTables names, quoted, the scheduled and settled tables of an
+// outbox (outbox.SchemaSQL).
+func scheduleTables(cfg outbox.Config) (scheduled, settled string) {
+	return pgx.Identifier{cfg.Schema, cfg.Table + "_scheduled"}.Sanitize(), pgx.Identifier{cfg.Schema, cfg.Table + "_settled"}.Sanitize()
+}
+
+// dueMillis returns the due time a schedule ID holds, in milliseconds
+// since 1970: its first 48 bits (outbox, Scheduling).
+func dueMillis(id uuid.UUID) int64 {
+	var b [8]byte
+	copy(b[2:], id[:6])
+	return int64(binary.BigEndian.Uint64(b[:]))
+}
+
+// withDueMillis returns id with its due time set to ms.
+func withDueMillis(id uuid.UUID, ms int64) uuid.UUID {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(max(ms, 0)))
+	copy(id[:6], b[2:])
+	return id
+}
