@@ -11,6 +11,7 @@
 //
 // and it ends with a table: one row per scenario, with what it checks, the
 // faults it injected, the messages it sent, and the duplicates and losses
-// it found. Under -short the scenarios run with fewer messages; none is
-// skipped.
+// it found. The scenarios run with fewer messages unless the test binary
+// gets -full (go test -race -timeout 30m -v ./reliability -full); none is
+// skipped either way.
 package reliability

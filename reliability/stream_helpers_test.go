@@ -22,12 +22,12 @@ import (
 	"github.com/koto-dev/watermill-koto/topics"
 )
 
-// fullOrShort returns full, or short under -short.
+// fullOrShort returns full under -full, or else short.
 func fullOrShort(full, short int) int {
-	if testing.Short() {
-		return short
+	if *fullSize {
+		return full
 	}
-	return full
+	return short
 }
 
 // keyedMessages returns n messages with new UUIDs and payloads "<prefix>-i";
