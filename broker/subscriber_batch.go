@@ -34,6 +34,7 @@ type batcher struct {
 type batchLane struct {
 	inFlight  int
 	waiting   []*sarama.ConsumerMessage // in offset order
+	since     time.Time                 // when the first of waiting came in
 	notBefore time.Time                 // of the nacked record first in waiting
 }
 
@@ -41,18 +42,27 @@ func newBatcher(cfg Config) *batcher {
 	return &batcher{cfg: cfg.Batch, sleep: max(cfg.NackResendSleep, 0), keys: map[string]*batchLane{}}
 }
 
-// add takes in a record received from the claim.
-func (b *batcher) add(rec *sarama.ConsumerMessage, now time.Time) {
+// add takes in a record that came in at.
+func (b *batcher) add(rec *sarama.ConsumerMessage, at time.Time) {
 	if l := b.keys[string(rec.Key)]; l != nil {
+		if len(l.waiting) == 0 {
+			l.since = at
+		}
 		l.waiting = append(l.waiting, rec)
 		return
 	}
-	b.opened(now, rec)
+	b.opened(at, rec)
 }
 
-func (b *batcher) opened(now time.Time, recs ...*sarama.ConsumerMessage) {
-	if len(b.open) == 0 && len(recs) > 0 {
-		b.openSince = now
+// opened makes recs open, the first of them in since: a batch began
+// filling when its oldest record came in, so that records that waited
+// for their key go out at once.
+func (b *batcher) opened(since time.Time, recs ...*sarama.ConsumerMessage) {
+	if len(recs) == 0 {
+		return
+	}
+	if len(b.open) == 0 || since.Before(b.openSince) {
+		b.openSince = since
 	}
 	for _, rec := range recs {
 		b.open = append(b.open, rec)
@@ -68,7 +78,7 @@ func (b *batcher) ready(now time.Time) bool {
 // take cuts the next batch from the open records, the oldest offsets
 // first, and why it was cut; the open records of its keys left out wait
 // for it.
-func (b *batcher) take(now time.Time) ([]*sarama.ConsumerMessage, string) {
+func (b *batcher) take() ([]*sarama.ConsumerMessage, string) {
 	slices.SortFunc(b.open, func(x, y *sarama.ConsumerMessage) int { return int(x.Offset - y.Offset) })
 	n, size, reason := 0, 0, "time"
 	for ; n < len(b.open) && n < b.cfg.MaxMessages; n++ {
@@ -88,10 +98,10 @@ func (b *batcher) take(now time.Time) ([]*sarama.ConsumerMessage, string) {
 	for _, rec := range batch {
 		b.lane(rec).inFlight++
 	}
-	rest := b.open[n:]
+	rest, since := b.open[n:], b.openSince
 	b.open, b.openBytes = nil, 0
 	for _, rec := range rest {
-		b.add(rec, now)
+		b.add(rec, since)
 	}
 	return batch, reason
 }
@@ -112,6 +122,9 @@ func (b *batcher) settle(rec *sarama.ConsumerMessage, acked bool, now time.Time)
 	l := b.keys[k]
 	l.inFlight--
 	if !acked {
+		if len(l.waiting) == 0 {
+			l.since = now
+		}
 		i, _ := slices.BinarySearchFunc(l.waiting, rec.Offset, func(r *sarama.ConsumerMessage, o int64) int { return int(r.Offset - o) })
 		l.waiting = slices.Insert(l.waiting, i, rec)
 		l.notBefore = now.Add(b.sleep)
@@ -124,7 +137,7 @@ func (b *batcher) settle(rec *sarama.ConsumerMessage, acked bool, now time.Time)
 		return
 	}
 	delete(b.keys, k)
-	b.opened(now, l.waiting...)
+	b.opened(l.since, l.waiting...)
 }
 
 // wake opens the lanes whose nacked record's pause is over.
@@ -136,7 +149,7 @@ func (b *batcher) wake(now time.Time) {
 		if l.inFlight == 0 && !now.Before(l.notBefore) {
 			b.cooling--
 			delete(b.keys, k)
-			b.opened(now, l.waiting...)
+			b.opened(l.since, l.waiting...)
 		}
 	}
 }
@@ -178,7 +191,7 @@ func (p *partition) batchSlot() chan<- struct{} {
 // launchBatch hands the next batch to a delivery, which holds the slot
 // taken for it until the batch is acked or nacked.
 func (p *partition) launchBatch() {
-	recs, reason := p.batches.take(time.Now())
+	recs, reason := p.batches.take()
 	p.inFlight += len(recs)
 	p.wg.Add(1)
 	go func() {

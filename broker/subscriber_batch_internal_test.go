@@ -64,7 +64,7 @@ func checkBatcherModel(t *testing.T, rnd *rand.Rand) {
 }
 
 func (m *batcherModel) take() {
-	batch, _ := m.b.take(m.now)
+	batch, _ := m.b.take()
 	if len(batch) > m.b.cfg.MaxMessages {
 		m.t.Fatalf("a batch of %d, above MaxMessages %d", len(batch), m.b.cfg.MaxMessages)
 	}

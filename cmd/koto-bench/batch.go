@@ -106,9 +106,9 @@ func measureBatch(ctx context.Context, f batchFlags, out io.Writer) (batchResult
 	defer b.stop()
 	e := b.E2E
 	fmt.Fprintf(out, "%d messages per per-message run, %d per batch run, on %s, %d partitions, %d keys (or one);\n"+
-		"batches of up to %d, %d at once, %d in flight; PostgreSQL pool of %d connections; %d rounds\n\n",
+		"batches of up to %d, %d at once; PostgreSQL pool of %d connections; %d rounds\n\n",
 		f.messages, f.batchMessages, b.where, benchmarks.E2EPartitions, benchmarks.E2EKeys,
-		benchmarks.BatchSize, benchmarks.BatchParallel, benchmarks.BatchInFlight, conns, f.rounds)
+		benchmarks.BatchSize, benchmarks.BatchParallel, conns, f.rounds)
 
 	variants := benchmarks.E2EBatchVariants()
 	for i := range variants {

@@ -19,13 +19,11 @@ import (
 )
 
 // Batches of the batch variants: up to BatchSize messages each,
-// BatchParallel of a handler at once (middleware.BatchConfig's MaxMessages
-// and Parallel), on a subscriber with BatchInFlight messages in flight, the
-// least that keeps every running batch full and the next one filling.
+// BatchParallel of a subscriber at once (broker.BatchConfig's MaxMessages
+// and Parallel).
 const (
 	BatchSize     = 500
 	BatchParallel = 2
-	BatchInFlight = (BatchParallel + 1) * BatchSize
 )
 
 // Names of the variants that E2EBatchVariants returns.
@@ -58,14 +56,14 @@ func E2EBatchVariants() []E2EVariant {
 		{Name: E2EConcWrite, Handler: WriteHandler, Concurrency: c},
 		{Name: E2EHotConcWriteTx, Handler: WriteHandler, Idempotency: Transactional, Concurrency: c, Keys: 1},
 		{Name: E2ERawBatch, Handler: WriteHandler, Idempotency: Transactional, RawPgx: true, Batch: b, Concurrency: BatchParallel},
-		{Name: E2EBatchWriteTx, Handler: WriteHandler, Idempotency: Transactional, Batch: b, Concurrency: BatchInFlight,
+		{Name: E2EBatchWriteTx, Handler: WriteHandler, Idempotency: Transactional, Batch: b,
 			Baseline: E2EConcWriteTx, Target: 5, Also: E2ERawBatch, AlsoTarget: 0.5},
-		{Name: E2EBatchWrite, Handler: WriteHandler, Batch: b, Concurrency: BatchInFlight, Baseline: E2EConcWrite},
-		{Name: E2EBatchWriteCheckHandle, Handler: WriteHandler, Idempotency: CheckHandleMark, Batch: b, Concurrency: BatchInFlight,
+		{Name: E2EBatchWrite, Handler: WriteHandler, Batch: b, Baseline: E2EConcWrite},
+		{Name: E2EBatchWriteCheckHandle, Handler: WriteHandler, Idempotency: CheckHandleMark, Batch: b,
 			Baseline: E2EConcWrite, Target: 0.8, Also: E2EBatchWrite},
-		{Name: E2EHotBatchWriteTx, Handler: WriteHandler, Idempotency: Transactional, Batch: b, Concurrency: BatchInFlight, Keys: 1,
+		{Name: E2EHotBatchWriteTx, Handler: WriteHandler, Idempotency: Transactional, Batch: b, Keys: 1,
 			Baseline: E2EHotConcWriteTx, Target: 5},
-		{Name: E2EBatchNoop, Handler: NoopHandler, Batch: b, Concurrency: BatchInFlight, Baseline: E2ERawBatch},
+		{Name: E2EBatchNoop, Handler: NoopHandler, Batch: b, Baseline: E2ERawBatch},
 	}
 }
 
