@@ -61,6 +61,13 @@ func (c Config) subscriberBase() *sarama.Config {
 	sc.Consumer.Offsets.Initial = c.InitialOffset
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	c.boundFetch(sc)
+	if c.batching() {
+		// A partition whose fetching resumes waits for the fetch in flight,
+		// which the broker holds up to MaxWaitTime when the other
+		// partitions have nothing: bounded by the batches' own wait, a hot
+		// key's partition is not left idle between its batches.
+		sc.Consumer.MaxWaitTime = max(min(sc.Consumer.MaxWaitTime, c.Batch.MaxWait), time.Millisecond)
+	}
 	return sc
 }
 
