@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"io"
 	"testing"
 
@@ -11,13 +13,8 @@ import (
 // and router, as run starts them on its own, and runs the router.
 func startShop(t *testing.T, h *kototest.Harness, opts options, obs *observability) *shop {
 	t.Helper()
-	opts.schema, opts.router = h.Schema(), h.Router()
-	if opts.log == nil {
-		opts.log = h.Logger()
-	}
-	if opts.out == nil {
-		opts.out = io.Discard
-	}
+	opts.schema, opts.router, opts.log = h.Schema(), h.Router(), cmp.Or(opts.log, h.Logger())
+	opts.out = cmp.Or[io.Writer](opts.out, io.Discard)
 	s, err := newShop(h.Context(), h.Broker().Brokers, h.Pool(), opts, obs)
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +39,7 @@ func settle(h *kototest.Harness) {
 func TestCheckout(t *testing.T) {
 	h := kototest.New(t)
 	s := startShop(t, h, options{}, nil)
-	if err := s.placeOrder(h.Context(), "o-1", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.sendMalformed(); err != nil {
+	if err := errors.Join(s.placeOrder(h.Context(), "o-1", 1), s.sendMalformed()); err != nil {
 		t.Fatal(err)
 	}
 	h.Wait()
