@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -14,59 +15,62 @@ import (
 
 // batcher fills the batches of a partition of a batch subscriber. A
 // record is open, free to join the next batch, while no record of its key
-// is in a batch in flight; otherwise it waits in its key's queue, and
-// the queue opens once the key's records in flight are all settled (a
-// nacked one after Config.NackResendSleep, first in its queue).
+// is in a batch in flight; otherwise it waits in its key's lane, and the
+// lane opens once the key's records in flight are all settled (a nacked
+// one after Config.NackResendSleep, first in its lane).
 type batcher struct {
 	cfg   BatchConfig
 	sleep time.Duration // Config.NackResendSleep
 
-	open      []*sarama.ConsumerMessage // in the order they opened
+	open      []arrival // in the order they opened
 	openBytes int
-	openSince time.Time // when the batch began filling
+	openSince time.Time // when the oldest open record came in
 
 	keys    map[string]*batchLane // of the keys with records in flight or waiting
-	cooling int                   // lanes with nothing in flight waiting for their nacked record's pause
+	cooling map[string]*batchLane // of those, the lanes with nothing in flight, waiting for a nacked record's pause
+}
+
+// arrival is a record and when it came in: a batch began filling when its
+// oldest record came in, so that records that waited for their key's
+// batch in flight do not wait again.
+type arrival struct {
+	rec *sarama.ConsumerMessage
+	at  time.Time
 }
 
 // batchLane is a key with records in batches in flight, or a nacked
 // record waiting to be handed out again.
 type batchLane struct {
 	inFlight  int
-	waiting   []*sarama.ConsumerMessage // in offset order
-	since     time.Time                 // when the first of waiting came in
-	notBefore time.Time                 // of the nacked record first in waiting
+	waiting   []arrival // in offset order
+	notBefore time.Time // of the nacked record first in waiting
 }
 
 func newBatcher(cfg Config) *batcher {
-	return &batcher{cfg: cfg.Batch, sleep: max(cfg.NackResendSleep, 0), keys: map[string]*batchLane{}}
+	return &batcher{cfg: cfg.Batch, sleep: max(cfg.NackResendSleep, 0), keys: map[string]*batchLane{}, cooling: map[string]*batchLane{}}
 }
+
+func byOffset(x, y arrival) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) }
 
 // add takes in a record that came in at.
-func (b *batcher) add(rec *sarama.ConsumerMessage, at time.Time) {
-	if l := b.keys[string(rec.Key)]; l != nil {
-		if len(l.waiting) == 0 {
-			l.since = at
-		}
-		l.waiting = append(l.waiting, rec)
+func (b *batcher) add(rec *sarama.ConsumerMessage, at time.Time) { b.place(arrival{rec, at}) }
+
+// place puts r behind its key's lane, or opens it.
+func (b *batcher) place(r arrival) {
+	if l := b.keys[string(r.rec.Key)]; l != nil {
+		l.waiting = append(l.waiting, r)
 		return
 	}
-	b.opened(at, rec)
+	b.opened(r)
 }
 
-// opened makes recs open, the first of them in since: a batch began
-// filling when its oldest record came in, so that records that waited
-// for their key go out at once.
-func (b *batcher) opened(since time.Time, recs ...*sarama.ConsumerMessage) {
-	if len(recs) == 0 {
-		return
-	}
-	if len(b.open) == 0 || since.Before(b.openSince) {
-		b.openSince = since
-	}
-	for _, rec := range recs {
-		b.open = append(b.open, rec)
-		b.openBytes += recordSize(rec)
+func (b *batcher) opened(rs ...arrival) {
+	for _, r := range rs {
+		if len(b.open) == 0 || r.at.Before(b.openSince) {
+			b.openSince = r.at
+		}
+		b.open = append(b.open, r)
+		b.openBytes += recordSize(r.rec)
 	}
 }
 
@@ -79,10 +83,10 @@ func (b *batcher) ready(now time.Time) bool {
 // first, and why it was cut; the open records of its keys left out wait
 // for it.
 func (b *batcher) take() ([]*sarama.ConsumerMessage, string) {
-	slices.SortFunc(b.open, func(x, y *sarama.ConsumerMessage) int { return int(x.Offset - y.Offset) })
+	slices.SortFunc(b.open, byOffset)
 	n, size, reason := 0, 0, "time"
 	for ; n < len(b.open) && n < b.cfg.MaxMessages; n++ {
-		s := recordSize(b.open[n])
+		s := recordSize(b.open[n].rec)
 		if n > 0 && size+s > b.cfg.MaxBytes {
 			break
 		}
@@ -94,14 +98,15 @@ func (b *batcher) take() ([]*sarama.ConsumerMessage, string) {
 	case size >= b.cfg.MaxBytes || n < len(b.open):
 		reason = "bytes"
 	}
-	batch := slices.Clone(b.open[:n])
-	for _, rec := range batch {
-		b.lane(rec).inFlight++
+	batch := make([]*sarama.ConsumerMessage, n)
+	for i, r := range b.open[:n] {
+		batch[i] = r.rec
+		b.lane(r.rec).inFlight++
 	}
-	rest, since := b.open[n:], b.openSince
+	rest := b.open[n:]
 	b.open, b.openBytes = nil, 0
-	for _, rec := range rest {
-		b.add(rec, since)
+	for _, r := range rest {
+		b.place(r)
 	}
 	return batch, reason
 }
@@ -122,34 +127,29 @@ func (b *batcher) settle(rec *sarama.ConsumerMessage, acked bool, now time.Time)
 	l := b.keys[k]
 	l.inFlight--
 	if !acked {
-		if len(l.waiting) == 0 {
-			l.since = now
-		}
-		i, _ := slices.BinarySearchFunc(l.waiting, rec.Offset, func(r *sarama.ConsumerMessage, o int64) int { return int(r.Offset - o) })
-		l.waiting = slices.Insert(l.waiting, i, rec)
+		r := arrival{rec, now}
+		i, _ := slices.BinarySearchFunc(l.waiting, r, byOffset)
+		l.waiting = slices.Insert(l.waiting, i, r)
 		l.notBefore = now.Add(b.sleep)
 	}
 	if l.inFlight > 0 {
 		return
 	}
 	if now.Before(l.notBefore) {
-		b.cooling++
+		b.cooling[k] = l
 		return
 	}
 	delete(b.keys, k)
-	b.opened(l.since, l.waiting...)
+	b.opened(l.waiting...)
 }
 
 // wake opens the lanes whose nacked record's pause is over.
 func (b *batcher) wake(now time.Time) {
-	if b.cooling == 0 {
-		return
-	}
-	for k, l := range b.keys {
-		if l.inFlight == 0 && !now.Before(l.notBefore) {
-			b.cooling--
+	for k, l := range b.cooling {
+		if !now.Before(l.notBefore) {
+			delete(b.cooling, k)
 			delete(b.keys, k)
-			b.opened(l.since, l.waiting...)
+			b.opened(l.waiting...)
 		}
 	}
 }
@@ -161,11 +161,9 @@ func (b *batcher) due(now time.Time) time.Time {
 	if len(b.open) > 0 && !b.ready(now) {
 		at = b.openSince.Add(b.cfg.MaxWait)
 	}
-	if b.cooling > 0 {
-		for _, l := range b.keys {
-			if l.inFlight == 0 && (at.IsZero() || l.notBefore.Before(at)) {
-				at = l.notBefore
-			}
+	for _, l := range b.cooling {
+		if at.IsZero() || l.notBefore.Before(at) {
+			at = l.notBefore
 		}
 	}
 	return at
@@ -177,12 +175,13 @@ func (b *batcher) clear() {
 	for _, l := range b.keys {
 		l.waiting = nil
 	}
+	clear(b.cooling)
 }
 
 // batchSlot returns the channel to take a slot of the subscriber on when
 // a batch is ready to go, or nil.
 func (p *partition) batchSlot() chan<- struct{} {
-	if p.batches == nil || !p.batches.ready(time.Now()) || p.isStopping() {
+	if p.batches == nil || !p.batches.ready(time.Now()) {
 		return nil
 	}
 	return p.sub.batchSlots
@@ -242,8 +241,13 @@ func (p *partition) deliverBatch(recs []*sarama.ConsumerMessage, reason string) 
 		env.SetContext(koto.ContextWithBatch(ctx, batch))
 		p.offer(env)
 	}
-	for i := range msgs {
-		batch.Nack(i)
+	for i, m := range msgs {
+		select {
+		case <-m.Acked(): // acked on the message rather than through the batch
+			batch.Ack(i)
+		default:
+			batch.Nack(i)
+		}
 	}
 	for _, rec := range recs[len(msgs):] {
 		p.report(delivered{rec: rec})

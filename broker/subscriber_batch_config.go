@@ -64,6 +64,11 @@ func NewBatchSubscriber(cfg Config) (*Subscriber, error) {
 // NewSubscriber clears Batch, NewBatchSubscriber sets its defaults.
 func (c Config) batching() bool { return c.Batch.Parallel != 0 }
 
+// acksOutOfOrder reports whether a partition's messages may be acked out
+// of offset order, so that its commits list the offsets acked above the
+// committed one for the next owner to skip.
+func (c Config) acksOutOfOrder() bool { return c.concurrent() || c.batching() }
+
 // setBatchBuffers sizes the buffer of a partition, where not set, to hold
 // a full batch of the partition in each slot and the next one filling.
 func (c *Config) setBatchBuffers() {
@@ -95,5 +100,9 @@ func (c Config) validateBatch(p *config.Problems) {
 	if b.MaxMessages > 0 && c.PartitionBufferRecords > 0 && c.PartitionBufferRecords < b.MaxMessages {
 		p.Add("PartitionBufferRecords", "is %d, below Batch.MaxMessages (%d): no batch could fill; raise it, leave it 0, or lower Batch.MaxMessages",
 			c.PartitionBufferRecords, b.MaxMessages)
+	}
+	if b.MaxBytes > 0 && c.PartitionBufferBytes > 0 && c.PartitionBufferBytes < b.MaxBytes {
+		p.Add("PartitionBufferBytes", "is %d, below Batch.MaxBytes (%d): no batch could fill; raise it, leave it 0, or lower Batch.MaxBytes",
+			c.PartitionBufferBytes, b.MaxBytes)
 	}
 }

@@ -283,6 +283,7 @@ func TestNewBatchSubscriberRefusesBadBatches(t *testing.T) {
 		{broker.Config{Batch: broker.BatchConfig{MaxWait: -time.Second}}, "Batch.MaxWait"},
 		{broker.Config{Batch: broker.BatchConfig{Parallel: -2}}, "Batch.Parallel"},
 		{broker.Config{Batch: broker.BatchConfig{MaxMessages: 600}, PartitionBufferRecords: 100}, "PartitionBufferRecords"},
+		{broker.Config{Batch: broker.BatchConfig{MaxBytes: 4 << 20}, PartitionBufferBytes: 1 << 20}, "PartitionBufferBytes"},
 	} {
 		tc.cfg.Brokers, tc.cfg.ConsumerGroup = []string{"127.0.0.1:1"}, "g"
 		_, err := broker.NewBatchSubscriber(tc.cfg)
@@ -290,4 +291,43 @@ func TestNewBatchSubscriberRefusesBadBatches(t *testing.T) {
 			t.Errorf("NewBatchSubscriber(%+v): %v, want an invalid config naming %s", tc.cfg.Batch, err, tc.want)
 		}
 	}
+}
+
+// TestBatchSubscriberRestartSkipsWhatWasAcked: of a batch of ten keys,
+// the last nine are acked and the first is left unsettled when the
+// subscriber closes; the commit stays at offset 0 and lists the nine in
+// its metadata, and the group's next batch subscriber gets offset 0
+// alone.
+func TestBatchSubscriberRestartSkipsWhatWasAcked(t *testing.T) {
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-restart")
+	kototest.Produce(t, brokers, spread(topic, 1, 10), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-restart")
+	cfg := broker.Config{Brokers: brokers, ConsumerGroup: group, DrainTimeout: 100 * time.Millisecond,
+		Batch: broker.BatchConfig{MaxMessages: 10, MaxWait: time.Hour}}
+	first, err := broker.NewBatchSubscriber(cfg)
+	if err != nil {
+		t.Fatalf("NewBatchSubscriber: %v", err)
+	}
+	msgs := kototest.Subscribe(t, first, topic)
+	_, b := receiveBatch(t, msgs)
+	for i := 1; i < len(b.Messages); i++ {
+		b.Ack(i)
+	}
+	go func() {
+		for range msgs {
+		}
+	}()
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if o := kototest.CommittedOffsets(t, brokers, group, topic)[0]; o.At != 0 || !strings.HasPrefix(o.Metadata, "koto1:") {
+		t.Fatalf("committed %d with metadata %q, want 0 listing the acked offsets", o.At, o.Metadata)
+	}
+	second := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxWait: 10 * time.Millisecond})
+	env, b := receiveBatch(t, kototest.Subscribe(t, second, topic))
+	if got := seqs(b); len(got) != 1 || got[0] != "0/0" {
+		t.Errorf("the next subscriber got %v, want 0/0 alone: what was acked came again", got)
+	}
+	ackAll(env, b)
 }

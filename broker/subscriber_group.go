@@ -18,19 +18,24 @@ type groupHandler struct {
 	joined int                     // partitions Setup counted in the subscriber's slots that no claim took yet
 }
 
-// Setup reads, in the concurrent mode, which offsets earlier owners acked
-// above the committed ones of the claimed partitions, in one request for
-// them all, and counts them in the subscriber's slots before any starts,
-// so that the first to start cannot take the others' share.
+// Setup reads, where acks may come out of offset order (the concurrent
+// and batch modes), which offsets earlier owners acked above the
+// committed ones of the claimed partitions, in one request for them all;
+// in the concurrent mode it counts them in the subscriber's slots before
+// any starts, so that the first to start cannot take the others' share.
 func (h *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
-	if !h.sub.cfg.concurrent() {
+	if !h.sub.cfg.acksOutOfOrder() {
 		return nil
 	}
 	claimed := sess.Claims()[h.sub.topic]
 	done := h.fetchDone(claimed)
-	h.sub.slots.join(len(claimed))
+	joined := 0
+	if h.sub.cfg.concurrent() {
+		h.sub.slots.join(len(claimed))
+		joined = len(claimed)
+	}
 	h.mu.Lock()
-	h.done, h.joined = done, h.joined+len(claimed)
+	h.done, h.joined = done, h.joined+joined
 	h.mu.Unlock()
 	return nil
 }
@@ -82,7 +87,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 // assigned later is read here, and one that comes back does not reuse
 // what an earlier claim of it was given.
 func (h *groupHandler) claimDone(p int32) []offsetRange {
-	if !h.sub.cfg.concurrent() {
+	if !h.sub.cfg.acksOutOfOrder() {
 		return nil
 	}
 	h.mu.Lock()
