@@ -163,19 +163,25 @@
 //     the subscriber's Parallel slots is free; koto.Batch.Reason says which
 //     ("count", "bytes", "time").
 //   - Order: a key's messages that are read while none of it is in flight
-//     go into one batch together, so that a stream of one key still forms
-//     full batches; the key's later messages wait until every message of
-//     it in that batch is settled, and go together into a later batch.
-//     Records without a key are one key of their partition.
+//     go into the next batch together (as many as its count and bytes
+//     take), so that a stream of one key still forms full batches; the
+//     key's later messages wait until every message of it in that batch
+//     is settled, and go together into a later batch. Records without a
+//     key are one key of their partition.
 //   - Redelivery: a nacked message waits Config.NackResendSleep, then goes
 //     into a later batch first of its key. An acked one counts as the
 //     single mode's ack: its offset is committed as described above, and a
 //     restart skips it.
 //   - Bounds: the subscriber has at most BatchConfig.Parallel batches in
-//     flight, over all its partitions; a partition holds by default
-//     Parallel+1 batches' worth of records (Config.PartitionBufferRecords
-//     and PartitionBufferBytes, where not set), and back-pressure is the
-//     single mode's. Config.Concurrency and Config.Ordering do not apply.
+//     flight, over all its partitions (a batch left to the partition's
+//     next owner after Config.DrainTimeout frees its slot); a partition
+//     holds, where Config.PartitionBufferRecords and PartitionBufferBytes
+//     are not set, Parallel+1 batches' worth of records or the single
+//     mode's default, whichever is more, and back-pressure is the single
+//     mode's. Its fetches wait at most MaxWait for records.
+//     Config.Concurrency and Config.Ordering do not apply. A record that
+//     Config.Marshaler cannot decode holds its batch, and the batch's
+//     slot, until it can be decoded.
 //   - Rebalances and Close: a revoked partition hands out no new batch and
 //     drains the messages of its batches in flight (Config.DrainTimeout),
 //     as the single mode drains its messages.
