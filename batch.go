@@ -12,8 +12,9 @@ import (
 // whose context carries the Batch ([BatchFromContext]). A batch handler
 // (the middleware's BatchDefaults) settles each message with
 // [Batch.Ack] or [Batch.Nack], as soon as its fate is known: an acked
-// message's offset is done and the later messages of its key may go into
-// another batch; a nacked one is handed out again.
+// message's offset is done, and once every message of its key in the
+// batch is settled, the key's later messages may go into another batch;
+// a nacked one is handed out again.
 type Batch struct {
 	// Messages are the batch's messages, in the order of their partition's
 	// offsets. Each has its own context, with its position.
