@@ -90,7 +90,8 @@
 // a lower ID can commit later and the position never passes a message.
 // Rows committed behind a transaction that is still running wait for it,
 // however long it runs; the forwarder looks again after a few
-// milliseconds, growing to PollInterval. The guard is cluster-wide: any
+// milliseconds, growing to about a second (or PollInterval, if shorter),
+// so that the rows go within a second of the transaction's end. The guard is cluster-wide: any
 // long transaction holds back every outbox, so keep transactions short.
 // The forwarder produces the batch with one SendMessages call of the
 // broker package's producer (acks=all, idempotent) and, while Kafka takes

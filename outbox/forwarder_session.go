@@ -105,8 +105,9 @@ func (f *Forwarder) prepare(ctx context.Context, conn *pgx.Conn) (position, erro
 // loop forwards batch after batch. While Kafka takes a batch, it reads
 // the next one; once Kafka has acknowledged every record of the batch, it
 // records it. Between batches it does not wait when there are rows; it
-// waits a few milliseconds, growing, while committed rows wait behind an
-// older transaction; else until a notification or the poll interval.
+// waits a few milliseconds, growing up to about a second, while committed
+// rows wait behind an older transaction; else until a notification or the
+// poll interval.
 func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (progressed bool, err error) {
 	behind := 0 // waits so far for rows behind an older transaction
 	var s schedule
@@ -133,7 +134,9 @@ func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (pro
 		}
 		wait := f.cfg.PollInterval
 		if next.held() {
-			wait = min(time.Millisecond<<min(behind, 20), f.cfg.PollInterval)
+			// Growing to about a second, not more: the older transaction
+			// may be anyone's in the cluster, and end any moment.
+			wait = min(time.Millisecond<<min(behind, 10), f.cfg.PollInterval)
 			behind++
 		} else {
 			behind = 0
