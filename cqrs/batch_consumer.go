@@ -24,7 +24,7 @@ type BatchItem[T any] struct {
 }
 
 // WithBatch sets how a batch consumer's batches fill (broker.BatchConfig:
-// at most 500 messages, 4 MiB, 50 ms from the first message, 2 batches
+// at most 500 messages, 1 MiB, 50 ms from the first message, 2 batches
 // running at once, by default). Other consumers reject it.
 func WithBatch(cfg broker.BatchConfig) ConsumerOption {
 	return func(o *consumerOptions) { o.batch = &cfg }
