@@ -331,3 +331,32 @@ func TestBatchSubscriberRestartSkipsWhatWasAcked(t *testing.T) {
 	}
 	ackAll(env, b)
 }
+
+// TestBatchSubscriberRetriesAnUndecodableRecord: a record the Marshaler
+// refuses three times holds its batch until it decodes; then the batch
+// goes out whole, in offset order, nothing skipped.
+func TestBatchSubscriberRetriesAnUndecodableRecord(t *testing.T) {
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-decode")
+	kototest.Produce(t, brokers, []*kgo.Record{
+		kototest.Record(topic, watermill.NewUUID(), "a", []byte("a/0")),
+		kototest.Record(topic, watermill.NewUUID(), "b", []byte("bad")),
+		kototest.Record(topic, watermill.NewUUID(), "c", []byte("c/0")),
+	}, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	m := &refusing{}
+	sub, err := broker.NewBatchSubscriber(broker.Config{Brokers: brokers, ConsumerGroup: kototest.Group(t, "batch-decode"),
+		Marshaler: m, ReconnectRetrySleep: 20 * time.Millisecond, Batch: broker.BatchConfig{MaxMessages: 3, MaxWait: time.Hour}})
+	if err != nil {
+		t.Fatalf("NewBatchSubscriber: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	env, b := receiveBatch(t, kototest.Subscribe(t, sub, topic))
+	var got []string
+	for _, msg := range b.Messages {
+		got = append(got, string(msg.Payload))
+	}
+	if len(got) != 3 || got[0] != "a/0" || got[1] != "bad" || got[2] != "c/0" || m.refused.Load() < 4 {
+		t.Errorf("batch %v after %d decodings of the bad record; want a/0, bad, c/0, bad decoded at the 4th try", got, m.refused.Load())
+	}
+	ackAll(env, b)
+}
