@@ -13,8 +13,8 @@ import (
 
 // job is a record handed to a worker of the subscriber.
 type job struct {
-	p *partition
-	h handout
+	p   *partition
+	rec *sarama.ConsumerMessage
 }
 
 // startWorkersOnce starts, in the concurrent mode, the workers that bound
@@ -36,7 +36,7 @@ func (s *Subscriber) startWorkersOnce() {
 			for {
 				select {
 				case j := <-s.work:
-					j.p.deliver(j.h)
+					j.p.deliver(j.rec)
 					j.p.wg.Done()
 				case <-s.life.Done():
 					return
@@ -48,8 +48,8 @@ func (s *Subscriber) startWorkersOnce() {
 
 // deliver hands a record out until it is acked or the partition stops,
 // and reports which.
-func (p *partition) deliver(h handout) {
-	d := delivered{rec: h.rec, acked: p.handOut(h)}
+func (p *partition) deliver(rec *sarama.ConsumerMessage) {
+	d := delivered{rec: rec, acked: p.handOut(rec)}
 	select {
 	case p.results <- d:
 	case <-p.gone:
@@ -60,10 +60,10 @@ func (p *partition) deliver(h handout) {
 // for its ack; a nack sends it again after Config.NackResendSleep. It
 // returns false when the partition stopped first. The message's context
 // ends once it is acked or nacked, as Watermill's subscribers do.
-func (p *partition) handOut(h handout) bool {
-	msg, ok := p.decode(h.rec)
+func (p *partition) handOut(rec *sarama.ConsumerMessage) bool {
+	msg, ok := p.decode(rec)
 	for ok {
-		ctx, done := context.WithCancel(p.messageContext(p.ctx, h.rec))
+		ctx, done := context.WithCancel(p.messageContext(p.ctx, rec))
 		msg.SetContext(ctx)
 		acked, again := p.offer(msg)
 		done()

@@ -21,11 +21,6 @@ func (c Config) laneMode() laneMode {
 	return lanePerKey
 }
 
-// handout is a record free to be handed out.
-type handout struct {
-	rec *sarama.ConsumerMessage
-}
-
 // lanes keeps, for each lane of a partition that has a record in flight,
 // the records that wait for it, in offset order.
 type lanes struct {
@@ -44,21 +39,21 @@ func (l *lanes) key(rec *sarama.ConsumerMessage) string {
 	return ""
 }
 
-// push queues rec behind its lane, or returns it to hand out now: its
-// lane is busy until [lanes.finish].
-func (l *lanes) push(rec *sarama.ConsumerMessage) (h handout, free bool) {
+// push queues rec behind its lane, or reports that it is free to hand
+// out now: its lane is busy until [lanes.finish].
+func (l *lanes) push(rec *sarama.ConsumerMessage) (free bool) {
 	switch l.mode {
 	case laneNone:
-		return handout{rec: rec}, true
+		return true
 	}
 	k := l.key(rec)
 	waiting, busy := l.busy[k]
 	if !busy {
 		l.busy[k] = nil
-		return handout{rec: rec}, true
+		return true
 	}
 	l.busy[k] = append(waiting, rec)
-	return handout{}, false
+	return false
 }
 
 // finish frees the lane of rec, which was handed out and acked or given

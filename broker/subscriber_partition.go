@@ -52,7 +52,7 @@ type partition struct {
 	offsets  offsets
 	maxAhead int64                     // offsets received from the low-water mark on, at most
 	backlog  []*sarama.ConsumerMessage // read from the claim beyond maxAhead, in offset order
-	ready    []handout                 // free to go, waiting for a worker
+	ready    []*sarama.ConsumerMessage // free to go, waiting for a worker
 	inFlight int                       // handed to a delivery, not reported back
 
 	// In the concurrent mode: which slot ready[0] is to take, how many of
@@ -145,7 +145,7 @@ func (p *partition) consume() {
 			// The worker reports to results before it is done, and only
 			// this goroutine reads results: the Add comes first.
 			p.wg.Add(1)
-			p.ready[0] = handout{}
+			p.ready[0] = nil
 			p.ready = p.ready[1:]
 			p.inFlight++
 			p.borrowed += p.ticket.shared()
@@ -224,10 +224,8 @@ func (p *partition) receive(rec *sarama.ConsumerMessage) {
 	switch {
 	case p.batches != nil:
 		p.batches.add(rec, time.Now())
-	default:
-		if h, free := p.lanes.push(rec); free {
-			p.launch(h)
-		}
+	case p.lanes.push(rec):
+		p.launch(rec)
 	}
 	p.throttle()
 }
@@ -253,7 +251,7 @@ func (p *partition) finish(d delivered) {
 	}
 	if p.batches == nil {
 		if next := p.lanes.finish(d.rec); next != nil && !p.isStopping() {
-			p.launch(handout{rec: next})
+			p.launch(next)
 		}
 	}
 	p.catchUp()
@@ -262,16 +260,16 @@ func (p *partition) finish(d delivered) {
 
 // launch hands a record to a delivery: a worker of the subscriber in the
 // concurrent mode, a goroutine of its own otherwise.
-func (p *partition) launch(h handout) {
+func (p *partition) launch(rec *sarama.ConsumerMessage) {
 	if p.sub.work != nil {
-		p.ready = append(p.ready, h)
+		p.ready = append(p.ready, rec)
 		return
 	}
 	p.inFlight++
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.deliver(h)
+		p.deliver(rec)
 	}()
 }
 
@@ -282,7 +280,7 @@ func (p *partition) nextWork() (chan<- job, job) {
 	if len(p.ready) == 0 || !p.takeSlot() {
 		return nil, job{}
 	}
-	return p.sub.work, job{p: p, h: p.ready[0]}
+	return p.sub.work, job{p: p, rec: p.ready[0]}
 }
 
 // takeSlot reports whether the partition holds a slot for its next
