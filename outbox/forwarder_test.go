@@ -224,6 +224,8 @@ func TestKafkaOutage(t *testing.T) {
 	if got := payloadsOf(r.next(1)); got != "before" {
 		t.Fatalf("got %s", got)
 	}
+	// A reader can see the record before the forwarder has its ack.
+	kototest.WaitFor(t, "the forwarder to record before", func() bool { return f.Forwarded() == 1 })
 
 	_ = b.Close()
 	var want []string
