@@ -110,7 +110,7 @@ func TestBackPressureBoundsTheHeap(t *testing.T) {
 		t.Errorf("the heap grew by %.1f MiB with every handler blocked, over the bound of %.1f MiB", mib(peak), mib(bound))
 	}
 	close(release)
-	kototest.WaitFor(t, "every record handled", func() bool { return handled.Load() >= total })
+	kototest.WaitForCount(t, "records handled", handled.Load, total)
 	kototest.WaitCommitted(t, brokers, cfg.ConsumerGroup, topic, total)
 }
 

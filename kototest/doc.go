@@ -79,10 +79,12 @@
 // random names, so that tests never see each other's records on a shared
 // cluster. [NewPublisher], [NewSubscriber], [Admin], [NewRouter] and
 // [RunRouter] open what [Harness.Wait] would follow; [Receive], [WaitFor],
-// [WaitCommitted] and [ReadAll] wait for or read what became of a
-// message; [FlakyPublisher] fails on demand. Whatever a helper opens is
-// closed when the test finishes, and whatever it waits for, it waits for
-// at most [DefaultTimeout]. [VerifyTestMain] checks, after the tests of a
+// [WaitForCount], [WaitCommitted] and [ReadAll] wait for or read what
+// became of a message; [FlakyPublisher] fails on demand. Whatever a helper
+// opens is closed when the test finishes, and whatever it waits for, it
+// waits for at most [DefaultTimeout] — a count ([WaitForCount],
+// [WaitCommitted]) for at most that long without moving, so that a volume
+// a slow machine handles slowly is not taken for a stall. [VerifyTestMain] checks, after the tests of a
 // package, that no goroutine is left over; it waits for those that end
 // after the Close that stops them returned, as sarama's do.
 //

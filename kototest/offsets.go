@@ -3,7 +3,6 @@ package kototest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -42,18 +41,11 @@ func CommittedOffsets(t testing.TB, brokers []string, group, topic string) map[i
 }
 
 // WaitCommitted polls until the offsets that group committed on topic add
-// up to want, failing t after [DefaultTimeout].
+// up to want, failing t once they have not moved for [DefaultTimeout].
 func WaitCommitted(t testing.TB, brokers []string, group, topic string, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(DefaultTimeout)
-	for {
-		got := Committed(t, brokers, group, topic)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kototest: group %s committed offsets add up to %d on %s after %v, want %d", group, got, topic, DefaultTimeout, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+	committed := func() int64 { return Committed(t, brokers, group, topic) }
+	if got, ok := waitCount(committed, want, DefaultTimeout); !ok || got != want {
+		t.Fatalf("kototest: group %s committed offsets add up to %d on %s, want %d", group, got, topic, want)
 	}
 }

@@ -35,3 +35,30 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(pollInterval)
 	}
 }
+
+// WaitForCount polls count until it reaches want, failing t once count
+// has not moved for [DefaultTimeout]: a wait for a volume, which a slow
+// machine takes long to handle, is bounded by a stall rather than by its
+// total time.
+func WaitForCount(t testing.TB, what string, count func() int64, want int64) {
+	t.Helper()
+	if got, ok := waitCount(count, want, DefaultTimeout); !ok {
+		t.Fatalf("kototest: %s stood at %d for %v, want %d", what, got, DefaultTimeout, want)
+	}
+}
+
+// waitCount polls count until it reaches want (true) or has not moved for
+// stall (false), and returns the last count.
+func waitCount(count func() int64, want int64, stall time.Duration) (int64, bool) {
+	last, moved := count(), time.Now()
+	for last < want {
+		if time.Since(moved) > stall {
+			return last, false
+		}
+		time.Sleep(pollInterval)
+		if n := count(); n != last {
+			last, moved = n, time.Now()
+		}
+	}
+	return last, true
+}
