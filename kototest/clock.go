@@ -2,7 +2,6 @@ package kototest
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/koto-dev/watermill-koto/internal/scheduleid"
 	"github.com/koto-dev/watermill-koto/outbox"
 	"github.com/koto-dev/watermill-koto/parking"
 )
@@ -117,9 +117,11 @@ func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, at 
 		if r.Due.Add(-p).After(at) {
 			continue
 		}
-		ms := max(dueMillis(r.ID)-p.Milliseconds(), 0)
+		ms := max(scheduleid.Millis(r.ID)-p.Milliseconds(), 0)
+		id := r.ID
+		scheduleid.SetMillis(&id, ms)
 		mine.old = append(mine.old, r.ID.String())
-		mine.new = append(mine.new, withDueMillis(r.ID, ms).String())
+		mine.new = append(mine.new, id.String())
 		mine.at = append(mine.at, r.Due.Add(-p))
 		earliest = min(earliest, ms)
 	}
@@ -173,23 +175,7 @@ func (h *Harness) followParked(ctx context.Context, tx pgx.Tx, due dueNow) error
 }
 
 // scheduleTables names, quoted, the scheduled and settled tables of an
-// outbox (outbox.SchemaSQL).
+// outbox.
 func scheduleTables(cfg outbox.Config) (scheduled, settled string) {
-	return pgx.Identifier{cfg.Schema, cfg.Table + "_scheduled"}.Sanitize(), pgx.Identifier{cfg.Schema, cfg.Table + "_settled"}.Sanitize()
-}
-
-// dueMillis returns the due time a schedule ID holds, in milliseconds
-// since 1970: its first 48 bits (outbox, Scheduling).
-func dueMillis(id uuid.UUID) int64 {
-	var b [8]byte
-	copy(b[2:], id[:6])
-	return int64(binary.BigEndian.Uint64(b[:]))
-}
-
-// withDueMillis returns id with its due time set to ms.
-func withDueMillis(id uuid.UUID, ms int64) uuid.UUID {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(max(ms, 0)))
-	copy(id[:6], b[2:])
-	return id
+	return pgx.Identifier{cfg.Schema, cfg.Table + scheduleid.ScheduledSuffix}.Sanitize(), pgx.Identifier{cfg.Schema, cfg.Table + scheduleid.SettledSuffix}.Sanitize()
 }

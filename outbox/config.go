@@ -4,6 +4,7 @@ import (
 	"github.com/koto-dev/watermill-koto/internal/config"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
+	"github.com/koto-dev/watermill-koto/internal/scheduleid"
 )
 
 // Defaults of Config. A zero field means its default.
@@ -15,19 +16,14 @@ const (
 	defaultMaxMessageBytes = 1_000_000
 )
 
-// Suffixes of the tables beside the outbox table: the forwarder's position
-// (<Table>_offsets), the messages scheduled and not yet due
-// (<Table>_scheduled), and what became of those sent or cancelled
-// (<Table>_settled).
-const (
-	offsetsSuffix   = "_offsets"
-	scheduledSuffix = "_scheduled"
-	settledSuffix   = "_settled"
-)
+// offsetsSuffix names the table beside the outbox table that holds the
+// forwarder's position (<Table>_offsets); the schedule's are
+// scheduleid's.
+const offsetsSuffix = "_offsets"
 
 // maxTable leaves room for the longest suffix within PostgreSQL's
 // identifier limit.
-const maxTable = pgschema.MaxIdentifier - len(scheduledSuffix)
+const maxTable = pgschema.MaxIdentifier - len(scheduleid.ScheduledSuffix)
 
 // Config configures an Outbox. Its zero value is the default: tables
 // koto.outbox and koto.outbox_offsets, created by Setup.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/koto-dev/watermill-koto/internal/scheduleid"
 )
 
 const (
@@ -48,7 +50,7 @@ func (s *schedule) notified(due time.Time) {
 	if s.next.IsZero() || due.Before(s.next) {
 		s.next = due
 	}
-	if s.after != uuid.Nil && due.UnixMilli() <= idMillis(s.after) {
+	if s.after != uuid.Nil && due.UnixMilli() <= scheduleid.Millis(s.after) {
 		s.after = uuid.Nil
 	}
 }
@@ -71,7 +73,7 @@ func scanNext(row pgx.Row) (time.Time, error) {
 	case err != nil:
 		return time.Time{}, fmt.Errorf("read the schedule: %w", err)
 	}
-	return time.UnixMilli(idMillis(id)), nil
+	return time.UnixMilli(scheduleid.Millis(id)), nil
 }
 
 // tend moves the messages due now into the outbox, a batch at a time, and

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,11 +14,8 @@ import (
 
 	koto "github.com/koto-dev/watermill-koto"
 	"github.com/koto-dev/watermill-koto/internal/pgtx"
+	"github.com/koto-dev/watermill-koto/internal/scheduleid"
 )
-
-// maxDueMillis is the latest due time a schedule ID holds: 48 bits of
-// milliseconds since 1970, in the year 10889.
-const maxDueMillis = 1<<48 - 1
 
 // Schedule writes msg into the outbox's schedule, for topic, due at at,
 // and returns the schedule's ID, for [Publisher.Cancel]. It takes its
@@ -33,7 +29,7 @@ func (p *Publisher) Schedule(at time.Time, topic string, msg *message.Message) (
 	if at.IsZero() {
 		return "", koto.Poison(fmt.Errorf("%w: the zero time; give the time the message is due", ErrInvalidSchedule))
 	}
-	if ms := at.UnixMilli(); ms >= maxDueMillis {
+	if ms := at.UnixMilli(); ms >= scheduleid.MaxMillis {
 		return "", koto.Poison(fmt.Errorf("%w: %s is later than a schedule can hold", ErrInvalidSchedule, at))
 	}
 	return p.schedule(at, topic, msg)
@@ -84,7 +80,7 @@ func (o *Outbox) writeScheduled(ctx context.Context, tx pgx.Tx, u *pgtx.Unit, id
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO `+o.t.scheduled+` (id, due_at, uuid, payload, metadata) VALUES ($1, $2, $3, $4, $5)`,
 		id, at, q.Args[0], q.Args[1], q.Args[2])
-	b.Queue("SELECT pg_notify($1, $2)", o.t.channel, strconv.FormatInt(idMillis(id), 10))
+	b.Queue("SELECT pg_notify($1, $2)", o.t.channel, strconv.FormatInt(scheduleid.Millis(id), 10))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return o.writeError(topic, 1, err)
 	}
@@ -166,7 +162,7 @@ func newScheduleID(at time.Time) uuid.UUID {
 	if at.After(time.UnixMilli(ms)) {
 		ms++
 	}
-	putMillis(&id, min(max(ms, 0), maxDueMillis))
+	scheduleid.SetMillis(&id, ms)
 	id[6] = 0x70 | id[6]&0x0f // version 7
 	id[8] = 0x80 | id[8]&0x3f // RFC 9562 variant
 	return id
@@ -179,20 +175,6 @@ func boundID(t time.Time) uuid.UUID {
 	for i := range id {
 		id[i] = 0xff
 	}
-	putMillis(&id, min(max(t.UnixMilli(), 0), maxDueMillis))
+	scheduleid.SetMillis(&id, t.UnixMilli())
 	return id
-}
-
-// putMillis writes ms into the first 48 bits of id.
-func putMillis(id *uuid.UUID, ms int64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(ms))
-	copy(id[:6], b[2:])
-}
-
-// idMillis returns the due time of a schedule ID, in milliseconds since 1970.
-func idMillis(id uuid.UUID) int64 {
-	var b [8]byte
-	copy(b[2:], id[:6])
-	return int64(binary.BigEndian.Uint64(b[:]))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/koto-dev/watermill-koto/internal/pgschema"
+	"github.com/koto-dev/watermill-koto/internal/scheduleid"
 )
 
 // sqlTopic is the topic name handed to watermill-sql's adapters. They are
@@ -35,8 +36,8 @@ func newTables(cfg Config) tables {
 		schema:    schema,
 		outbox:    in(""),
 		offsets:   in(offsetsSuffix),
-		scheduled: in(scheduledSuffix),
-		settled:   in(settledSuffix),
+		scheduled: in(scheduleid.ScheduledSuffix),
+		settled:   in(scheduleid.SettledSuffix),
 		channel:   channelName(cfg.Schema, cfg.Table),
 	}
 }
