@@ -15,13 +15,6 @@ import (
 	"github.com/koto-dev/watermill-koto/parking"
 )
 
-// advance is one call of Advance: when, by the database's clock, and how
-// much time it made pass.
-type advance struct {
-	at time.Time
-	d  time.Duration
-}
-
 // Advance makes d, to the millisecond, pass for the messages scheduled in
 // the harness's schema, parked ones included, and wakes the forwarder for
 // those it makes due (see Time in the package documentation); a
@@ -37,55 +30,39 @@ func (h *Harness) Advance(d time.Duration) {
 	d = d.Truncate(time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.timeout)
 	defer cancel()
-	var at time.Time
-	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) (err error) {
-		at, err = h.advance(ctx, tx, d)
-		return err
-	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	passed, err := h.advance(ctx, d)
 	if err != nil {
 		h.t.Fatalf("kototest: Advance(%v): %v", d, err)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.advances = append(h.advances, advance{at: at, d: d})
+	h.passed = passed
 }
 
-// advance makes due, in tx, the scheduled messages that d and the
-// advances before it made due, and returns the time it ran at.
-func (h *Harness) advance(ctx context.Context, tx pgx.Tx, d time.Duration) (time.Time, error) {
-	var at time.Time
-	if err := tx.QueryRow(ctx, "SELECT statement_timestamp()").Scan(&at); err != nil {
-		return at, err
-	}
+// advance makes d pass for each scheduled message still waiting, on top
+// of what earlier advances made pass for it, and makes due those whose
+// due time that reaches. It returns what has passed for those still
+// waiting.
+func (h *Harness) advance(ctx context.Context, d time.Duration) (map[uuid.UUID]time.Duration, error) {
 	boxes, err := outbox.FindTables(ctx, h.pool, h.schema)
 	if err != nil {
-		return at, err
+		return nil, err
 	}
-	passed := h.passedSince(d)
-	var due dueNow
-	for _, cfg := range boxes {
-		if err := h.fireDue(ctx, tx, cfg, at, passed, &due); err != nil {
-			return at, err
-		}
+	parked, err := parking.FindTables(ctx, h.pool, h.schema)
+	if err != nil {
+		return nil, err
 	}
-	return at, h.followParked(ctx, tx, due)
-}
-
-// passedSince returns how much time the advances made pass for what was
-// scheduled at a time: d, and the earlier advances since then.
-func (h *Harness) passedSince(d time.Duration) func(time.Time) time.Duration {
-	h.mu.Lock()
-	advances := append([]advance(nil), h.advances...)
-	h.mu.Unlock()
-	return func(scheduled time.Time) time.Duration {
-		passed := d
-		for _, a := range advances {
-			if a.at.After(scheduled) {
-				passed += a.d
+	passed := map[uuid.UUID]time.Duration{}
+	err = pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		var due dueNow
+		for _, cfg := range boxes {
+			if err := h.fireDue(ctx, tx, cfg, d, passed, &due); err != nil {
+				return err
 			}
 		}
-		return passed
-	}
+		return followParked(ctx, tx, parked, due)
+	})
+	return passed, err
 }
 
 // dueNow lists the scheduled messages an advance made due: their old and
@@ -100,9 +77,9 @@ type dueNow struct {
 // is what the forwarder reads; records its old ID as sent, as it now is
 // as good as sent; and notifies the forwarder of the earliest, as the
 // commit of a schedule does.
-func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, at time.Time, passed func(time.Time) time.Duration, due *dueNow) error {
+func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, d time.Duration, passed map[uuid.UUID]time.Duration, due *dueNow) error {
 	scheduled, settled := scheduleTables(cfg)
-	rows, err := tx.Query(ctx, "SELECT id, due_at, created_at FROM "+scheduled+" WHERE due_at > $1 ORDER BY id FOR UPDATE", at)
+	rows, err := tx.Query(ctx, "SELECT id, due_at, statement_timestamp() FROM "+scheduled+" WHERE due_at > statement_timestamp() ORDER BY id FOR UPDATE")
 	if err != nil {
 		return err
 	}
@@ -113,8 +90,9 @@ func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, at 
 	var mine dueNow
 	earliest := int64(math.MaxInt64)
 	for _, r := range waiting {
-		p := passed(r.Created)
-		if r.Due.Add(-p).After(at) {
+		p := h.passed[r.ID] + d
+		if r.Due.Add(-p).After(r.Now) {
+			passed[r.ID] = p
 			continue
 		}
 		ms := max(scheduleid.Millis(r.ID)-p.Milliseconds(), 0)
@@ -144,23 +122,20 @@ func (h *Harness) fireDue(ctx context.Context, tx pgx.Tx, cfg outbox.Config, at 
 	return nil
 }
 
-// scheduledRow is a scheduled message, as fireDue reads it.
+// scheduledRow is a scheduled message waiting, as fireDue reads it, and
+// the database's time.
 type scheduledRow struct {
-	ID      uuid.UUID
-	Due     time.Time
-	Created time.Time
+	ID  uuid.UUID
+	Due time.Time
+	Now time.Time
 }
 
 // followParked points the parked messages whose return an advance made
 // due at their new schedule, with its due time, so that parking's
 // operations (RunNow, DeadLetter) find it.
-func (h *Harness) followParked(ctx context.Context, tx pgx.Tx, due dueNow) error {
+func followParked(ctx context.Context, tx pgx.Tx, tables []parking.Config, due dueNow) error {
 	if len(due.old) == 0 {
 		return nil
-	}
-	tables, err := parking.FindTables(ctx, h.pool, h.schema)
-	if err != nil {
-		return err
 	}
 	for _, cfg := range tables {
 		table := pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -66,9 +67,9 @@ type Harness struct {
 	track  *tracker
 	admin  *kadm.Client
 
-	mu       sync.Mutex
-	closers  []func()  // after the router stops, last first
-	advances []advance // the calls of Advance so far
+	mu      sync.Mutex
+	closers []func()                    // after the router stops, last first
+	passed  map[uuid.UUID]time.Duration // by Advance, for each scheduled message it saw waiting
 }
 
 // New starts, for t, an embedded Kafka broker and, unless
