@@ -16,14 +16,16 @@ func (h *Harness) CutPostgres() {
 	h.needProxy().Cut()
 }
 
-// RestorePostgres lets connections to the database through again.
+// RestorePostgres lets connections to the database through again, and
+// without delay.
 func (h *Harness) RestorePostgres() {
 	h.t.Helper()
 	h.needProxy().Restore()
 }
 
-// SlowPostgres delays every read from and write to the database by d each
-// way, as a database far away, until [Harness.RestorePostgres].
+// SlowPostgres delays every read from and write to the database, on open
+// connections and new ones, by d each way, as a database far away, until
+// [Harness.RestorePostgres]. It needs [WithPostgresFaults].
 func (h *Harness) SlowPostgres(d time.Duration) {
 	h.t.Helper()
 	h.needProxy().SetDelay(d)

@@ -159,7 +159,7 @@ func (p *namedPoisons) checkAfterPoisons(good []*message.Message) {
 	}
 }
 
-// TestBatchNamedPoison: 10 000 messages (-short: 4 000) of 200 keys on 8
+// TestBatchNamedPoison: 10 000 messages (by default: 4 000) of 200 keys on 8
 // partitions through a router handler of middleware.BatchDefaults in the
 // transactional mode; 1 % of them, at random, are poison, and the handler names them
 // with middleware.FailMessages, half with a koto.Poison error and half

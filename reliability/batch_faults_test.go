@@ -15,7 +15,7 @@ import (
 // TestBatchPostgresOutage: a cqrs batch consumer of a DurableOutbox's
 // Service, reaching PostgreSQL through a TCP proxy, writes a ledger row
 // and publishes an event through the outbox for each message, in batches
-// of up to 500; 10 000 messages (-short: 4 000) of 500 keys, 2 % of them
+// of up to 500; 10 000 messages (by default: 4 000) of 500 keys, 2 % of them
 // re-published. The first half of the stream is published; once the
 // consumer reaches a message of it chosen at random, its batch is held
 // with its rows written, PostgreSQL is cut, the batch let go (its commit
@@ -82,7 +82,7 @@ func TestBatchPostgresOutage(t *testing.T) {
 	})
 }
 
-// TestBatchRebalance: 10 000 messages (-short: 4 000) of 1 000 keys on 8
+// TestBatchRebalance: 10 000 messages (by default: 4 000) of 1 000 keys on 8
 // partitions through three in-process router handlers of
 // middleware.BatchDefaults in one group, at full speed: two thirds of the
 // stream are published at once. Once one of them reaches a message of

@@ -136,7 +136,7 @@ func (r *ledgerRun) checkLedger(t *testing.T, want int, places map[string]keySeq
 	return rows - distinct, max(0, want-distinct), r.keyOrder(r.schema, places)
 }
 
-// TestBatchLedger: 50 000 messages (-short: 10 000) of 1 000 keys on 8
+// TestBatchLedger: 50 000 messages (by default: 10 000) of 1 000 keys on 8
 // partitions, 2 % of them re-published with the same UUID, through a
 // router handler of middleware.BatchDefaults in the transactional mode
 // with batches of up to 500: each batch writes a ledger row per message in
@@ -283,7 +283,7 @@ func waitBatchHold(t *testing.T, procs []*process, k int) (int, int) {
 	}
 }
 
-// TestBatchHotKey: 20 000 messages (-short: 5 000) of one key through a
+// TestBatchHotKey: 20 000 messages (by default: 5 000) of one key through a
 // router handler of middleware.BatchDefaults: the batch subscriber hands
 // out the key's messages read while none of it is in flight together, so
 // they fill batches of up to 500, one batch of the key at a time. The ledger holds each message exactly once, in

@@ -35,7 +35,7 @@ const (
 	requestHang    = 15 * requestTimeout
 )
 
-// TestBrokerFaults streams messages (-short: fewer) through an idempotent
+// TestBrokerFaults streams 5 000 messages (by default: 1 500) through an idempotent
 // consumer whose handler publishes an event per message, while the broker
 // fails under it: it is closed and restarted on its data directory, then
 // fails every produce, then every fetch, then every offset commit. The

@@ -82,7 +82,7 @@ func (r *ledgerRun) keyOrder(schema string, places map[string]keySeq) (outOfOrde
 }
 
 // TestConcurrentKeyOrder: one transactional consumer with Concurrency 64
-// on 8 partitions, 20 000 messages (-short: 4 000) of 500 keys, each key's
+// on 8 partitions, 20 000 messages (by default: 4 000) of 500 keys, each key's
 // in bursts of 5; handlers wait 0–2 ms, 2 % of the messages fail their
 // first delivery before the chain (nacked, delivered again) and 2 % their
 // first attempt after writing their row (rolled back, tried again). The

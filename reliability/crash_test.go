@@ -113,7 +113,7 @@ func holder(t *testing.T, procs []*process, k int, uuid string) int {
 
 // TestKillTransactional (scenario 1): two consumers in the transactional
 // mode, each a subprocess (this test binary, run again), share a group
-// and handle 5 000 messages (-short: 1 000) plus a re-publication (same
+// and handle 5 000 messages (by default: 1 000) plus a re-publication (same
 // UUID) of a fifth of them; [kills] times while messages remain, a
 // consumer holding a delivery (a message chosen at random, its effect
 // written or not yet) is killed with SIGKILL and replaced (see crashRun).

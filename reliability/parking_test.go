@@ -292,7 +292,7 @@ func (r *parkingRun) cleanRate(t *testing.T) float64 {
 	return float64(n) / max(secs, 1e-3)
 }
 
-// TestParkingKeepsKeyOrder (scenario 6): 200 keys × 50 messages (-short:
+// TestParkingKeepsKeyOrder (scenario 6): 200 keys × 50 messages (by default:
 // 50 × 20) on 8 partitions, one transactional consumer of Concurrency 8;
 // a tenth of the keys meet a flaky dependency: 5 % of the stream fails its
 // first 3 attempts and is parked once, 2 % its first 5 and is parked at

@@ -23,7 +23,7 @@ const rebalancePartitions = 8
 
 // TestRebalance (scenario 5): two groups, one in the transactional mode
 // and one in check-handle-mark (each with a ledger of its own), start with
-// three consumers each on an 8-partition topic; 10 000 messages (-short:
+// three consumers each on an 8-partition topic; 10 000 messages (by default:
 // 2 000) go out in three parts, each next part as a fault begins. Once
 // each group holds a delivery of the first part after its effect (see
 // holds), a fourth consumer joins each group; once each holds one of the

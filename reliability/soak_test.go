@@ -67,7 +67,7 @@ type paymentProcessed struct {
 func (e paymentProcessed) PartitionKey() string { return e.OrderID }
 
 // TestSoak runs the example shop's three services (examples/shop) for 60 s
-// (-short: 10 s): clients reserve stock from inventory by request/reply,
+// (by default: 10 s): clients reserve stock from inventory by request/reply,
 // then write each order and its orderPlaced twice through the durable
 // outbox; payments charges each order in the transactional mode and
 // publishes paymentProcessed through the outbox; orders consumes it. After

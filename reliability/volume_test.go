@@ -25,7 +25,7 @@ const volumePartitions = 16
 // volumeLimit bounds the consumption of one store's stream.
 const volumeLimit = 8 * time.Minute
 
-// TestVolume publishes 100 000 distinct messages (-short: 10 000) and a
+// TestVolume publishes 100 000 distinct messages (by default: 10 000) and a
 // re-publication with the same UUID of every fifth one, then consumes the
 // topic through a Watermill router behind middleware.Defaults, in one
 // consumer group with the memory store and in another with the PostgreSQL

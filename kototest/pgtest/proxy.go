@@ -2,7 +2,6 @@ package pgtest
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -48,19 +47,19 @@ func (p *Proxy) Cut() {
 	p.closeConnsLocked()
 }
 
-// SetDelay makes the connections opened from now on carry each byte d
-// later than it came, in each direction: a round trip takes 2d more.
-// Bandwidth is not limited.
+// SetDelay makes every connection, open or new, carry each byte that
+// comes from now on d later, in each direction: a round trip takes 2d
+// more. Bandwidth is not limited. [Proxy.Restore] ends it.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	p.delay = d
 	p.mu.Unlock()
 }
 
-// Restore accepts and forwards connections again.
+// Restore accepts and forwards connections again, without delay.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
-	p.cut = false
+	p.cut, p.delay = false, 0
 	p.mu.Unlock()
 }
 
@@ -113,13 +112,8 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	delay := p.delayNow()
 	pipe := func(dst, src net.Conn) {
-		if delay > 0 {
-			delayedCopy(dst, src, delay)
-		} else {
-			_, _ = io.Copy(dst, src)
-		}
+		delayedCopy(dst, src, p.delayNow)
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}

@@ -12,13 +12,13 @@ type chunk struct {
 	due  time.Time
 }
 
-// delayedCopy copies src to dst, each read d after it came, until src
-// ends or a write fails: a reader queues what it reads, stamped, and this
-// goroutine writes each when it is due, together with those due by then,
-// so that reads go on meanwhile.
-func delayedCopy(dst, src net.Conn, d time.Duration) {
+// delayedCopy copies src to dst, each read delay() after it came, until
+// src ends or a write fails: a reader queues what it reads, stamped, and
+// this goroutine writes each when it is due, together with those due by
+// then, so that reads go on meanwhile.
+func delayedCopy(dst, src net.Conn, delay func() time.Duration) {
 	queue := make(chan chunk, 1024)
-	go readChunks(src, d, queue)
+	go readChunks(src, delay, queue)
 	next, ok := <-queue
 	for ok {
 		time.Sleep(time.Until(next.due))
@@ -37,15 +37,15 @@ func delayedCopy(dst, src net.Conn, d time.Duration) {
 	}
 }
 
-// readChunks reads src into queue, each chunk due d after it came, and
-// closes queue when src ends.
-func readChunks(src net.Conn, d time.Duration, queue chan<- chunk) {
+// readChunks reads src into queue, each chunk due delay() after it came,
+// and closes queue when src ends.
+func readChunks(src net.Conn, delay func() time.Duration, queue chan<- chunk) {
 	defer close(queue)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(d)}
+			queue <- chunk{data: append([]byte(nil), buf[:n]...), due: time.Now().Add(delay())}
 		}
 		if err != nil {
 			return
