@@ -134,9 +134,7 @@ func (f *Forwarder) loop(ctx context.Context, conn *pgx.Conn, pos position) (pro
 		}
 		wait := f.cfg.PollInterval
 		if next.held() {
-			// Growing to about a second, not more: the older transaction
-			// may be anyone's in the cluster, and end any moment.
-			wait = min(time.Millisecond<<min(behind, 10), f.cfg.PollInterval)
+			wait = heldWait(behind, f.cfg.PollInterval)
 			behind++
 		} else {
 			behind = 0
@@ -192,4 +190,12 @@ func (f *Forwarder) query(ctx context.Context, fn func(context.Context) error) e
 	qctx, cancel := context.WithTimeout(ctx, f.cfg.QueryTimeout)
 	defer cancel()
 	return fn(qctx)
+}
+
+// heldWait is how long the forwarder waits, after behind waits already,
+// for rows held behind an older transaction: a few milliseconds, doubling
+// up to about a second, not more, since the older transaction may be
+// anyone's in the cluster and end any moment; and never past poll.
+func heldWait(behind int, poll time.Duration) time.Duration {
+	return min(time.Millisecond<<min(behind, 10), poll)
 }
