@@ -122,3 +122,26 @@ func (m *batcherModel) settle(rec *sarama.ConsumerMessage, acked bool) {
 	}
 	m.b.settle(rec, acked, m.now)
 }
+
+// TestBatcherTimesAWaitingRecordFromItsArrival: a record that waited in
+// its key's lane for the key's batch in flight is ready as soon as that
+// batch is settled, if it came in MaxWait ago; it does not wait MaxWait
+// again from the settle.
+func TestBatcherTimesAWaitingRecordFromItsArrival(t *testing.T) {
+	const wait = 50 * time.Millisecond
+	b := newBatcher(Config{Batch: BatchConfig{MaxMessages: 10, MaxBytes: 1 << 20, MaxWait: wait, Parallel: 1}})
+	t0 := time.Unix(1_700_000_000, 0)
+	first := &sarama.ConsumerMessage{Key: []byte("a"), Offset: 0}
+	b.add(first, t0)
+	if recs, _ := b.take(); len(recs) != 1 {
+		t.Fatalf("first batch %d records, want 1", len(recs))
+	}
+	b.add(&sarama.ConsumerMessage{Key: []byte("a"), Offset: 1}, t0)
+	if b.ready(t0.Add(wait)) {
+		t.Fatal("a record of a key in flight is ready")
+	}
+	b.settle(first, true, t0.Add(wait))
+	if !b.ready(t0.Add(wait)) {
+		t.Error("the key's next record, in for MaxWait, is not ready once its batch is settled")
+	}
+}

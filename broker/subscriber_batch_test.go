@@ -157,6 +157,26 @@ func TestBatchSubscriberHandsANackedMessageOutAgainFirst(t *testing.T) {
 	kototest.WaitCommitted(t, brokers, group, topic, 150)
 }
 
+// TestBatchSubscriberCountsMembersAckedOnTheirMessage: a handler that
+// acks a batch's members on their own messages, not through the batch,
+// has them counted as acked: committed, not handed out again.
+func TestBatchSubscriberCountsMembersAckedOnTheirMessage(t *testing.T) {
+	brokers := kototest.Brokers(t)
+	topic := kototest.NewTopic(t, provisionCfg(brokers, 1), "batch-member-ack")
+	kototest.Produce(t, brokers, keyed(topic, "a", 0, 20, 0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	group := kototest.Group(t, "batch-member-ack")
+	sub := batchSubscriber(t, brokers, group, broker.BatchConfig{MaxMessages: 20, MaxWait: time.Hour})
+	msgs := kototest.Subscribe(t, sub, topic)
+
+	env, b := receiveBatch(t, msgs)
+	wantSeqs(t, b, "count", "a", 0, 20)
+	for _, m := range b.Messages {
+		m.Ack()
+	}
+	env.Ack()
+	kototest.WaitCommitted(t, brokers, group, topic, 20)
+}
+
 // TestBatchSubscriberFillsOnTime: ten records, batches of up to 500: the
 // batch goes out MaxWait after it began filling, with the ten, and a
 // batch message nacked by its handler nacks what it left unsettled, which
