@@ -3,6 +3,7 @@ package kototest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -45,7 +46,8 @@ func CommittedOffsets(t testing.TB, brokers []string, group, topic string) map[i
 func WaitCommitted(t testing.TB, brokers []string, group, topic string, want int64) {
 	t.Helper()
 	committed := func() int64 { return Committed(t, brokers, group, topic) }
-	if got, ok := waitCount(committed, want, DefaultTimeout); !ok || got != want {
+	// Each look opens a client: fewer looks than WaitFor's.
+	if got, ok := waitCount(committed, want, DefaultTimeout, 50*time.Millisecond); !ok || got != want {
 		t.Fatalf("kototest: group %s committed offsets add up to %d on %s, want %d", group, got, topic, want)
 	}
 }

@@ -42,20 +42,20 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 // total time.
 func WaitForCount(t testing.TB, what string, count func() int64, want int64) {
 	t.Helper()
-	if got, ok := waitCount(count, want, DefaultTimeout); !ok {
+	if got, ok := waitCount(count, want, DefaultTimeout, pollInterval); !ok {
 		t.Fatalf("kototest: %s stood at %d for %v, want %d", what, got, DefaultTimeout, want)
 	}
 }
 
-// waitCount polls count until it reaches want (true) or has not moved for
-// stall (false), and returns the last count.
-func waitCount(count func() int64, want int64, stall time.Duration) (int64, bool) {
+// waitCount polls count every interval until it reaches want (true) or
+// has not moved for stall (false), and returns the last count.
+func waitCount(count func() int64, want int64, stall, every time.Duration) (int64, bool) {
 	last, moved := count(), time.Now()
 	for last < want {
 		if time.Since(moved) > stall {
 			return last, false
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(every)
 		if n := count(); n != last {
 			last, moved = n, time.Now()
 		}
